@@ -1,0 +1,89 @@
+"""``zoo.jit``: one kernel source for the GPU and for the simulator.
+
+Use it exactly like ``numba.cuda.jit``. Two things differ:
+
+* Options only the GPU compiler knows (``lineinfo``, ``max_registers``,
+  ``launch_bounds``, ``lto``, ...) are dropped in the simulator, whose ``jit``
+  rejects them with a TypeError.
+* A kernel (not a device function) comes back wrapped in :class:`Kernel`, which
+  launches the same way (``kernel[blocks, threads](...)``) and remembers its
+  last launch configuration, so the harness can report registers, shared
+  memory and occupancy for exactly the configuration a variant chose.
+"""
+import functools
+import inspect
+
+from numba import cuda
+
+from zoo import SIMULATOR
+
+if SIMULATOR:
+    _SIM_OPTIONS = set(inspect.signature(cuda.jit).parameters) - {"func_or_sig", "link"}
+
+
+class Launch:
+    """A launch configuration as the variant wrote it, normalised to 3D tuples."""
+
+    __slots__ = ("grid", "block", "stream", "shared_bytes")
+
+    def __init__(self, grid, block, stream=0, shared_bytes=0):
+        self.grid = _dim3(grid)
+        self.block = _dim3(block)
+        self.stream = stream
+        self.shared_bytes = shared_bytes
+
+    @property
+    def threads_per_block(self):
+        x, y, z = self.block
+        return x * y * z
+
+    @property
+    def blocks(self):
+        x, y, z = self.grid
+        return x * y * z
+
+    def __repr__(self):
+        return f"Launch(grid={self.grid}, block={self.block}, shared_bytes={self.shared_bytes})"
+
+
+def _dim3(d):
+    if isinstance(d, int):
+        return (d, 1, 1)
+    d = tuple(int(v) for v in d)
+    return d + (1,) * (3 - len(d))
+
+
+class Kernel:
+    """A compiled-on-first-launch kernel that records how it was launched."""
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+        self.last_launch = None
+        functools.update_wrapper(self, dispatcher.py_func)
+
+    def __getitem__(self, config):
+        launch = Launch(*config)
+        configured = self.dispatcher[config]
+
+        def run(*args):
+            self.last_launch = launch
+            return configured(*args)
+
+        return run
+
+    def compiled(self):
+        """The most recently compiled specialisation (GPU only), or None."""
+        if SIMULATOR:
+            return None
+        overloads = list(self.dispatcher.overloads.values())
+        return overloads[-1] if overloads else None
+
+
+def jit(func=None, **options):
+    """``numba.cuda.jit`` that runs in the simulator too (see module docstring)."""
+    if func is None:
+        return functools.partial(jit, **options)
+    if SIMULATOR:
+        options = {k: v for k, v in options.items() if k in _SIM_OPTIONS}
+    dispatcher = cuda.jit(func, **options)
+    return dispatcher if options.get("device") else Kernel(dispatcher)
