@@ -1,0 +1,68 @@
+"""The command line: what a newcomer types."""
+import pytest
+
+import zoo
+
+
+def test_list_names_every_variant(zoo_cli):
+    r = zoo_cli("list", env={"COLUMNS": "200"})
+    assert r.returncode == 0
+    for fam in zoo.families():
+        for v in fam:
+            assert v.name in r.stdout
+
+
+def test_show_prints_docstring_and_source(zoo_cli):
+    r = zoo_cli("show", "reverse", "v02", env={"COLUMNS": "200"})
+    assert r.returncode == 0
+    assert "Changes" in r.stdout and "cuda.syncthreads()" in r.stdout
+
+
+def test_diff_shows_one_step(zoo_cli):
+    r = zoo_cli("diff", "reverse", "v02")
+    assert r.returncode == 0
+    assert "--- reverse/v01_static_shared.py" in r.stdout
+    assert "+++ reverse/v02_dynamic_shared.py" in r.stdout
+    assert "+    s = cuda.shared.array(0, float32)" in r.stdout
+
+
+def test_diff_against_a_named_step(zoo_cli):
+    r = zoo_cli("diff", "reverse", "v04", "v03")
+    assert r.returncode == 0
+    assert "-    cuda.syncthreads()" in r.stdout
+
+
+def test_check_is_green(zoo_cli):
+    r = zoo_cli("check", "reverse", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "FAIL" not in r.stdout
+
+
+def test_run_in_the_simulator_says_timings_need_a_gpu(zoo_cli):
+    if not zoo.SIMULATOR:
+        pytest.skip("simulator behaviour")
+    r = zoo_cli("run", "vector_add", "--size", "100", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "need a GPU" in r.stdout and "v02_grid_stride" in r.stdout
+
+
+def test_doctor_reports_mode_and_versions(zoo_cli):
+    r = zoo_cli("doctor", env={"COLUMNS": "200"})
+    assert r.returncode == 0
+    assert "numba-cuda" in r.stdout and ("simulator" in r.stdout if zoo.SIMULATOR else "GPU" in r.stdout)
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "required"),
+    (["frobnicate"], "invalid choice"),
+    (["show", "nosuchfamily", "v01"], "no family"),
+    (["show", "reverse", "v99"], "no variant"),
+    (["diff", "reverse", "v01"], "first step"),
+    (["run", "vector_add", "--size", "ten"], "a size is an integer"),
+    (["check", "--size", "0"], "positive"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(zoo_cli, args, message):
+    r = zoo_cli(*args)
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if not line.startswith("zoo: no usable CUDA driver")]
+    assert len(lines) == 1 and lines[0].startswith("zoo: error:") and message in lines[0], r.stderr

@@ -1,0 +1,185 @@
+"""Discovery: one new file is one new variant, and broken trees fail loudly."""
+import itertools
+import textwrap
+
+import pytest
+
+import zoo
+from zoo import registry
+from zoo.registry import Family, RegistryError
+
+SPEC = '''
+"""Scale a float32 vector by two: a throwaway family for the registry tests."""
+import numpy as np
+
+ORDER = 99
+INPUTS = ("x",)
+DTYPE = np.float32
+NDIM = 1
+TOLERANCE = 1e-6
+TEST_SIZES = (1, 33)
+GPU_TEST_SIZES = (1, 33)
+BENCH_SIZES = (1 << 20,)
+BASELINE = "cupy.multiply"
+
+
+def make_inputs(size, seed):
+    return (np.random.default_rng(seed).standard_normal(int(size), dtype=np.float32),)
+
+
+def reference(x):
+    return 2.0 * x.astype(np.float64)
+
+
+def output_for(x):
+    return x.shape, np.float32
+
+
+def flops(size):
+    return int(size)
+
+
+def bytes_moved(size):
+    return 8 * int(size)
+
+
+def baseline(x, out):
+    import cupy
+
+    cupy.multiply(x, 2, out=out)
+'''
+
+VARIANT = '''
+"""{summary}
+
+Changes:
+    A test variant.
+
+Why it is faster:
+    It is not.
+
+Measured:
+    never.
+"""
+from numba import cuda
+
+from zoo.jit import jit
+
+
+@jit
+def scale_kernel(x, out):
+    i = cuda.grid(1)
+    if i < {bound}:
+        out[i] = {factor} * x[i]
+
+
+def launch(x, out):
+    scale_kernel[(x.size + 31) // 32, 32](x, out)
+'''
+
+
+def make_family(root, name, variants, spec=SPEC):
+    pkg = root / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(spec)
+    for filename, text in variants.items():
+        (pkg / filename).write_text(textwrap.dedent(text))
+    return pkg
+
+
+def good(summary="Twice x.", factor="2.0", bound="x.size"):
+    return VARIANT.format(summary=summary, factor=factor, bound=bound)
+
+
+_loaded = itertools.count()
+
+
+def load(tmp_path, name, variants, monkeypatch):
+    """A Family built from files under tmp_path, imported as zoo.kernels.<name>_<n> (fresh each time)."""
+    name = f"{name}_{next(_loaded)}"
+    make_family(tmp_path, name, variants)
+    import zoo.kernels
+
+    monkeypatch.setattr(zoo.kernels, "__path__", list(zoo.kernels.__path__) + [str(tmp_path)])
+    import importlib
+
+    return Family(name, importlib.import_module(f"zoo.kernels.{name}"))
+
+
+def test_new_file_is_a_new_variant(tmp_path, monkeypatch):
+    fam = load(tmp_path, "scale_a", {"v01_plain.py": good(), "v02_again.py": good("Twice x, again.")}, monkeypatch)
+    assert [v.name for v in fam] == ["v01_plain", "v02_again"]
+    assert fam[2] is fam["v02"] is fam["v02_again"] is fam["again"]
+    assert fam[2].summary == "Twice x, again."
+
+
+def test_variants_sort_by_number_not_by_name(tmp_path, monkeypatch):
+    files = {f"v{n:02d}_{chr(ord('z') - n)}.py": good() for n in range(1, 12)}
+    fam = load(tmp_path, "scale_b", files, monkeypatch)
+    assert [v.number for v in fam] == list(range(1, 12))
+
+
+@pytest.mark.parametrize("files,message", [
+    ({"v01_a.py": good(), "v03_c.py": good()}, "missing v02"),
+    ({"v01_a.py": good(), "v01_b.py": good()}, "already used"),
+    ({"v1_a.py": good()}, "vNN_technique"),
+    ({"v01_a.py": good().replace("Measured:", "Results:")}, "'Measured:'"),
+    ({"v01_a.py": good().replace("Why it is faster:", "Why:")}, "'Why it is faster:'"),
+])
+def test_broken_trees_fail_loudly(tmp_path, monkeypatch, files, message):
+    with pytest.raises(RegistryError, match=message):
+        load(tmp_path, "scale_bad", files, monkeypatch)
+
+
+def test_incomplete_spec_fails_loudly(tmp_path, monkeypatch):
+    spec = SPEC.replace("def flops(size):\n    return int(size)\n", "")
+    make_family(tmp_path, "scale_nospec", {"v01_a.py": good()}, spec=spec)
+    import importlib
+
+    import zoo.kernels
+
+    monkeypatch.setattr(zoo.kernels, "__path__", list(zoo.kernels.__path__) + [str(tmp_path)])
+    with pytest.raises(RegistryError, match="flops"):
+        Family("scale_nospec", importlib.import_module("zoo.kernels.scale_nospec"))
+
+
+def test_families_are_in_teaching_order():
+    names = [f.name for f in zoo.families()]
+    assert names[:2] == ["vector_add", "reverse"]
+    orders = [f.ORDER for f in zoo.families()]
+    assert orders == sorted(orders)
+
+
+def test_unknown_names_list_what_exists():
+    with pytest.raises(KeyError, match="vector_add"):
+        zoo.family("nope")
+    with pytest.raises(KeyError, match="v01_static_shared"):
+        zoo.family("reverse")["v09"]
+
+
+def test_demonstration_is_marked():
+    demos = [v.name for v in zoo.family("reverse") if v.demonstration]
+    assert demos == ["v04_missing_barrier"]
+
+
+def test_a_new_family_folder_is_discovered_checked_and_listed(tmp_path, zoo_cli):
+    """End to end through the CLI, with the folder added by ZOO_KERNEL_PATH."""
+    make_family(tmp_path, "scale_cli", {"v01_plain.py": good("Twice x, plainly.")})
+    env = {"ZOO_KERNEL_PATH": str(tmp_path), "COLUMNS": "200"}
+    listed = zoo_cli("list", "scale_cli", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "v01_plain" in listed.stdout and "Twice x, plainly." in listed.stdout
+    checked = zoo_cli("check", "scale_cli", env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "ok" in checked.stdout
+
+    # A second file makes a second variant, and a wrong one fails the check.
+    (tmp_path / "scale_cli" / "v02_wrong.py").write_text(good("Thrice x.", factor="3.0"))
+    checked = zoo_cli("check", "scale_cli", env=env)
+    assert checked.returncode == 1
+    assert "v02_wrong" in checked.stdout and "FAIL" in checked.stdout
+
+    # One that forgets the last element is caught by the NaN poison.
+    (tmp_path / "scale_cli" / "v02_wrong.py").write_text(good("Short.", bound="x.size - 1"))
+    checked = zoo_cli("check", "scale_cli", env=env)
+    assert checked.returncode == 1 and "unwritten" in checked.stdout

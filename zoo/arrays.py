@@ -1,0 +1,75 @@
+"""Arrays in, arrays out: NumPy on the host, CuPy or numba on the device.
+
+A variant called with NumPy arrays copies them to the GPU and returns NumPy; called
+with CuPy or numba device arrays it works in place on the device and returns the
+same kind. Kernels always receive numba device arrays (CuPy arrays are wrapped
+without a copy through ``__cuda_array_interface__``): numba launches them with
+less host overhead than CuPy objects.
+"""
+import numpy as np
+from numba import cuda
+
+NUMPY, CUPY, NUMBA = "numpy", "cupy", "numba"
+
+
+def kind(x):
+    """Which family of array ``x`` is, or TypeError for anything else."""
+    if isinstance(x, np.ndarray):
+        return NUMPY
+    if type(x).__module__.split(".")[0] == "cupy":
+        return CUPY
+    if hasattr(x, "copy_to_host"):  # numba DeviceNDArray, or the simulator's FakeCUDAArray
+        return NUMBA
+    raise TypeError(f"expected a NumPy, CuPy or numba device array, got {type(x).__name__}")
+
+
+def common_kind(arrays):
+    kinds = {kind(a) for a in arrays}
+    if len(kinds) > 1:
+        raise TypeError(f"arrays of mixed kinds ({', '.join(sorted(kinds))}): pass all host or all device arrays")
+    return kinds.pop()
+
+
+def is_c_contiguous(x):
+    if hasattr(x, "is_c_contiguous"):  # numba device array
+        return x.is_c_contiguous()
+    return bool(x.flags.c_contiguous)
+
+
+def to_device(x):
+    """A numba device array holding ``x`` (copied from the host, or a zero-copy view)."""
+    k = kind(x)
+    if k == NUMPY:
+        return cuda.to_device(x)
+    if k == CUPY:
+        return cuda.as_cuda_array(x)
+    return x
+
+
+def device_empty(shape, dtype, like_kind):
+    """(device view for the kernel, object to hand back) for a new output."""
+    if like_kind == CUPY:
+        import cupy
+
+        out = cupy.empty(shape, dtype=dtype)
+        return cuda.as_cuda_array(out), out
+    out = cuda.device_array(shape, dtype=dtype)
+    return out, out
+
+
+def host(x):
+    """A NumPy copy of any supported array."""
+    k = kind(x)
+    if k == NUMPY:
+        return x
+    if k == CUPY:
+        return x.get()
+    return x.copy_to_host()
+
+
+def poison_value(dtype):
+    """What an unwritten output element holds in a check: NaN, or an integer no kernel produces."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.nan
+    return np.iinfo(dtype).min if dtype.kind == "i" else np.iinfo(dtype).max

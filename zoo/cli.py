@@ -1,0 +1,279 @@
+"""``python -m zoo`` (or ``zoo``): list, show, diff, check, run, report and doctor."""
+import argparse
+import difflib
+import subprocess
+import sys
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.progress import Progress
+from rich.syntax import Syntax
+from rich.table import Table
+
+import zoo
+from zoo import harness, results
+from zoo.errors import OutOfRange
+
+console = Console()
+
+
+class UsageError(Exception):
+    """Bad arguments: one line on stderr, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _family(name):
+    try:
+        return zoo.family(name)
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
+
+
+def _variant(fam, key):
+    try:
+        return fam[key]
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
+
+
+def _families(names):
+    return [_family(n) for n in names] if names else zoo.families()
+
+
+def _sizes(fam, texts, default):
+    if not texts:
+        return list(default)
+    try:
+        return [results.parse_size(t) for t in texts]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+# -- list / show / diff -------------------------------------------------------
+def cmd_list(args):
+    table = Table(title=f"zoo: {len(zoo.families())} families", show_lines=False)
+    table.add_column("family / variant", style="bold")
+    table.add_column("summary")
+    for fam in _families(args.families):
+        table.add_row(f"[cyan]{fam.name}[/]", f"[cyan]{fam.summary}[/]  (baseline: {fam.BASELINE})")
+        for v in fam:
+            mark = " [red](demonstration)[/]" if v.demonstration else ""
+            table.add_row(f"  {v.name}", v.summary + mark)
+    console.print(table)
+
+
+def cmd_show(args):
+    v = _variant(_family(args.family), args.variant)
+    console.print(Panel(Markdown(_doc_markdown(v.doc)), title=f"{v.family.name} / {v.name}"))
+    console.print(Syntax(v.source, "python", line_numbers=True, theme="ansi_dark"))
+
+
+def _doc_markdown(doc):
+    lines = []
+    for line in doc.strip().splitlines():
+        stripped = line.strip()
+        head = stripped.rstrip(":")
+        lines.append(f"**{head}**" if stripped.endswith(":") and head in zoo.registry.HEADINGS else stripped)
+    return "\n".join(lines)
+
+
+def cmd_diff(args):
+    fam = _family(args.family)
+    new = _variant(fam, args.variant)
+    if args.other:
+        old = _variant(fam, args.other)
+    elif new.number == 1:
+        raise UsageError(f"{new.name} is the first step of {fam.name}: name another variant to diff against")
+    else:
+        old = fam[new.number - 1]
+    diff = "".join(difflib.unified_diff(
+        old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
+        fromfile=f"{fam.name}/{old.path.name}", tofile=f"{fam.name}/{new.path.name}"))
+    if console.is_terminal:
+        console.print(Syntax(diff, "diff", theme="ansi_dark"))
+    else:
+        sys.stdout.write(diff)
+
+
+# -- check / run --------------------------------------------------------------
+def _check_family(fam, sizes, progress, task):
+    """Rows of (variant, passed, skipped, worst error, failures)."""
+    rows, failed = [], False
+    for v in fam:
+        if v.demonstration:
+            rows.append((v.name, "-", "-", "-", "[yellow]demonstration: wrong on purpose, not checked[/]"))
+            progress.advance(task, len(sizes))
+            continue
+        passed, skipped, worst, problems = 0, 0, 0.0, []
+        for i, size in enumerate(sizes):
+            try:
+                r = harness.check(v, size, seed=1000 + i)
+            except OutOfRange:
+                skipped += 1
+            else:
+                worst = max(worst, r.error)
+                if r.ok:
+                    passed += 1
+                else:
+                    problems.append(f"n={results.size_key(size)}: {r.detail}")
+            progress.advance(task)
+        failed |= bool(problems)
+        status = "[green]ok[/]" if not problems else "[red]FAIL[/] " + "; ".join(problems)
+        rows.append((v.name, str(passed), str(skipped), f"{worst:.1e}", status))
+    return rows, failed
+
+
+def cmd_check(args):
+    fams = _families(args.families)
+    plan = [(fam, _sizes(fam, args.size, fam.TEST_SIZES if zoo.SIMULATOR else fam.GPU_TEST_SIZES)) for fam in fams]
+    any_failed = False
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("checking", total=sum(len(f.variants) * len(s) for f, s in plan))
+        tables = []
+        for fam, sizes in plan:
+            rows, failed = _check_family(fam, sizes, progress, task)
+            any_failed |= failed
+            table = Table(title=f"{fam.name}: sizes {', '.join(results.size_key(s) for s in sizes)} "
+                                f"({'simulator' if zoo.SIMULATOR else 'GPU'})")
+            for col in ("variant", "passed", "out of range", "worst error", "status"):
+                table.add_column(col)
+            for row in rows:
+                table.add_row(*row)
+            tables.append(table)
+    for t in tables:
+        console.print(t)
+    return 1 if any_failed else 0
+
+
+def _fmt(value, spec):
+    return "-" if value is None or value != value else format(value, spec)
+
+
+def cmd_run(args):
+    if zoo.SIMULATOR:
+        console.print("[yellow]Simulator: correctness only at small sizes. Timings, registers and "
+                      "occupancy need a GPU (ZOO_TARGET=gpu on a machine with one).[/]")
+        args.size = args.size or None
+        return cmd_check(args)
+    from zoo.device import properties, versions
+
+    fams = _families(args.families)
+    runs, any_failed = {}, False
+    plan = [(fam, _sizes(fam, args.size, fam.BENCH_SIZES)) for fam in fams]
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("timing", total=sum((len(f.variants) + 1) * len(s) for f, s in plan))
+        for fam, sizes in plan:
+            for size in sizes:
+                progress.update(task, description=f"{fam.name} {results.size_key(size)}: baseline")
+                base = harness.measure_baseline(fam, size)
+                progress.advance(task)
+                measured = [base]
+                for v in fam:
+                    progress.update(task, description=f"{fam.name} {results.size_key(size)}: {v.name}")
+                    try:
+                        m = harness.measure_variant(v, size, baseline_ms=base.ms)
+                    except OutOfRange:
+                        m = None
+                    progress.advance(task)
+                    if m is not None:
+                        any_failed |= m.correct is False
+                        measured.append(m)
+                runs.setdefault(fam.name, {})[size] = measured
+                console.print(_run_table(fam, size, measured))
+    if args.save:
+        path = results.save(runs, properties(), versions(), commit=_git_commit())
+        console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates README and plots")
+    return 1 if any_failed else 0
+
+
+def _run_table(fam, size, measured):
+    table = Table(title=f"{fam.name}, size {results.size_key(size)} on {zoo.device.properties()['name']}")
+    for col in ("variant", "ms", "GFLOP/s", "GB/s", f"% of {fam.BASELINE}", "regs", "smem B",
+                "local B", "occupancy", "correct"):
+        table.add_column(col, justify="right" if col != "variant" else "left")
+    for m in measured:
+        r = m.resources
+        correct = {True: "[green]yes[/]", False: "[red]NO[/]", None: "demo" if m.name != "baseline" else "-"}
+        table.add_row(m.name, _fmt(m.ms, ".4f"), _fmt(m.gflops if fam.flops(size) else None, ",.0f"),
+                      _fmt(m.gbps, ",.0f"), _fmt(100 * m.ratio, ".1f"),
+                      str(r.get("registers", "-")), str(r.get("shared_bytes", "-")), str(r.get("local_bytes", "-")),
+                      _fmt(r.get("occupancy"), ".0%"), correct[m.correct])
+    return table
+
+
+def _git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=results.ROOT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+# -- report / doctor ----------------------------------------------------------
+def cmd_report(args):
+    from zoo import report
+
+    for line in report.regenerate():
+        console.print(line)
+
+
+def cmd_doctor(args):
+    from zoo.device import properties, versions
+
+    table = Table(title="zoo doctor", show_header=False)
+    table.add_row("mode", "[yellow]simulator[/] (no usable CUDA driver, or forced)" if zoo.SIMULATOR
+                  else "[green]GPU[/]")
+    for k, v in versions().items():
+        table.add_row(k, str(v))
+    for k, v in properties().items():
+        table.add_row(k, f"{v:,}" if isinstance(v, int) else str(v))
+    table.add_row("families", ", ".join(f"{f.name} ({len(f)})" for f in zoo.families()))
+    console.print(table)
+
+
+def build_parser():
+    p = Parser(prog="zoo", description="Numba-CUDA kernel zoo: run, check, show, diff and time variants.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    s = sub.add_parser("list", help="families and their variants")
+    s.add_argument("families", nargs="*")
+    s.set_defaults(func=cmd_list)
+    s = sub.add_parser("show", help="the docstring and highlighted source of one step")
+    s.add_argument("family")
+    s.add_argument("variant", help="number (2), short name (v02) or file name")
+    s.set_defaults(func=cmd_show)
+    s = sub.add_parser("diff", help="unified diff from the previous step (or OTHER) to VARIANT")
+    s.add_argument("family")
+    s.add_argument("variant")
+    s.add_argument("other", nargs="?")
+    s.set_defaults(func=cmd_diff)
+    for name, func, text in (("check", cmd_check, "check every variant against the float64 reference"),
+                             ("run", cmd_run, "time every variant against the baseline (check only in the simulator)")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("families", nargs="*")
+        s.add_argument("--size", action="append", help="a size such as 4096 or 1000x777x333 (repeatable)")
+        if name == "run":
+            s.add_argument("--save", action="store_true", help="merge the figures into results/<gpu>.json")
+        s.set_defaults(func=func)
+    s = sub.add_parser("report", help="regenerate README tables, plots and Measured lines from results/")
+    s.set_defaults(func=cmd_report)
+    s = sub.add_parser("doctor", help="mode, versions, device and its properties")
+    s.set_defaults(func=cmd_doctor)
+    return p
+
+
+def main(argv=None):
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args) or 0
+    except UsageError as e:
+        print(f"zoo: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

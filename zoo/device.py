@@ -1,0 +1,79 @@
+"""Facts about the device the kernels run on (or the simulator standing in for it)."""
+import functools
+import platform
+import sys
+
+from numba import cuda
+
+from zoo import SIMULATOR
+
+SIM_SM_COUNT = 1  # the simulator runs blocks one after another; one "SM" keeps grids small
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count():
+    if SIMULATOR:
+        return SIM_SM_COUNT
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+@functools.lru_cache(maxsize=None)
+def properties():
+    """A dict of the device's name and the properties the harness and doctor use."""
+    if SIMULATOR:
+        return {"name": "numba CUDA simulator", "compute_capability": "-", "multiprocessors": SIM_SM_COUNT}
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    free, total = cuda.current_context().get_memory_info()
+    attrs = {
+        "multiprocessors": "MULTIPROCESSOR_COUNT",
+        "max_threads_per_sm": "MAX_THREADS_PER_MULTIPROCESSOR",
+        "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
+        "registers_per_sm": "MAX_REGISTERS_PER_MULTIPROCESSOR",
+        "shared_bytes_per_sm": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+        "shared_bytes_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+        "l2_bytes": "L2_CACHE_SIZE",
+        "clock_khz": "CLOCK_RATE",
+        "memory_clock_khz": "MEMORY_CLOCK_RATE",
+        "memory_bus_bits": "GLOBAL_MEMORY_BUS_WIDTH",
+        "warp_size": "WARP_SIZE",
+    }
+    props = {"name": name, "compute_capability": "%d.%d" % dev.compute_capability,
+             "memory_bytes": total}
+    for key, attr in attrs.items():
+        try:
+            props[key] = getattr(dev, attr)
+        except Exception:  # an attribute this driver binding lacks
+            props[key] = None
+    return props
+
+
+def slug():
+    """A file-name-safe name for the device: 'nvidia-h100-80gb-hbm3'."""
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", properties()["name"].lower()).strip("-")
+
+
+def versions():
+    import numba
+    import numpy
+
+    out = {"python": platform.python_version(), "numpy": numpy.__version__, "numba": numba.__version__}
+    try:
+        from importlib.metadata import version
+
+        out["numba-cuda"] = version("numba-cuda")
+    except Exception:
+        out["numba-cuda"] = "?"
+    try:
+        import cupy
+
+        out["cupy"] = cupy.__version__
+    except Exception as e:  # CuPy needs a GPU driver to import on some installs
+        out["cupy"] = f"unavailable ({type(e).__name__})"
+    if not SIMULATOR:
+        drv = cuda.cudadrv.driver.driver.get_version()
+        out["cuda driver"] = "%d.%d" % drv
+    out["platform"] = f"{sys.platform} {platform.machine()}"
+    return out

@@ -1,0 +1,209 @@
+"""The one harness every variant goes through: check, time, report resources.
+
+Nothing here is copied into a variant. ``check`` runs anywhere (the simulator
+included); ``benchmark`` and ``resources`` need a GPU.
+"""
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import cuda
+
+from zoo import SIMULATOR, arrays
+from zoo.device import properties
+
+
+# -- correctness --------------------------------------------------------------
+@dataclass
+class CheckResult:
+    variant: str
+    size: object
+    ok: bool
+    error: float  # relative norm error (0 for exact families when equal)
+    detail: str = ""
+
+
+def relative_error(result, ref):
+    """||result - ref|| / ||ref|| in float64 (absolute norm when ref is all zero)."""
+    diff = np.linalg.norm((result.astype(np.float64) - ref).ravel())
+    scale = np.linalg.norm(ref.ravel())
+    return float(diff / scale) if scale > 0 else float(diff)
+
+
+def compare(result, ref, tolerance):
+    """(ok, error, detail) for a result against the float64 reference."""
+    result = np.asarray(result)
+    if result.shape != ref.shape:
+        return False, math.inf, f"shape {result.shape}, expected {ref.shape}"
+    if result.dtype.kind in "iub" or tolerance == 0:
+        wrong = int(np.count_nonzero(result != ref))
+        first = "" if not wrong else f" (first at {np.argwhere(result != ref)[0].tolist()})"
+        return wrong == 0, float(wrong), f"{wrong} elements differ{first}" if wrong else "exact"
+    unwritten = int(np.count_nonzero(np.isnan(result) & ~np.isnan(ref)))
+    if unwritten:
+        return False, math.inf, f"{unwritten} elements left unwritten (still NaN)"
+    err = relative_error(result, ref)
+    return err <= tolerance, err, f"rel. error {err:.2e} (tolerance {tolerance:.0e})"
+
+
+def check(variant, size, seed=0, **params):
+    """Run ``variant`` on fresh seeded inputs with a NaN-poisoned output; compare with the reference."""
+    fam = variant.family
+    inputs = fam.make_inputs(size, seed)
+    ref = np.asarray(fam.reference(*inputs, **params))
+    shape, dtype = fam.output_for(*inputs, **params)
+    out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
+    result = variant(*inputs, out=out, **params)
+    ok, err, detail = compare(result, ref, fam.TOLERANCE)
+    return CheckResult(variant.name, size, ok, err, detail)
+
+
+# -- timing (GPU) -------------------------------------------------------------
+@dataclass
+class Timing:
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    samples: int
+    launches_per_sample: int
+
+    @property
+    def spread(self):
+        """Interquartile range relative to the median."""
+        return (self.q3_ms - self.q1_ms) / self.median_ms if self.median_ms else 0.0
+
+
+def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s=1.0, sample_ms=1.0):
+    """Median device time of ``launch(i)`` in ms, measured with CUDA events.
+
+    ``launch(i)`` enqueues one call (``i`` counts calls, for rotating inputs). Each
+    sample times a batch of back-to-back launches between two events, so the
+    host's launch overhead overlaps with the previous kernel instead of being
+    counted; the batch is sized so one sample lasts about ``sample_ms``.
+    """
+    if SIMULATOR:
+        raise RuntimeError("timings need a GPU: the simulator measures nothing")
+    start, stop = cuda.event(), cuda.event()
+    calls = 0
+    for _ in range(warmup):
+        launch(calls)
+        calls += 1
+    cuda.synchronize()
+    start.record()
+    launch(calls)
+    calls += 1
+    stop.record()
+    stop.synchronize()
+    estimate = max(cuda.event_elapsed_time(start, stop), 1e-3)
+    batch = max(1, int(sample_ms / estimate))
+    samples = []
+    while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) * batch < budget_s * 1e3):
+        start.record()
+        for _ in range(batch):
+            launch(calls)
+            calls += 1
+        stop.record()
+        stop.synchronize()
+        samples.append(cuda.event_elapsed_time(start, stop) / batch)
+        if len(samples) >= 3 and estimate * batch * len(samples) > budget_s * 1e3 * 4:
+            break  # a very slow kernel: a few samples will do
+    q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
+    return Timing(statistics.median(samples), q[0], q[2], len(samples), batch)
+
+
+def input_sets(host_inputs):
+    """Device copies of the inputs, as many sets as it takes to exceed twice the L2 cache.
+
+    Timing one set over and over measures the L2 cache once the inputs fit in
+    it; rotating through several sets makes each call read from DRAM.
+    """
+    footprint = sum(a.nbytes for a in host_inputs)
+    l2 = properties().get("l2_bytes") or 0
+    count = 1 if footprint >= 2 * l2 else min(16, math.ceil(2 * l2 / max(footprint, 1)))
+    sets = [tuple(cuda.to_device(a) for a in host_inputs)]
+    for _ in range(count - 1):
+        sets.append(tuple(cuda.to_device(a) for a in host_inputs))
+    return sets
+
+
+@dataclass
+class Measurement:
+    name: str
+    size: object
+    ms: float
+    spread: float
+    gflops: float
+    gbps: float
+    ratio: float = math.nan  # throughput relative to the baseline in the same run
+    correct: object = None  # True/False, or None when not checked (demonstrations)
+    error: float = math.nan
+    resources: dict = field(default_factory=dict)
+
+
+def _rates(fam, size, ms):
+    seconds = ms * 1e-3
+    return fam.flops(size) / seconds / 1e9, fam.bytes_moved(size) / seconds / 1e9
+
+
+def measure_variant(variant, size, seed=0, baseline_ms=None, **params):
+    """Check on the benchmark inputs, then time; returns a Measurement."""
+    fam = variant.family
+    host_inputs = fam.make_inputs(size, seed)
+    _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
+    sets = input_sets(host_inputs)
+    out = cuda.device_array(shape, dtype)
+    out.copy_to_device(np.full(shape, arrays.poison_value(dtype), dtype=dtype))
+    variant.launch(sets[0], out, **params)
+    correct, err = None, math.nan
+    if not variant.demonstration:
+        ok, err, _ = compare(out.copy_to_host(), np.asarray(fam.reference(*host_inputs, **params)), fam.TOLERANCE)
+        correct = ok
+    timing = time_launches(lambda i: variant.launch(sets[i % len(sets)], out, **params))
+    gflops, gbps = _rates(fam, size, timing.median_ms)
+    m = Measurement(variant.name, size, timing.median_ms, timing.spread, gflops, gbps,
+                    correct=correct, error=err, resources=resources(variant))
+    if baseline_ms:
+        m.ratio = baseline_ms / timing.median_ms
+    return m
+
+
+def measure_baseline(fam, size, seed=0, **params):
+    """Time the family's CuPy baseline on the same inputs."""
+    import cupy
+
+    host_inputs = fam.make_inputs(size, seed)
+    sets = input_sets(host_inputs)
+    cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in sets]
+    shape, dtype = fam.output_for(*host_inputs, **params)
+    out = cupy.empty(shape, dtype)
+    timing = time_launches(lambda i: fam.baseline(*cupy_sets[i % len(cupy_sets)], out))
+    gflops, gbps = _rates(fam, size, timing.median_ms)
+    return Measurement("baseline", size, timing.median_ms, timing.spread, gflops, gbps, ratio=1.0)
+
+
+# -- resources (GPU) ----------------------------------------------------------
+def resources(variant):
+    """Registers, shared and local memory, and occupancy of the variant's last launched kernel."""
+    if SIMULATOR:
+        return {}
+    launched = [k for k in variant.kernels if k.last_launch is not None]
+    if not launched:
+        return {}
+    kernel = launched[-1]
+    compiled = kernel.compiled()
+    launch = kernel.last_launch
+    cufunc = compiled._codelibrary.get_cufunc()
+    threads = launch.threads_per_block
+    blocks_per_sm = cuda.current_context().get_active_blocks_per_multiprocessor(
+        cufunc, threads, launch.shared_bytes)
+    max_threads = properties().get("max_threads_per_sm") or 2048
+    return {
+        "kernel": kernel.__name__,
+        "threads_per_block": threads,
+        "registers": compiled.regs_per_thread,
+        "shared_bytes": compiled.shared_mem_per_block + launch.shared_bytes,
+        "local_bytes": compiled.local_mem_per_thread,
+        "blocks_per_sm": blocks_per_sm,
+        "occupancy": blocks_per_sm * threads / max_threads,
+    }

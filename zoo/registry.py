@@ -1,0 +1,274 @@
+"""Families and variants, discovered from the files; nothing is listed by hand.
+
+A family is a package ``zoo/kernels/<family>/`` whose ``__init__.py`` is its spec
+(see ``REQUIRED_SPEC``). A variant is a file ``vNN_<technique>.py`` in it with a
+docstring holding the headings Changes, Why it is faster and Measured, and a
+``launch(*inputs, out, **params)`` function. More family folders can be added
+with ``ZOO_KERNEL_PATH`` (folders separated like PATH), which is how a test adds
+a throwaway family.
+
+Discovery fails loudly on a gap in the numbers, a duplicate number, a file that
+looks like a variant but is misnamed, or a missing heading.
+"""
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import numpy as np
+
+from zoo import arrays
+
+VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
+HEADINGS = ("Changes", "Why it is faster", "Measured")
+
+# name: what the family spec provides
+REQUIRED_SPEC = {
+    "ORDER": "teaching order among families (int)",
+    "INPUTS": "names of the array arguments, in order; a trailing '?' marks an optional one",
+    "DTYPE": "dtype every input array must have",
+    "NDIM": "number of dimensions of every input array",
+    "TOLERANCE": "largest relative norm error accepted (0: exact)",
+    "TEST_SIZES": "sizes checked in the simulator (at least one irregular)",
+    "GPU_TEST_SIZES": "sizes checked on a GPU",
+    "BENCH_SIZES": "sizes timed by `zoo run` and asv",
+    "BASELINE": "name of the library call the variants are compared with",
+    "make_inputs": "make_inputs(size, seed) -> tuple of NumPy arrays",
+    "reference": "reference(*inputs, **params) -> float64 NumPy result",
+    "output_for": "output_for(*inputs, **params) -> (shape, dtype); raises on bad shapes",
+    "flops": "flops(size) -> floating-point operations of one call",
+    "bytes_moved": "bytes_moved(size) -> fewest bytes one call must read and write",
+    "baseline": "baseline(*cupy_inputs, out) -> computes into out with CuPy",
+}
+
+
+class RegistryError(RuntimeError):
+    """The kernel tree breaks a rule of the registry."""
+
+
+def _sections(doc):
+    """Map each heading of a variant docstring ('Changes:' on its own line) to its text."""
+    found, current = {}, None
+    for line in doc.splitlines():
+        m = re.match(r"^\s*(Changes|Why it is faster|Measured):\s*(.*)$", line)
+        if m:
+            current = m.group(1)
+            found[current] = [m.group(2)] if m.group(2) else []
+        elif current:
+            found[current].append(line.strip())
+    return {k: " ".join(v for v in lines if v).strip() for k, lines in found.items()}
+
+
+class Variant:
+    """One step of a family: a file, its kernels and its ``launch``."""
+
+    def __init__(self, family, number, technique, path):
+        self.family = family
+        self.number = number
+        self.technique = technique
+        self.path = Path(path)
+        self.name = f"v{number:02d}_{technique}"
+        self._module = None
+
+    def __repr__(self):
+        return f"<variant {self.family.name}/{self.name}>"
+
+    @property
+    def module(self):
+        if self._module is None:
+            self._module = importlib.import_module(f"{self.family.module.__name__}.{self.name}")
+            if not callable(getattr(self._module, "launch", None)):
+                raise RegistryError(f"{self.path}: no launch(*inputs, out) function")
+        return self._module
+
+    @property
+    def doc(self):
+        return self.module.__doc__ or ""
+
+    @property
+    def summary(self):
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+    @property
+    def sections(self):
+        return _sections(self.doc)
+
+    @property
+    def demonstration(self):
+        """Why this variant is wrong on purpose, or None for a real variant."""
+        return getattr(self.module, "DEMONSTRATION", None)
+
+    @property
+    def kernels(self):
+        """The zoo.jit kernels defined in this file, in definition order."""
+        from zoo.jit import Kernel
+
+        return [v for v in vars(self.module).values() if isinstance(v, Kernel)]
+
+    @property
+    def source(self):
+        return self.path.read_text()
+
+    # -- calling ---------------------------------------------------------------
+    def validate(self, *inputs, **params):
+        """The family's checks, then this variant's own limits; returns (kind, (out shape, dtype))."""
+        kind = self.family.validate(*inputs, **params)
+        output = self.family.output_for(*inputs, **params)
+        check = getattr(self.module, "validate", None)
+        if check is not None:
+            check(*inputs, **params)
+        return kind, output
+
+    def prepare(self, *inputs, out=None, **params):
+        """Validate, move to the device and allocate: everything but the launch.
+
+        Returns (device_inputs, device_out, result, kind): ``result`` is the object
+        handed back to the caller once ``launch`` has filled ``device_out``.
+        """
+        kind, (shape, dtype) = self.validate(*inputs, **params)
+        if out is not None:
+            if arrays.kind(out) != kind:
+                raise TypeError(f"out is a {arrays.kind(out)} array, the inputs are {kind}")
+            if tuple(out.shape) != tuple(shape) or np.dtype(out.dtype) != np.dtype(dtype):
+                raise ValueError(f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
+                                 f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}")
+            if not arrays.is_c_contiguous(out):
+                raise ValueError("out must be C-contiguous")
+            device_out, result = arrays.to_device(out), out
+        else:
+            device_out, result = arrays.device_empty(shape, dtype, kind)
+        device_inputs = tuple(None if a is None else arrays.to_device(a) for a in inputs)
+        return device_inputs, device_out, result, kind
+
+    def launch(self, device_inputs, device_out, **params):
+        """Launch on prepared device arrays (asynchronous on the GPU)."""
+        self.module.launch(*device_inputs, device_out, **params)
+
+    def __call__(self, *inputs, out=None, **params):
+        """Run this variant: NumPy in, NumPy out; device arrays in, same kind out."""
+        device_inputs, device_out, result, kind = self.prepare(*inputs, out=out, **params)
+        self.launch(device_inputs, device_out, **params)
+        if kind == arrays.NUMPY:
+            host = device_out.copy_to_host()
+            if out is not None:
+                out[...] = host
+                return out
+            return host
+        return result
+
+
+class Family:
+    """A kernel family: its spec module and its ordered variants."""
+
+    def __init__(self, name, module):
+        self.name = name
+        self.module = module
+        missing = [k for k in REQUIRED_SPEC if not hasattr(module, k)]
+        if missing:
+            raise RegistryError(f"family {name}: spec lacks " + ", ".join(
+                f"{k} ({REQUIRED_SPEC[k]})" for k in missing))
+        self.path = Path(module.__file__).parent
+        self.variants = tuple(self._discover())
+
+    def __repr__(self):
+        return f"<family {self.name}: {len(self.variants)} variants>"
+
+    def __getattr__(self, attr):
+        # The spec's names (reference, make_inputs, TOLERANCE, ...) read through.
+        if attr in REQUIRED_SPEC or attr.isupper():
+            return getattr(self.module, attr)
+        raise AttributeError(attr)
+
+    def _discover(self):
+        by_number = {}
+        for f in sorted(self.path.iterdir()):
+            if not f.name.startswith("v") or f.suffix != ".py":
+                continue
+            m = VARIANT_FILE.match(f.name)
+            if not m:
+                raise RegistryError(f"{f}: a variant file is named vNN_technique.py (two digits, lower case)")
+            number = int(m.group(1))
+            if number in by_number:
+                raise RegistryError(f"{f}: number {number:02d} already used by {by_number[number].path.name}")
+            by_number[number] = Variant(self, number, m.group(2), f)
+        numbers = sorted(by_number)
+        if numbers != list(range(1, len(numbers) + 1)):
+            missing = sorted(set(range(1, (numbers or [0])[-1] + 1)) - set(numbers))
+            raise RegistryError(f"family {self.name}: variant numbers must run 01, 02, ... without gaps; "
+                                f"missing {', '.join(f'v{n:02d}' for n in missing)}")
+        for n in numbers:
+            v = by_number[n]
+            absent = [h for h in HEADINGS if h not in v.sections]
+            if absent:
+                raise RegistryError(f"{v.path}: docstring lacks the heading(s) "
+                                    + ", ".join(f"'{h}:'" for h in absent))
+        return [by_number[n] for n in numbers]
+
+    @property
+    def summary(self):
+        return (self.module.__doc__ or "").strip().splitlines()[0]
+
+    def __iter__(self):
+        return iter(self.variants)
+
+    def __len__(self):
+        return len(self.variants)
+
+    def __getitem__(self, key):
+        """A variant by number (2), short name ('v02'), file name ('v02_grid_stride') or technique."""
+        if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+            key = f"v{int(key):02d}"
+        for v in self.variants:
+            if key in (v.name, v.technique, v.name[:3], v.path.name):
+                return v
+        raise KeyError(f"family {self.name} has no variant {key!r}; it has: "
+                       + ", ".join(v.name for v in self.variants))
+
+    def validate(self, *inputs, **params):
+        """The checks every family shares; returns the arrays' kind. Raises before any launch."""
+        names = self.INPUTS
+        required = [n for n in names if not n.endswith("?")]
+        if not required and not inputs:
+            raise TypeError(f"{self.name} takes no arrays")
+        if len(inputs) < len(required) or len(inputs) > len(names):
+            raise TypeError(f"{self.name} takes arrays ({', '.join(names)}), got {len(inputs)}")
+        given = [(n.rstrip("?"), a) for n, a in zip(names, inputs) if a is not None]
+        kind = arrays.common_kind([a for _, a in given])
+        for name, a in given:
+            if np.dtype(a.dtype) != np.dtype(self.DTYPE):
+                raise TypeError(f"{name} must be {np.dtype(self.DTYPE)}, got {np.dtype(a.dtype)}")
+            if a.ndim != self.NDIM:
+                raise ValueError(f"{name} must have {self.NDIM} dimension(s), got shape {tuple(a.shape)}")
+            if a.size == 0:
+                raise ValueError(f"{name} is empty (shape {tuple(a.shape)})")
+            if not arrays.is_c_contiguous(a):
+                raise ValueError(f"{name} is not C-contiguous: pass a contiguous copy "
+                                 "(numpy.ascontiguousarray or cupy.ascontiguousarray)")
+        return kind
+
+
+def _kernel_packages():
+    import zoo.kernels
+
+    for info in pkgutil.iter_modules(zoo.kernels.__path__):
+        if info.ispkg and not info.name.startswith("_"):
+            yield info.name
+
+
+_FAMILIES = None
+
+
+def families():
+    """All families, in teaching order."""
+    global _FAMILIES
+    if _FAMILIES is None:
+        found = [Family(n, importlib.import_module(f"zoo.kernels.{n}")) for n in _kernel_packages()]
+        _FAMILIES = sorted(found, key=lambda f: (f.ORDER, f.name))
+    return list(_FAMILIES)
+
+
+def family(name):
+    for f in families():
+        if f.name == name:
+            return f
+    raise KeyError(f"no family {name!r}; families: " + ", ".join(f.name for f in families()))

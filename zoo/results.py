@@ -1,0 +1,73 @@
+"""The results file: one JSON per GPU under results/, written by ``zoo run --save``.
+
+Everything that shows a figure (the README tables, the plots, the Measured
+lines of the variant docstrings) is generated from these files by
+``zoo report``; no figure is typed by hand.
+"""
+import dataclasses
+import datetime
+import json
+import math
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "results"
+
+
+def size_key(size):
+    return "x".join(str(s) for s in size) if isinstance(size, (tuple, list)) else str(size)
+
+
+def parse_size(text):
+    """'4096' -> 4096; '1000x777x333' -> (1000, 777, 333). ValueError otherwise."""
+    parts = text.lower().split("x")
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"a size is an integer or integers joined by 'x' (1000x777x333), not {text!r}") from None
+    if any(v < 1 for v in values):
+        raise ValueError(f"sizes are positive, got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def path_for(slug):
+    return RESULTS_DIR / f"{slug}.json"
+
+
+def load(path):
+    return json.loads(Path(path).read_text())
+
+
+def load_all():
+    return {p.stem: load(p) for p in sorted(RESULTS_DIR.glob("*.json"))}
+
+
+def _clean(value):
+    """JSON has no NaN: store it as null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    return value
+
+
+def save(family_runs, device, versions, commit=None):
+    """Merge {family: {size: [Measurement, ...]}} into this GPU's results file; returns its path."""
+    from zoo.device import slug
+
+    path = path_for(slug())
+    data = load(path) if path.exists() else {"device": device, "families": {}}
+    data["device"] = device
+    data["versions"] = versions
+    data["updated"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if commit:
+        data["commit"] = commit
+    for fam, by_size in family_runs.items():
+        fam_data = data["families"].setdefault(fam, {})
+        for size, measurements in by_size.items():
+            entry = fam_data.setdefault(size_key(size), {})
+            for m in measurements:
+                entry[m.name] = _clean(dataclasses.asdict(m))
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
