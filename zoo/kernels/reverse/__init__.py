@@ -1,0 +1,47 @@
+"""Reverse a float32 array through shared memory: the classic syncthreads lesson.
+
+Each thread writes one element into a block's shared buffer and then reads an
+element that a *different* thread wrote: without ``cuda.syncthreads()`` between
+the two, the read may happen before the write. The steps go from NVIDIA's
+64-element static example to any length over many blocks, and end with the
+missing-barrier demonstration, which ``compute-sanitizer --tool racecheck``
+flags on a GPU. The baseline is a CuPy copy of the reversed view.
+"""
+import numpy as np
+
+ORDER = 20
+INPUTS = ("x",)
+DTYPE = np.float32
+NDIM = 1
+TOLERANCE = 0.0  # pure data movement: every element must match exactly
+TEST_SIZES = (1, 31, 33, 64, 1000, 1023)
+GPU_TEST_SIZES = (1, 33, 64, 1000, 1024, 1_000_003, 1 << 24)
+BENCH_SIZES = (64, 1024, 1 << 24, 1 << 28)  # the small sizes show the one-block steps
+BASELINE = "cupy.copyto(out, x[::-1])"
+
+
+def make_inputs(size, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(int(size), dtype=np.float32),)
+
+
+def reference(x):
+    return x[::-1].astype(np.float64)
+
+
+def output_for(x):
+    return x.shape, np.float32
+
+
+def flops(size):
+    return 0
+
+
+def bytes_moved(size):
+    return 2 * 4 * int(size)  # read x once, write out once
+
+
+def baseline(x, out):
+    import cupy
+
+    cupy.copyto(out, x[::-1])

@@ -1,0 +1,33 @@
+"""One thread per element, guarded by a bounds check.
+
+Changes:
+    The first kernel: thread ``i = blockIdx.x * blockDim.x + threadIdx.x`` adds
+    element i; a grid of ceil(n / 256) blocks of 256 threads covers the vector
+    and ``if i < n`` stops the threads of the last block that fall past its end.
+
+Why it is faster:
+    It is the starting point. Consecutive threads of a warp touch consecutive
+    4-byte elements, so each warp's loads and stores coalesce into full 128-byte
+    transactions: the kernel is limited by memory bandwidth from the start.
+
+Measured:
+    NVIDIA H200, size 268435456: 3,305 GB/s (975 us a call), 131.7% of cupy.add, 15
+    registers, occupancy bound 100%; from results/nvidia-h200.json.
+"""
+from numba import cuda
+
+from zoo.jit import jit
+
+THREADS_PER_BLOCK = 256  # a multiple of the 32-thread warp; any of 128..1024 does as well here
+
+
+@jit
+def add_kernel(a, b, c):
+    i = cuda.grid(1)  # blockIdx.x * blockDim.x + threadIdx.x
+    if i < c.size:  # the last block sticks out past n
+        c[i] = a[i] + b[i]
+
+
+def launch(a, b, c):
+    blocks = (c.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+    add_kernel[blocks, THREADS_PER_BLOCK](a, b, c)
