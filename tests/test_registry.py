@@ -1,110 +1,11 @@
 """Discovery: one new file is one new variant, and broken trees fail loudly."""
-import itertools
-import textwrap
+import importlib
 
 import pytest
 
 import zoo
-from zoo import registry
+from tmpfamily import SPEC, good, load, make_family
 from zoo.registry import Family, RegistryError
-
-SPEC = '''
-"""Scale a float32 vector by two: a throwaway family for the registry tests."""
-import numpy as np
-
-ORDER = 99
-INPUTS = ("x",)
-DTYPE = np.float32
-NDIM = 1
-TOLERANCE = 1e-6
-TEST_SIZES = (1, 33)
-GPU_TEST_SIZES = (1, 33)
-BENCH_SIZES = (1 << 20,)
-BASELINE = "cupy.multiply"
-
-
-def make_inputs(size, seed):
-    return (np.random.default_rng(seed).standard_normal(int(size), dtype=np.float32),)
-
-
-def reference(x):
-    return 2.0 * x.astype(np.float64)
-
-
-def output_for(x):
-    return x.shape, np.float32
-
-
-def flops(size):
-    return int(size)
-
-
-def bytes_moved(size):
-    return 8 * int(size)
-
-
-def baseline(x, out):
-    import cupy
-
-    cupy.multiply(x, 2, out=out)
-'''
-
-VARIANT = '''
-"""{summary}
-
-Changes:
-    A test variant.
-
-Why it is faster:
-    It is not.
-
-Measured:
-    never.
-"""
-from numba import cuda
-
-from zoo.jit import jit
-
-
-@jit
-def scale_kernel(x, out):
-    i = cuda.grid(1)
-    if i < {bound}:
-        out[i] = {factor} * x[i]
-
-
-def launch(x, out):
-    scale_kernel[(x.size + 31) // 32, 32](x, out)
-'''
-
-
-def make_family(root, name, variants, spec=SPEC):
-    pkg = root / name
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text(spec)
-    for filename, text in variants.items():
-        (pkg / filename).write_text(textwrap.dedent(text))
-    return pkg
-
-
-def good(summary="Twice x.", factor="2.0", bound="x.size"):
-    return VARIANT.format(summary=summary, factor=factor, bound=bound)
-
-
-_loaded = itertools.count()
-
-
-def load(tmp_path, name, variants, monkeypatch):
-    """A Family built from files under tmp_path, imported as zoo.kernels.<name>_<n> (fresh each time)."""
-    name = f"{name}_{next(_loaded)}"
-    make_family(tmp_path, name, variants)
-    import zoo.kernels
-
-    monkeypatch.setattr(zoo.kernels, "__path__", list(zoo.kernels.__path__) + [str(tmp_path)])
-    import importlib
-
-    return Family(name, importlib.import_module(f"zoo.kernels.{name}"))
-
 
 def test_new_file_is_a_new_variant(tmp_path, monkeypatch):
     fam = load(tmp_path, "scale_a", {"v01_plain.py": good(), "v02_again.py": good("Twice x, again.")}, monkeypatch)
@@ -134,8 +35,6 @@ def test_broken_trees_fail_loudly(tmp_path, monkeypatch, files, message):
 def test_incomplete_spec_fails_loudly(tmp_path, monkeypatch):
     spec = SPEC.replace("def flops(size):\n    return int(size)\n", "")
     make_family(tmp_path, "scale_nospec", {"v01_a.py": good()}, spec=spec)
-    import importlib
-
     import zoo.kernels
 
     monkeypatch.setattr(zoo.kernels, "__path__", list(zoo.kernels.__path__) + [str(tmp_path)])

@@ -1,0 +1,126 @@
+"""What every bench_<family>.py shares: parameters from the registry, compile-once cases.
+
+A family's suite is one class whose parameters are (variant, size): every
+variant file of the family plus ``baseline`` (its CuPy call), times the family's
+BENCH_SIZES. A new variant file is therefore benchmarked with no edit here.
+
+asv_runner 0.3 calls ``setup`` before every timed call, so the expensive part
+(inputs on the device, the JIT compile, the first launch) is memoised per
+parameter set in ``_CASES`` and the timings hold only launches. Without a GPU
+``setup`` raises NotImplementedError, which asv reports as a skip.
+
+Only the harness's stable pieces are used (``Variant.validate``/``launch``,
+``harness.input_sets``/``time_launches``), so the same suite measures older
+commits of zoo when recording history.
+"""
+import zoo
+from zoo import harness
+from zoo.errors import OutOfRange
+
+BASELINE = "baseline"
+_CASES = {}
+
+
+def size_key(size):
+    return "x".join(map(str, size)) if isinstance(size, tuple) else str(size)
+
+
+def unit_of(fam):
+    """GFLOP/s for arithmetic-heavy families, GB/s for memory-bound ones (judged at the first size)."""
+    size = fam.BENCH_SIZES[0]
+    return "GFLOP/s" if fam.flops(size) > fam.bytes_moved(size) else "GB/s"
+
+
+class Case:
+    """One variant (or the baseline) at one size: device inputs, output, first launch done."""
+
+    def __init__(self, fam, name, size):
+        from numba import cuda
+
+        self.fam, self.name, self.size = fam, name, size
+        host = fam.make_inputs(size, seed=0)
+        if name == BASELINE:
+            import cupy
+
+            shape, dtype = fam.output_for(*host)
+            self.sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
+            self.out = cupy.empty(shape, dtype)
+        else:
+            self.variant = fam[name]
+            try:
+                _, (shape, dtype) = self.variant.validate(*host)
+            except OutOfRange as e:
+                raise NotImplementedError(f"{name} does not take size {size_key(size)}: {e}") from None
+            self.sets = harness.input_sets(host)
+            self.out = cuda.device_array(shape, dtype)
+        self.launch(0)  # compiles on the first call
+        cuda.synchronize()
+        self._rate = None
+
+    def launch(self, i):
+        inputs = self.sets[i % len(self.sets)]
+        if self.name == BASELINE:
+            self.fam.baseline(*inputs, self.out)
+        else:
+            self.variant.launch(inputs, self.out)
+
+    def rate(self):
+        """GFLOP/s or GB/s from the median device time (CUDA events), measured once."""
+        if self._rate is None:
+            ms = harness.time_launches(self.launch).median_ms
+            work = self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else self.fam.bytes_moved(self.size)
+            self._rate = work / (ms * 1e-3) / 1e9
+        return self._rate
+
+
+def case(fam, name, size):
+    if zoo.SIMULATOR:
+        raise NotImplementedError("no GPU: the asv suite only runs on a real device")
+    key = (fam.name, name, size)
+    if key not in _CASES:
+        _CASES[key] = Case(fam, name, size)
+    return _CASES[key]
+
+
+def family_suite(fam):
+    """The asv benchmark class for a family (a name or a zoo Family)."""
+    if isinstance(fam, str):
+        fam = zoo.family(fam)
+    sizes = {size_key(s): s for s in fam.BENCH_SIZES}
+    unit = unit_of(fam)
+
+    class Suite:
+        params = [[v.name for v in fam] + [BASELINE], list(sizes)]
+        param_names = ["variant", "size"]
+        timeout = 900  # compile plus the slowest naive variant at the largest size
+        # One process per parameter set and a short warm-up: setup() already compiled and launched,
+        # and the device figures come from track_rate's CUDA events, not from these wall times.
+        processes = 1
+        warmup_time = 0.2
+        repeat = (1, 10, 2.0)
+
+        def setup(self, variant, size):
+            self.case = case(fam, variant, sizes[size])
+
+        def time_launch(self, variant, size):
+            """Host wall time of one launch, synchronized."""
+            from numba import cuda
+
+            self.case.launch(0)
+            cuda.synchronize()
+
+        def track_rate(self, variant, size):
+            """Device throughput (median of CUDA-event timings)."""
+            return self.case.rate()
+
+        track_rate.unit = unit
+
+        def track_ratio_to_baseline(self, variant, size):
+            """Throughput over the baseline's, both measured in this process."""
+            return self.case.rate() / case(fam, BASELINE, sizes[size]).rate()
+
+        track_ratio_to_baseline.unit = "ratio"
+
+    Suite.__name__ = Suite.__qualname__ = "".join(p.title() for p in fam.name.split("_"))
+    Suite.__doc__ = fam.summary
+    return Suite

@@ -1,0 +1,51 @@
+"""The asv suite stays valid and grows by itself with the registry."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import zoo
+from tmpfamily import good, load
+from zoo.registry import Family
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks import common  # noqa: E402
+
+
+def test_asv_check_passes():
+    asv = shutil.which("asv") or pytest.fail("asv is not installed: it is part of the test extra")
+    r = subprocess.run([asv, "check", "-E", "existing"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "No problems found" in r.stdout
+
+
+@pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)
+def test_every_family_has_its_bench_file(fam):
+    path = ROOT / "benchmarks" / f"bench_{fam.name}.py"
+    assert path.exists(), f"add {path.relative_to(ROOT)}: `{fam.name.title().replace('_', '')} = family_suite({fam.name!r})`"
+
+
+def test_suite_parameters_come_from_the_registry():
+    fam = zoo.family("reverse")
+    variants, sizes = common.family_suite(fam).params
+    assert variants == [v.name for v in fam] + ["baseline"]
+    assert sizes == [common.size_key(s) for s in fam.BENCH_SIZES]
+
+
+def test_a_new_variant_file_is_a_new_benchmark(tmp_path, monkeypatch):
+    fam = load(tmp_path, "scale_bench", {"v01_plain.py": good()}, monkeypatch)
+    assert common.family_suite(fam).params[0] == ["v01_plain", "baseline"]
+    (fam.path / "v02_again.py").write_text(good("Twice x, again."))
+    refreshed = Family(fam.name, fam.module)  # what the next asv process discovers
+    assert common.family_suite(refreshed).params[0] == ["v01_plain", "v02_again", "baseline"]
+
+
+def test_without_a_gpu_setup_skips():
+    if not zoo.SIMULATOR:
+        pytest.skip("there is a GPU")
+    suite = common.family_suite("vector_add")()
+    with pytest.raises(NotImplementedError):
+        suite.setup("v01_one_thread_per_element", "1048576")
