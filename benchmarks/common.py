@@ -13,11 +13,16 @@ Only the harness's stable pieces are used (``Variant.validate``/``launch``,
 ``harness.input_sets``/``time_launches``), so the same suite measures older
 commits of zoo when recording history.
 """
+import warnings
+
+from numba.core.errors import NumbaPerformanceWarning
+
 import zoo
 from zoo import harness
 from zoo.errors import OutOfRange
 
 BASELINE = "baseline"
+warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block sizes are small on purpose
 _CASES = {}
 
 
@@ -67,7 +72,8 @@ class Case:
     def rate(self):
         """GFLOP/s or GB/s from the median device time (CUDA events), measured once."""
         if self._rate is None:
-            ms = harness.time_launches(self.launch).median_ms
+            # A short budget: each asv benchmark is its own process, and history runs every one per commit.
+            ms = harness.time_launches(self.launch, min_samples=5, budget_s=0.25).median_ms
             work = self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else self.fam.bytes_moved(self.size)
             self._rate = work / (ms * 1e-3) / 1e9
         return self._rate
