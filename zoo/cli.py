@@ -214,6 +214,33 @@ def _git_commit():
         return None
 
 
+def cmd_tune(args):
+    import importlib.util
+
+    fam = _family(args.family)
+    name = f"{fam.module.__name__}.tune"
+    if importlib.util.find_spec(name) is None:
+        raise UsageError(f"family {fam.name} has no tuning sweep (no {fam.name}/tune.py)")
+    if zoo.SIMULATOR:
+        raise UsageError("tuning times kernels: it needs a GPU")
+    sweep = importlib.import_module(name)
+    size = _sizes(fam, args.size, [4096])[0] if args.size else 4096
+    count = len(sweep.candidates())
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("tuning", total=count)
+        table = sweep.sweep(size, progress=lambda t: progress.advance(task))
+    out = Table(title=f"{fam.name} tile sweep, size {size}, {table['device']} (fastest first)")
+    for col in ("tiles", "threads", "ms", "GFLOP/s", "registers", "local B", "note"):
+        out.add_column(col)
+    for row in table["rows"]:
+        note = row.get("error", "" if row.get("agrees", True) else "[red]disagrees with the others[/]")
+        out.add_row(" ".join(f"{k}={v}" for k, v in row["tiles"].items()), str(row.get("threads", "-")),
+                    _fmt(row.get("ms"), ".3f"), _fmt(row.get("gflops"), ",.0f"), str(row.get("registers", "-")),
+                    str(row.get("local_bytes", "-")), note)
+    console.print(out)
+    console.print(f"saved to {sweep.path().relative_to(results.ROOT)}; v10 launches the fastest shape")
+
+
 # -- report / doctor ----------------------------------------------------------
 def cmd_report(args):
     from zoo import report
@@ -259,6 +286,10 @@ def build_parser():
         if name == "run":
             s.add_argument("--save", action="store_true", help="merge the figures into results/<gpu>.json")
         s.set_defaults(func=func)
+    s = sub.add_parser("tune", help="sweep a family's tile shapes on this GPU and save the table (sgemm)")
+    s.add_argument("family")
+    s.add_argument("--size", action="append", help="size to tune at (default 4096)")
+    s.set_defaults(func=cmd_tune)
     s = sub.add_parser("report", help="regenerate README tables, plots and Measured lines from results/")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("doctor", help="mode, versions, device and its properties")

@@ -3,6 +3,7 @@
 Nothing here is copied into a variant. ``check`` runs anywhere (the simulator
 included); ``benchmark`` and ``resources`` need a GPU.
 """
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -77,37 +78,47 @@ class Timing:
 def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s=1.0, sample_ms=1.0):
     """Median device time of ``launch(i)`` in ms, measured with CUDA events.
 
-    ``launch(i)`` enqueues one call (``i`` counts calls, for rotating inputs). Each
-    sample times a batch of back-to-back launches between two events, so the
-    host's launch overhead overlaps with the previous kernel instead of being
-    counted; the batch is sized so one sample lasts about ``sample_ms``.
+    ``launch(i)`` enqueues one call (``i`` counts calls, for rotating inputs). The
+    first call compiles and warms up; a second, timed alone, estimates the
+    cost. Each sample then times a batch of back-to-back launches between two
+    events, so the host's launch overhead overlaps with the previous kernel
+    instead of being counted; the batch is sized so a sample lasts about
+    ``sample_ms``. Samples are taken until ``min_samples`` and ``budget_s`` are
+    both reached. A kernel slower than a tenth of the budget gets 3 samples and
+    no further warm-up: a naive 8192^3 SGEMM takes seconds per call.
     """
     if SIMULATOR:
         raise RuntimeError("timings need a GPU: the simulator measures nothing")
     start, stop = cuda.event(), cuda.event()
     calls = 0
-    for _ in range(warmup):
-        launch(calls)
-        calls += 1
-    cuda.synchronize()
-    start.record()
-    launch(calls)
-    calls += 1
-    stop.record()
-    stop.synchronize()
-    estimate = max(cuda.event_elapsed_time(start, stop), 1e-3)
-    batch = max(1, int(sample_ms / estimate))
-    samples = []
-    while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) * batch < budget_s * 1e3):
+
+    def timed(batch):
+        nonlocal calls
         start.record()
         for _ in range(batch):
             launch(calls)
             calls += 1
         stop.record()
         stop.synchronize()
-        samples.append(cuda.event_elapsed_time(start, stop) / batch)
-        if len(samples) >= 3 and estimate * batch * len(samples) > budget_s * 1e3 * 4:
-            break  # a very slow kernel: a few samples will do
+        return cuda.event_elapsed_time(start, stop) / batch
+
+    launch(calls)  # compile, load the module, touch the inputs
+    calls += 1
+    cuda.synchronize()
+    estimate = max(timed(1), 1e-3)
+    slow = estimate > budget_s * 1e3 / 10
+    if slow:
+        min_samples = 3
+    else:
+        for _ in range(warmup - 1):
+            launch(calls)
+            calls += 1
+    batch = max(1, int(sample_ms / estimate))
+    samples = []
+    while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) * batch < budget_s * 1e3):
+        samples.append(timed(batch))
+        if slow and len(samples) >= min_samples:
+            break
     q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
     return Timing(statistics.median(samples), q[0], q[2], len(samples), batch)
 
@@ -146,6 +157,15 @@ def _rates(fam, size, ms):
     return fam.flops(size) / seconds / 1e9, fam.bytes_moved(size) / seconds / 1e9
 
 
+@functools.lru_cache(maxsize=1)
+def _reference(family_name, size, seed):
+    """The float64 reference of the default call, kept while one size is measured (8192^3 takes seconds)."""
+    from zoo.registry import family
+
+    fam = family(family_name)
+    return np.asarray(fam.reference(*fam.make_inputs(size, seed)))
+
+
 def measure_variant(variant, size, seed=0, baseline_ms=None, **params):
     """Check on the benchmark inputs, then time; returns a Measurement."""
     fam = variant.family
@@ -157,7 +177,8 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, **params):
     variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
     if not variant.demonstration:
-        ok, err, _ = compare(out.copy_to_host(), np.asarray(fam.reference(*host_inputs, **params)), fam.TOLERANCE)
+        ref = _reference(fam.name, size, seed) if not params else np.asarray(fam.reference(*host_inputs, **params))
+        ok, err, _ = compare(out.copy_to_host(), ref, fam.TOLERANCE)
         correct = ok
     timing = time_launches(lambda i: variant.launch(sets[i % len(sets)], out, **params))
     gflops, gbps = _rates(fam, size, timing.median_ms)

@@ -138,6 +138,7 @@ class Variant:
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
         device_inputs = tuple(None if a is None else arrays.to_device(a) for a in inputs)
+        device_inputs += (None,) * (len(self.family.INPUTS) - len(inputs))  # optional inputs not given
         return device_inputs, device_out, result, kind
 
     def launch(self, device_inputs, device_out, **params):

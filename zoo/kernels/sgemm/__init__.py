@@ -1,0 +1,82 @@
+"""SGEMM, C = alpha * A @ B + beta * C in float32: from a naive kernel toward cuBLAS.
+
+The flagship family. A (M x K) times B (K x N) does 2 M N K floating-point
+operations on 4 (M K + K N + M N) bytes, so for large matrices it is bound by
+arithmetic, not memory: every step cuts the memory traffic per FLOP (coalescing,
+shared-memory tiles, register tiles, wide loads) or the instructions per FLOP
+(vector loads, fewer bank conflicts, warp tiling, cheaper index arithmetic),
+until the FMA units are what limits it. The baseline is cuBLAS SGEMM through
+``cupy.matmul`` in float32 with TF32 off.
+
+Sizes are n (square) or M x N x K. Every variant takes any M, N, K >= 1: the
+first steps guard each access inside the kernel; from v06 on, shapes that are
+not whole tiles go through ``padding.run_tiled``, which copies A and B into
+zero-padded buffers and crops the result (its cost is inside the timed launch).
+Inputs must be row-major and C-contiguous; anything else is refused, not copied.
+"""
+import os
+
+import numpy as np
+
+ORDER = 30
+INPUTS = ("A", "B", "C?")
+DTYPE = np.float32
+NDIM = 2
+TOLERANCE = 2e-5  # relative norm error of float32 accumulation over K up to 8192 (measured ~5e-6)
+TEST_SIZES = ((1, 1, 1), (33, 17, 65), (64, 64, 64), (70, 129, 31))
+GPU_TEST_SIZES = ((1, 1, 1), (33, 17, 65), (70, 129, 31), (1000, 777, 333), (4096, 4096, 4096))
+BENCH_SIZES = (1024, 2048, 4096, 8192)
+BASELINE = "cuBLAS"
+
+os.environ.setdefault("CUPY_TF32", "0")  # the baseline is true float32 SGEMM, not TF32 tensor cores
+
+
+def dims(size):
+    """(M, N, K) of a size: n means n x n x n."""
+    if isinstance(size, int):
+        return size, size, size
+    m, n, k = size
+    return m, n, k
+
+
+def make_inputs(size, seed):
+    m, n, k = dims(size)
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+
+
+def reference(A, B, C=None, alpha=1.0, beta=0.0):
+    result = alpha * (A.astype(np.float64) @ B.astype(np.float64))
+    if beta != 0:
+        result += beta * C.astype(np.float64)
+    return result
+
+
+def output_for(A, B, C=None, alpha=1.0, beta=0.0):
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         "A's columns must equal B's rows")
+    shape = (A.shape[0], B.shape[1])
+    if C is not None and tuple(C.shape) != shape:
+        raise ValueError(f"C must be {shape[0]} x {shape[1]} (A's rows x B's columns), got {tuple(C.shape)}")
+    if beta != 0 and C is None:
+        raise ValueError("beta != 0 needs C")
+    if not (np.isfinite(alpha) and np.isfinite(beta)):
+        raise ValueError("alpha and beta must be finite numbers")
+    return shape, np.float32
+
+
+def flops(size):
+    m, n, k = dims(size)
+    return 2 * m * n * k
+
+
+def bytes_moved(size):
+    m, n, k = dims(size)
+    return 4 * (m * k + k * n + m * n)
+
+
+def baseline(A, B, out):
+    import cupy
+
+    cupy.matmul(A, B, out=out)

@@ -1,0 +1,76 @@
+"""1D block tiling: each thread computes a column of TM = 8 results, reusing a B value from a register.
+
+Changes:
+    A block now covers a 64 x 64 tile of C with 512 threads, each owning 8
+    vertically adjacent results in a local array (registers). The K loop takes
+    tiles of BK = 8: a 64 x 8 slice of A and an 8 x 64 slice of B, one element
+    per thread each. In the inner loop a thread loads one B value into a
+    register and multiplies it by 8 A values, accumulating 8 results.
+
+Why it is faster:
+    Arithmetic intensity per thread: one shared load of B now feeds 8 FMAs, so
+    shared-memory loads per FMA drop from 2 to about 1.1, and each block reuses
+    every global element 64 times. The results stay in registers because every
+    index into the local array is a constant once NVVM unrolls the loops over
+    TM (local memory per thread: 0 bytes).
+
+Measured:
+    not yet measured on a GPU.
+"""
+from numba import cuda, float32
+
+from zoo.jit import jit
+
+BM = 64  # rows of C per block
+BN = 64  # columns of C per block
+BK = 8  # slice of K staged per step
+TM = 8  # results per thread, stacked in a column
+THREADS = BM * BN // TM  # 512
+A_TILE = BM * BK
+B_TILE = BK * BN
+
+
+@jit
+def sgemm_kernel(A, B, C, out, alpha, beta):
+    a_tile = cuda.shared.array(A_TILE, float32)  # a_tile[r * BK + k]
+    b_tile = cuda.shared.array(B_TILE, float32)  # b_tile[k * BN + c]
+    m, k_total = A.shape
+    n = B.shape[1]
+    tid = cuda.threadIdx.x
+    row0 = cuda.blockIdx.y * BM
+    col0 = cuda.blockIdx.x * BN
+    thread_col = tid % BN  # warps run along a row of C: coalesced B loads and C stores
+    thread_row = tid // BN  # this thread owns rows thread_row*TM .. +TM-1 of the tile
+    a_r, a_k = tid // BK, tid % BK  # the one A element this thread stages
+    b_k, b_c = tid // BN, tid % BN  # the one B element this thread stages
+
+    acc = cuda.local.array(TM, float32)
+    for i in range(TM):
+        acc[i] = float32(0.0)
+
+    for k0 in range(0, k_total, BK):
+        r, k = row0 + a_r, k0 + a_k
+        a_tile[a_r * BK + a_k] = A[r, k] if r < m and k < k_total else float32(0.0)
+        k, c = k0 + b_k, col0 + b_c
+        b_tile[b_k * BN + b_c] = B[k, c] if k < k_total and c < n else float32(0.0)
+        cuda.syncthreads()
+        for kk in range(BK):
+            b = b_tile[kk * BN + thread_col]  # one shared load, reused TM times
+            for i in range(TM):
+                acc[i] += a_tile[(thread_row * TM + i) * BK + kk] * b
+        cuda.syncthreads()
+
+    col = col0 + thread_col
+    for i in range(TM):
+        row = row0 + thread_row * TM + i
+        if row < m and col < n:
+            if beta != 0:
+                out[row, col] = alpha * acc[i] + beta * C[row, col]
+            else:
+                out[row, col] = alpha * acc[i]
+
+
+def launch(A, B, C, out, alpha=1.0, beta=0.0):
+    m, n = out.shape
+    grid = ((n + BN - 1) // BN, (m + BM - 1) // BM)
+    sgemm_kernel[grid, THREADS](A, B, out if C is None else C, out, float32(alpha), float32(beta))

@@ -1,0 +1,71 @@
+"""128-bit loads and stores of four float32: ``load_float4`` and ``store_float4``.
+
+numba emits one 32-bit load per element access; it never merges four into one
+wide access. These two intrinsics take a 1-D float32 array and an element index
+that must be a multiple of 4 (16-byte aligned), bitcast the element pointer to
+``<4 x float>*`` with ``align 16``, and compile to ``ld.v4.f32`` / ``st.v4.f32``
+(global or shared memory, whichever the array lives in). In the simulator they
+are plain Python that also checks the alignment.
+
+    a0, a1, a2, a3 = load_float4(A, i)      # A[i], A[i+1], A[i+2], A[i+3]
+    store_float4(out, i, v0, v1, v2, v3)
+"""
+from zoo import SIMULATOR
+
+if SIMULATOR:
+
+    def load_float4(arr, i):
+        if i % 4:
+            raise IndexError(f"load_float4 at element {i}: not 16-byte aligned")
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    def store_float4(arr, i, v0, v1, v2, v3):
+        if i % 4:
+            raise IndexError(f"store_float4 at element {i}: not 16-byte aligned")
+        arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = v0, v1, v2, v3
+
+else:
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    _VEC4 = ir.VectorType(ir.FloatType(), 4)
+
+    def _check(arr):
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float32):
+            raise TypeError(f"float4 access needs a 1-D float32 array, got {arr}")
+
+    def _vector_pointer(context, builder, arrty, arr, index, indexty):
+        data = context.make_array(arrty)(context, builder, arr).data
+        offset = context.cast(builder, index, indexty, types.intp)
+        element = builder.gep(data, [offset])
+        return builder.bitcast(element, _VEC4.as_pointer(element.type.addrspace))
+
+    @intrinsic
+    def load_float4(typingctx, arr, index):
+        _check(arr)
+        sig = types.UniTuple(types.float32, 4)(arr, index)
+
+        def codegen(context, builder, sig, args):
+            ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            vec = builder.load(ptr, align=16)
+            parts = [builder.extract_element(vec, ir.Constant(ir.IntType(32), j)) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, parts)
+
+        return sig, codegen
+
+    @intrinsic
+    def store_float4(typingctx, arr, index, v0, v1, v2, v3):
+        _check(arr)
+        sig = types.void(arr, index, types.float32, types.float32, types.float32, types.float32)
+
+        def codegen(context, builder, sig, args):
+            ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            vec = ir.Constant(_VEC4, None)
+            for j in range(4):
+                value = context.cast(builder, args[2 + j], sig.args[2 + j], types.float32)
+                vec = builder.insert_element(vec, value, ir.Constant(ir.IntType(32), j))
+            builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
