@@ -138,11 +138,11 @@ class Variant:
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
         device_inputs = tuple(None if a is None else arrays.to_device(a) for a in inputs)
-        device_inputs += (None,) * (len(self.family.INPUTS) - len(inputs))  # optional inputs not given
         return device_inputs, device_out, result, kind
 
     def launch(self, device_inputs, device_out, **params):
-        """Launch on prepared device arrays (asynchronous on the GPU)."""
+        """Launch on prepared device arrays (asynchronous on the GPU); optional inputs may be left out."""
+        device_inputs = tuple(device_inputs) + (None,) * (len(self.family.INPUTS) - len(device_inputs))
         self.module.launch(*device_inputs, device_out, **params)
 
     def __call__(self, *inputs, out=None, **params):
