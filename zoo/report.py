@@ -6,6 +6,7 @@
 
 Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff.
 """
+import math
 import re
 import textwrap
 
@@ -24,11 +25,16 @@ def metric(fam, size):
 
 
 def headline(fam, by_size):
-    """The size a family is summarised at: its largest measured size."""
-    def volume(key):
-        s = results.parse_size(key)
-        return s if isinstance(s, int) else s[0] * s[1] * s[2 % len(s)]
-    return max(by_size, key=volume)
+    """The size a family is summarised at: its HEADLINE_SIZE if measured, else its largest measured size."""
+    wanted = getattr(fam.module, "HEADLINE_SIZE", None)
+    if wanted is not None and results.size_key(wanted) in by_size:
+        return results.size_key(wanted)
+    return max(by_size, key=_volume)
+
+
+def _volume(key):
+    size = results.parse_size(key)
+    return size if isinstance(size, int) else math.prod(size)
 
 
 def _pct(ratio):
@@ -90,10 +96,13 @@ def measured_lines(variant, all_results):
         r = m.get("resources") or {}
         extra = f", {r['registers']} registers, occupancy bound {r['occupancy']:.0%}" if r else ""
         verdict = "" if m.get("correct") is not False else ", WRONG RESULT"
+        others = [f"{k}: {_pct(measured_at[k][variant.name].get('ratio'))}"
+                  for k in sorted(measured_at, key=_volume) if k != size]
+        others = f" Other sizes, % of {variant.family.BASELINE}: {', '.join(others)}." if others else ""
         lines += textwrap.wrap(
             f"{data['device']['name']}, size {size}: {_num(m[key])} {unit} ({_num(m['ms'] * 1e3)} us a call), "
-            f"{_pct(m.get('ratio'))} of {variant.family.BASELINE}{extra}{verdict}; from results/{slug}.json.",
-            width=84)
+            f"{_pct(m.get('ratio'))} of {variant.family.BASELINE}{extra}{verdict}.{others} "
+            f"From results/{slug}.json.", width=84)
     return lines
 
 

@@ -14,7 +14,7 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 64: 0.0222 GB/s (23.1 us a call), 62.6% of cupy.copyto(out,
-    x[::-1]), 12 registers, occupancy bound 100%; from results/nvidia-h200.json.
+    x[::-1]), 12 registers, occupancy bound 100%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

@@ -14,7 +14,8 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 268435456: 2,302 GB/s (933 us a call), 138.6% of cupy.copyto(out,
-    x[::-1]), 20 registers, occupancy bound 100%; from results/nvidia-h200.json.
+    x[::-1]), 20 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out,
+    x[::-1]): 64: 61.8%, 1024: 62.4%, 16777216: 136.1%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

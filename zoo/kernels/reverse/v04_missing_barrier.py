@@ -13,7 +13,8 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 268435456: 2,220 GB/s (967 us a call), 133.7% of cupy.copyto(out,
-    x[::-1]), 20 registers, occupancy bound 100%; from results/nvidia-h200.json.
+    x[::-1]), 20 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out,
+    x[::-1]): 64: 61.0%, 1024: 61.5%, 16777216: 141.7%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

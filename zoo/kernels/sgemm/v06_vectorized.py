@@ -17,7 +17,9 @@ Why it is faster:
     bounds checks of v05 also leave the kernel.
 
 Measured:
-    not yet measured on a GPU.
+    NVIDIA H200, size 4096: 30,472 GFLOP/s (4,510 us a call), 60.0% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 23.3%, 2048: 53.9%,
+    8192: 63.2%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

@@ -17,7 +17,9 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    not yet measured on a GPU.
+    NVIDIA H200, size 4096: 37,960 GFLOP/s (3,621 us a call), 74.7% of cuBLAS, 200
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 34.9%, 2048: 62.7%,
+    8192: 79.1%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 
