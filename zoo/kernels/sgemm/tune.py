@@ -5,7 +5,6 @@ hardware's limits; ``sweep()`` compiles and times each on the current GPU and
 writes results/tune/<gpu>-sgemm.json; ``best_tiles()`` reads the winner back.
 """
 import json
-import math
 
 from zoo import results
 from zoo.device import slug
@@ -20,8 +19,6 @@ def path():
 
 def valid(t):
     """True when v09's index arithmetic divides evenly and the tile fits registers and shared memory."""
-    from zoo.kernels.sgemm.v09_double_buffered import Tiles  # noqa: F401  (documents the fields)
-
     if t.BM % t.WM or t.BN % t.WN or t.WN % t.WN_ITER:
         return False
     threads = t.threads
@@ -114,10 +111,3 @@ def sweep(size=4096, progress=None):
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(table, indent=1) + "\n")
     return table
-
-
-def gflops_text(row):
-    return "-" if not row or "gflops" not in row else f"{row['gflops']:,.0f}"
-
-
-__all__ = ["candidates", "sweep", "best_tiles", "path", "valid", "math"]
