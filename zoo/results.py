@@ -67,7 +67,7 @@ def save(family_runs, device, versions, commit=None):
         for size, measurements in by_size.items():
             entry = fam_data.setdefault(size_key(size), {})
             for m in measurements:
-                entry[m.name] = _clean(dataclasses.asdict(m))
+                entry[m.name] = _clean(dict(dataclasses.asdict(m), commit=commit, date=data["updated"]))
     RESULTS_DIR.mkdir(exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path

@@ -23,7 +23,7 @@ Why it is faster:
     load, and v09 removes it with unsigned indices.
 
 Measured:
-    NVIDIA H200, size 4096: 4,844 GFLOP/s (28,372 us a call), 9.5% of cuBLAS, 48
+    NVIDIA H200, size 4096: 4,816 GFLOP/s (28,539 us a call), 9.5% of cuBLAS, 48
     registers, occupancy bound 50%. Other sizes, % of cuBLAS: 1024: 12.8%, 2048: 10.0%,
     8192: 9.8%. From results/nvidia-h200.json.
 """

@@ -18,7 +18,7 @@ Why it is faster:
     consecutive threads read 128 contiguous bytes, one per bank.
 
 Measured:
-    NVIDIA H200, size 4096: 33,800 GFLOP/s (4,066 us a call), 66.5% of cuBLAS, 101
+    NVIDIA H200, size 4096: 33,793 GFLOP/s (4,067 us a call), 66.5% of cuBLAS, 101
     registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 26.9%, 2048: 53.6%,
     8192: 67.0%. From results/nvidia-h200.json.
 """

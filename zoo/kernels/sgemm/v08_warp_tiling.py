@@ -17,7 +17,7 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    NVIDIA H200, size 4096: 37,960 GFLOP/s (3,621 us a call), 74.7% of cuBLAS, 200
+    NVIDIA H200, size 4096: 38,000 GFLOP/s (3,617 us a call), 74.8% of cuBLAS, 200
     registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 34.9%, 2048: 62.7%,
     8192: 79.1%. From results/nvidia-h200.json.
 """
