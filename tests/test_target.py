@@ -2,7 +2,6 @@
 import subprocess
 import sys
 
-import pytest
 
 import zoo
 from zoo.jit import Kernel, jit
