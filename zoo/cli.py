@@ -158,7 +158,6 @@ def cmd_run(args):
     if zoo.SIMULATOR:
         console.print("[yellow]Simulator: correctness only at small sizes. Timings, registers and "
                       "occupancy need a GPU (ZOO_TARGET=gpu on a machine with one).[/]")
-        args.size = args.size or None
         return cmd_check(args)
     from zoo.device import properties, versions
 
