@@ -25,6 +25,7 @@ Measured:
 from numba import cuda, float32
 
 from zoo.jit import jit
+from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
 from zoo.vector import load_float4, store_float4
 
@@ -85,14 +86,7 @@ def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
         for half in range(2):
             at = (row0 + thread_row * TM + i) * N + col0 + half * HALF + thread_col * 4
             base = i * TN + half * 4
-            r0 = alpha * acc[base]
-            r1 = alpha * acc[base + 1]
-            r2 = alpha * acc[base + 2]
-            r3 = alpha * acc[base + 3]
-            if beta != 0:
-                c0, c1, c2, c3 = load_float4(C, at)
-                r0, r1, r2, r3 = r0 + beta * c0, r1 + beta * c1, r2 + beta * c2, r3 + beta * c3
-            store_float4(out, at, r0, r1, r2, r3)
+            store_scaled4(C, out, at, alpha, beta, acc[base], acc[base + 1], acc[base + 2], acc[base + 3])
 
 
 def launch_tiles(A, B, C, out, M, N, K, alpha, beta):

@@ -28,6 +28,7 @@ from numba import cuda, float32, uint32
 
 from zoo.errors import OutOfRange
 from zoo.jit import jit
+from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
 from zoo.vector import load_float4, store_float4
 
@@ -169,14 +170,7 @@ def build(tiles):
                 for wn in range(WN_ITER):
                     at = row * N + col0 + warp_col * uint32(WN) + uint32(wn * WSUB_N) + t_col * uint32(TN)
                     base = (wm * TM + i) * REG_N + wn * TN
-                    r0 = alpha * acc[base]
-                    r1 = alpha * acc[base + 1]
-                    r2 = alpha * acc[base + 2]
-                    r3 = alpha * acc[base + 3]
-                    if beta != 0:
-                        c0, c1, c2, c3 = load_float4(C, at)
-                        r0, r1, r2, r3 = r0 + beta * c0, r1 + beta * c1, r2 + beta * c2, r3 + beta * c3
-                    store_float4(out, at, r0, r1, r2, r3)
+                    store_scaled4(C, out, at, alpha, beta, acc[base], acc[base + 1], acc[base + 2], acc[base + 3])
 
     return sgemm_kernel
 
