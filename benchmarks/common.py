@@ -19,6 +19,8 @@ from numba.core.errors import NumbaPerformanceWarning
 
 import zoo
 from zoo import harness
+from zoo.report import metric
+from zoo.results import size_key
 from zoo.errors import OutOfRange
 
 BASELINE = "baseline"
@@ -26,14 +28,9 @@ warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block size
 _CASES = {}
 
 
-def size_key(size):
-    return "x".join(map(str, size)) if isinstance(size, tuple) else str(size)
-
-
 def unit_of(fam):
-    """GFLOP/s for arithmetic-heavy families, GB/s for memory-bound ones (judged at the first size)."""
-    size = fam.BENCH_SIZES[0]
-    return "GFLOP/s" if fam.flops(size) > fam.bytes_moved(size) else "GB/s"
+    """GFLOP/s or GB/s, by the rule the README tables use (judged at the first size)."""
+    return metric(fam, size_key(fam.BENCH_SIZES[0]))[0]
 
 
 class Case:

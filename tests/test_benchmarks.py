@@ -9,6 +9,7 @@ import pytest
 import zoo
 from tmpfamily import good, load
 from zoo.registry import Family
+from zoo.results import size_key
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -32,7 +33,7 @@ def test_suite_parameters_come_from_the_registry():
     fam = zoo.family("reverse")
     variants, sizes = common.family_suite(fam).params
     assert variants == [v.name for v in fam] + ["baseline"]
-    assert sizes == [common.size_key(s) for s in fam.BENCH_SIZES]
+    assert sizes == [size_key(s) for s in fam.BENCH_SIZES]
 
 
 def test_a_new_variant_file_is_a_new_benchmark(tmp_path, monkeypatch):

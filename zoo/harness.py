@@ -132,10 +132,7 @@ def input_sets(host_inputs):
     footprint = sum(a.nbytes for a in host_inputs)
     l2 = properties().get("l2_bytes") or 0
     count = 1 if footprint >= 2 * l2 else min(16, math.ceil(2 * l2 / max(footprint, 1)))
-    sets = [tuple(cuda.to_device(a) for a in host_inputs)]
-    for _ in range(count - 1):
-        sets.append(tuple(cuda.to_device(a) for a in host_inputs))
-    return sets
+    return [tuple(cuda.to_device(a) for a in host_inputs) for _ in range(count)]
 
 
 @dataclass
