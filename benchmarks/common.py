@@ -1,8 +1,10 @@
 """What every bench_<family>.py shares: parameters from the registry, compile-once cases.
 
 A family's suite is one class whose parameters are (variant, size): every
-variant file of the family plus ``baseline`` (its CuPy call), times the family's
-BENCH_SIZES. A new variant file is therefore benchmarked with no edit here.
+variant file of the family plus ``baseline`` (its CuPy call) and any
+EXTRA_BASELINES, times the family's BENCH_SIZES for each of its INPUT_KINDS
+(keys as in the results file: '268435456', '268435456@int32'). A new variant
+file is therefore benchmarked with no edit here.
 
 asv_runner 0.3 calls ``setup`` before every timed call, so the expensive part
 (inputs on the device, the JIT compile, the first launch) is memoised per
@@ -11,7 +13,8 @@ parameter set in ``_CASES`` and the timings hold only launches. Without a GPU
 
 Only the harness's stable pieces are used (``Variant.validate``/``launch``,
 ``harness.input_sets``/``time_launches``), so the same suite measures older
-commits of zoo when recording history.
+commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``
+fall back to what a zoo from before INPUT_KINDS and EXTRA_BASELINES offers.
 """
 import warnings
 
@@ -33,15 +36,34 @@ def unit_of(fam):
     return metric(fam, size_key(fam.BENCH_SIZES[0]))[0]
 
 
-class Case:
-    """One variant (or the baseline) at one size: device inputs, output, first launch done."""
+def _kinds(fam):
+    return tuple(getattr(fam.module, "INPUT_KINDS", None) or (None,))
 
-    def __init__(self, fam, name, size):
+
+def _inputs(fam, size, kind):
+    return fam.make_inputs(size, 0) if kind is None else fam.make_inputs(size, 0, kind=kind)
+
+
+def _baselines(fam):
+    return {BASELINE: fam.baseline, **getattr(fam.module, "EXTRA_BASELINES", {})}
+
+
+def _case_keys(fam):
+    """{results key: (size, kind)} for every BENCH_SIZES and kind of input."""
+    kinds = _kinds(fam)
+    return {size_key(s) if k == kinds[0] else f"{size_key(s)}@{k}": (s, k) for s in fam.BENCH_SIZES for k in kinds}
+
+
+class Case:
+    """One variant (or a baseline) at one size and kind: device inputs, output, first launch done."""
+
+    def __init__(self, fam, name, size, kind=None):
         from numba import cuda
 
         self.fam, self.name, self.size = fam, name, size
-        host = fam.make_inputs(size, seed=0)
-        if name == BASELINE:
+        host = _inputs(fam, size, kind)
+        self.call = _baselines(fam).get(name)
+        if self.call is not None:
             import cupy
 
             shape, dtype = fam.output_for(*host)
@@ -61,8 +83,8 @@ class Case:
 
     def launch(self, i):
         inputs = self.sets[i % len(self.sets)]
-        if self.name == BASELINE:
-            self.fam.baseline(*inputs, self.out)
+        if self.call is not None:
+            self.call(*inputs, self.out)
         else:
             self.variant.launch(inputs, self.out)
 
@@ -76,12 +98,12 @@ class Case:
         return self._rate
 
 
-def case(fam, name, size):
+def case(fam, name, size, kind=None):
     if zoo.SIMULATOR:
         raise NotImplementedError("no GPU: the asv suite only runs on a real device")
-    key = (fam.name, name, size)
+    key = (fam.name, name, size, kind)
     if key not in _CASES:
-        _CASES[key] = Case(fam, name, size)
+        _CASES[key] = Case(fam, name, size, kind)
     return _CASES[key]
 
 
@@ -89,11 +111,11 @@ def family_suite(fam):
     """The asv benchmark class for a family (a name or a zoo Family)."""
     if isinstance(fam, str):
         fam = zoo.family(fam)
-    sizes = {size_key(s): s for s in fam.BENCH_SIZES}
+    sizes = _case_keys(fam)
     unit = unit_of(fam)
 
     class Suite:
-        params = [[v.name for v in fam] + [BASELINE], list(sizes)]
+        params = [[v.name for v in fam] + list(_baselines(fam)), list(sizes)]
         param_names = ["variant", "size"]
         timeout = 900  # compile plus the slowest naive variant at the largest size
         # One process per parameter set and a short warm-up: setup() already compiled and launched,
@@ -103,7 +125,7 @@ def family_suite(fam):
         repeat = (1, 10, 2.0)
 
         def setup(self, variant, size):
-            self.case = case(fam, variant, sizes[size])
+            self.case = case(fam, variant, *sizes[size])
 
         def time_launch(self, variant, size):
             """Host wall time of one launch, synchronized."""
@@ -120,7 +142,7 @@ def family_suite(fam):
 
         def track_ratio_to_baseline(self, variant, size):
             """Throughput over the baseline's, both measured in this process."""
-            return self.case.rate() / case(fam, BASELINE, sizes[size]).rate()
+            return self.case.rate() / case(fam, BASELINE, *sizes[size]).rate()
 
         track_ratio_to_baseline.unit = "ratio"
 

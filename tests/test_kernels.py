@@ -9,6 +9,7 @@ import pytest
 import zoo
 from zoo import harness
 from zoo.errors import OutOfRange
+from zoo.results import size_key
 
 
 def _cases():
@@ -17,18 +18,21 @@ def _cases():
         for v in fam:
             if v.demonstration:
                 continue
-            for i, size in enumerate(sizes):
-                yield pytest.param(v, size, 100 + i, id=f"{fam.name}-{v.name}-{size}")
+            marks = ([pytest.mark.skip(reason=f"needs a GPU: {v.gpu_only}")]
+                     if v.gpu_only and zoo.SIMULATOR else [])
+            for i, (size, kind) in enumerate(fam.cases(sizes)):
+                yield pytest.param(v, size, kind, 100 + i, marks=marks,
+                                   id=f"{fam.name}-{v.name}-{size_key(size, kind, fam.kinds)}")
 
 
-@pytest.mark.parametrize("variant,size,seed", list(_cases()))
-def test_variant_matches_reference(variant, size, seed):
+@pytest.mark.parametrize("variant,size,kind,seed", list(_cases()))
+def test_variant_matches_reference(variant, size, kind, seed):
     try:
-        result = harness.check(variant, size, seed=seed)
+        result = harness.check(variant, size, seed=seed, kind=kind)
     except OutOfRange:
         # A size this variant cannot take must be refused the same way every time.
         with pytest.raises(OutOfRange):
-            variant(*variant.family.make_inputs(size, seed))
+            variant(*variant.family.inputs(size, seed, kind))
         return
     assert result.ok, f"{variant!r} at size {size}: {result.detail}"
 
@@ -37,10 +41,11 @@ def test_variant_matches_reference(variant, size, seed):
 def test_family_spec_is_testable(fam):
     sizes = fam.TEST_SIZES
     assert any(_irregular(s) for s in sizes), f"{fam.name}: TEST_SIZES needs a size that is no multiple of a tile"
-    a = fam.make_inputs(sizes[-1], seed=1)
-    b = fam.make_inputs(sizes[-1], seed=2)
-    assert any((x != y).any() for x, y in zip(a, b)), "make_inputs ignores its seed"
-    assert all(x.std() > 0 for x in a if x.size > 1), "inputs must be random, not constant"
+    for kind in fam.kinds:
+        a = fam.inputs(sizes[-1], 1, kind)
+        b = fam.inputs(sizes[-1], 2, kind)
+        assert any((x != y).any() for x, y in zip(a, b)), f"make_inputs ignores its seed (kind {kind})"
+        assert all(x.std() > 0 for x in a if x.size > 1), f"inputs must be random, not constant (kind {kind})"
 
 
 def _irregular(size):

@@ -54,6 +54,30 @@ def _sizes(fam, texts, default):
         raise UsageError(str(e)) from None
 
 
+def _cases(fam, texts, default):
+    """(size, kind) pairs: every kind of input at each size, or the one named as SIZE@kind."""
+    if not texts:
+        return fam.cases(default)
+    cases = []
+    for text in texts:
+        try:
+            size, kind = results.parse_case(text)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if kind is None:
+            cases += fam.cases([size])
+        elif kind in fam.kinds:
+            cases.append((size, kind))
+        else:
+            raise UsageError(f"{fam.name} has no input kind {kind!r}"
+                             + (f"; it has: {', '.join(fam.kinds)}" if fam.kinds != (None,) else ""))
+    return cases
+
+
+def _key(fam, size, kind):
+    return results.size_key(size, kind, fam.kinds)
+
+
 # -- list / show / diff -------------------------------------------------------
 def cmd_list(args):
     table = Table(title=f"zoo: {len(zoo.families())} families", show_lines=False)
@@ -101,18 +125,20 @@ def cmd_diff(args):
 
 
 # -- check / run --------------------------------------------------------------
-def _check_family(fam, sizes, progress, task):
+def _check_family(fam, cases, progress, task):
     """Rows of (variant, passed, skipped, worst error, failures)."""
     rows, failed = [], False
     for v in fam:
-        if v.demonstration:
-            rows.append((v.name, "-", "-", "-", "[yellow]demonstration: wrong on purpose, not checked[/]"))
-            progress.advance(task, len(sizes))
+        if v.demonstration or (v.gpu_only and zoo.SIMULATOR):
+            why = ("[yellow]demonstration: wrong on purpose, not checked[/]" if v.demonstration
+                   else f"[yellow]needs a GPU: {v.gpu_only}[/]")
+            rows.append((v.name, "-", "-", "-", why))
+            progress.advance(task, len(cases))
             continue
         passed, skipped, worst, problems = 0, 0, 0.0, []
-        for i, size in enumerate(sizes):
+        for i, (size, kind) in enumerate(cases):
             try:
-                r = harness.check(v, size, seed=1000 + i)
+                r = harness.check(v, size, seed=1000 + i, kind=kind)
             except OutOfRange:
                 skipped += 1
             else:
@@ -120,7 +146,7 @@ def _check_family(fam, sizes, progress, task):
                 if r.ok:
                     passed += 1
                 else:
-                    problems.append(f"n={results.size_key(size)}: {r.detail}")
+                    problems.append(f"n={_key(fam, size, kind)}: {r.detail}")
             progress.advance(task)
         failed |= bool(problems)
         status = "[green]ok[/]" if not problems else "[red]FAIL[/] " + "; ".join(problems)
@@ -130,7 +156,7 @@ def _check_family(fam, sizes, progress, task):
 
 def cmd_check(args):
     fams = _families(args.families)
-    plan = [(fam, _sizes(fam, args.size, fam.TEST_SIZES if zoo.SIMULATOR else fam.GPU_TEST_SIZES)) for fam in fams]
+    plan = [(fam, _cases(fam, args.size, fam.TEST_SIZES if zoo.SIMULATOR else fam.GPU_TEST_SIZES)) for fam in fams]
     any_failed = False
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("checking", total=sum(len(f.variants) * len(s) for f, s in plan))
@@ -138,7 +164,7 @@ def cmd_check(args):
         for fam, sizes in plan:
             rows, failed = _check_family(fam, sizes, progress, task)
             any_failed |= failed
-            table = Table(title=f"{fam.name}: sizes {', '.join(results.size_key(s) for s in sizes)} "
+            table = Table(title=f"{fam.name}: sizes {', '.join(_key(fam, *c) for c in sizes)} "
                                 f"({'simulator' if zoo.SIMULATOR else 'GPU'})")
             for col in ("variant", "passed", "out of range", "worst error", "status"):
                 table.add_column(col)
@@ -163,41 +189,46 @@ def cmd_run(args):
 
     fams = _families(args.families)
     runs, any_failed = {}, False
-    plan = [(fam, _sizes(fam, args.size, fam.BENCH_SIZES)) for fam in fams]
+    plan = [(fam, _cases(fam, args.size, fam.BENCH_SIZES)) for fam in fams]
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("timing", total=sum((len(f.variants) + 1) * len(s) for f, s in plan))
-        for fam, sizes in plan:
-            for size in sizes:
-                progress.update(task, description=f"{fam.name} {results.size_key(size)}: baseline")
-                base = harness.measure_baseline(fam, size)
-                progress.advance(task)
-                measured = [base]
+        total = sum((len(f.variants) + len(f.baselines)) * len(c) for f, c in plan)
+        task = progress.add_task("timing", total=total)
+        for fam, cases in plan:
+            for size, kind in cases:
+                key = _key(fam, size, kind)
+                measured = []
+                for name in fam.baselines:
+                    progress.update(task, description=f"{fam.name} {key}: {name}")
+                    measured.append(harness.measure_baseline(
+                        fam, size, kind=kind, name=name, baseline_ms=measured[0].ms if measured else None))
+                    progress.advance(task)
                 for v in fam:
-                    progress.update(task, description=f"{fam.name} {results.size_key(size)}: {v.name}")
+                    progress.update(task, description=f"{fam.name} {key}: {v.name}")
                     try:
-                        m = harness.measure_variant(v, size, baseline_ms=base.ms)
+                        m = harness.measure_variant(v, size, baseline_ms=measured[0].ms, kind=kind)
                     except OutOfRange:
                         m = None
                     progress.advance(task)
                     if m is not None:
-                        any_failed |= m.correct is False
                         measured.append(m)
-                runs.setdefault(fam.name, {})[size] = measured
-                console.print(_run_table(fam, size, measured))
+                any_failed |= any(m.correct is False for m in measured)
+                runs.setdefault(fam.name, {})[key] = measured
+                console.print(_run_table(fam, key, measured))
     if args.save:
         path = results.save(runs, properties(), versions(), commit=_git_commit())
         console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates README and plots")
     return 1 if any_failed else 0
 
 
-def _run_table(fam, size, measured):
-    table = Table(title=f"{fam.name}, size {results.size_key(size)} on {zoo.device.properties()['name']}")
+def _run_table(fam, key, measured):
+    size, _ = results.parse_case(key)
+    table = Table(title=f"{fam.name}, size {key} on {zoo.device.properties()['name']}")
     for col in ("variant", "ms", "GFLOP/s", "GB/s", f"% of {fam.BASELINE}", "regs", "smem B",
                 "local B", "occupancy", "correct"):
         table.add_column(col, justify="right" if col != "variant" else "left")
     for m in measured:
         r = m.resources
-        correct = {True: "[green]yes[/]", False: "[red]NO[/]", None: "demo" if m.name != "baseline" else "-"}
+        correct = {True: "[green]yes[/]", False: "[red]NO[/]", None: "-" if m.name in fam.baselines else "demo"}
         table.add_row(m.name, _fmt(m.ms, ".4f"), _fmt(m.gflops if fam.flops(size) else None, ",.0f"),
                       _fmt(m.gbps, ",.0f"), _fmt(100 * m.ratio, ".1f"),
                       str(r.get("registers", "-")), str(r.get("shared_bytes", "-")), str(r.get("local_bytes", "-")),
@@ -266,6 +297,37 @@ def cmd_doctor(args):
     console.print(table)
 
 
+def cmd_sweep(args):
+    from zoo import sweeps
+    from zoo.device import properties, slug
+
+    module = sweeps.modules()[args.command]
+    args.simulator = zoo.SIMULATOR
+    if zoo.SIMULATOR:
+        console.print(f"[yellow]Simulator: {args.command} runs at tiny sizes to check correctness; "
+                      "its timings mean nothing (they need a GPU).[/]")
+    rows = module.measure(args)
+    table = Table(title=f"{args.command} on {properties()['name']}")
+    for col in module.COLUMNS:
+        table.add_column(col, justify="left" if col in ("variant", "name", "series", "kind") else "right")
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in module.COLUMNS))
+    console.print(table)
+    device_slug = sweeps.SIMULATOR_SLUG if zoo.SIMULATOR else slug()
+    csv_file = sweeps.write_csv(sweeps.csv_path(device_slug, args.command, args.out), module.COLUMNS, rows)
+    png = sweeps.draw(module, rows, properties()["name"], sweeps.png_path(device_slug, args.command, args.out))
+    for path in (csv_file, png):
+        if path is not None:
+            console.print(f"wrote {path}")
+    return 0
+
+
+def _cell(value):
+    if isinstance(value, float):
+        return _fmt(value, ",.1f" if abs(value) >= 100 else ".4g")
+    return "-" if value is None else str(value)
+
+
 def build_parser():
     p = Parser(prog="zoo", description="Numba-CUDA kernel zoo: run, check, show, diff and time variants.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -285,7 +347,8 @@ def build_parser():
                              ("run", cmd_run, "time every variant against the baseline (check only in the simulator)")):
         s = sub.add_parser(name, help=text)
         s.add_argument("families", nargs="*")
-        s.add_argument("--size", action="append", help="a size such as 4096 or 1000x777x333 (repeatable)")
+        s.add_argument("--size", action="append",
+                       help="a size such as 4096 or 1000x777x333, or SIZE@KIND for one kind of input (repeatable)")
         if name == "run":
             s.add_argument("--save", action="store_true", help="merge the figures into results/<gpu>.json")
         s.set_defaults(func=func)
@@ -297,6 +360,14 @@ def build_parser():
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("doctor", help="mode, versions, device and its properties")
     s.set_defaults(func=cmd_doctor)
+    from zoo import sweeps
+
+    for command, module in sweeps.modules().items():  # each family's sweep.py is a command
+        s = sub.add_parser(command, help=module.HELP, description=module.__doc__)
+        s.add_argument("--out", help="folder for the CSV and the PNG (default: results/sweeps and docs/plots)")
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(s)
+        s.set_defaults(func=cmd_sweep)
     return p
 
 

@@ -48,15 +48,18 @@ def compare(result, ref, tolerance):
     return err <= tolerance, err, f"rel. error {err:.2e} (tolerance {tolerance:.0e})"
 
 
-def check(variant, size, seed=0, **params):
-    """Run ``variant`` on fresh seeded inputs with a NaN-poisoned output; compare with the reference."""
+def check(variant, size, seed=0, kind=None, **params):
+    """Run ``variant`` on fresh seeded inputs with a poisoned output; compare with the reference.
+
+    ``kind`` picks one of the family's INPUT_KINDS (its first when None).
+    """
     fam = variant.family
-    inputs = fam.make_inputs(size, seed)
+    inputs = fam.inputs(size, seed, kind)
     ref = np.asarray(fam.reference(*inputs, **params))
     shape, dtype = fam.output_for(*inputs, **params)
     out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     result = variant(*inputs, out=out, **params)
-    ok, err, detail = compare(result, ref, fam.TOLERANCE)
+    ok, err, detail = compare(result, ref, fam.tolerance(size))
     return CheckResult(variant.name, size, ok, err, detail)
 
 
@@ -68,11 +71,24 @@ class Timing:
     q3_ms: float
     samples: int
     launches_per_sample: int
+    samples_ms: list = field(default_factory=list, repr=False)  # each sample's ms per launch
 
     @property
     def spread(self):
         """Interquartile range relative to the median."""
         return (self.q3_ms - self.q1_ms) / self.median_ms if self.median_ms else 0.0
+
+    @property
+    def mean_ms(self):
+        return statistics.fmean(self.samples_ms) if self.samples_ms else self.median_ms
+
+    @property
+    def rms_spread(self):
+        """Root-mean-square deviation of the samples relative to their mean."""
+        if len(self.samples_ms) < 2:
+            return 0.0
+        mean = self.mean_ms
+        return math.sqrt(statistics.fmean((s - mean) ** 2 for s in self.samples_ms)) / mean
 
 
 def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s=1.0, sample_ms=1.0):
@@ -120,7 +136,7 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
         if slow and len(samples) >= min_samples:
             break
     q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
-    return Timing(statistics.median(samples), q[0], q[2], len(samples), batch)
+    return Timing(statistics.median(samples), q[0], q[2], len(samples), batch, samples)
 
 
 def input_sets(host_inputs):
@@ -155,18 +171,18 @@ def _rates(fam, size, ms):
 
 
 @functools.lru_cache(maxsize=1)
-def _reference(family_name, size, seed):
+def _reference(family_name, size, seed, kind):
     """The float64 reference of the default call, kept while one size is measured (8192^3 takes seconds)."""
     from zoo.registry import family
 
     fam = family(family_name)
-    return np.asarray(fam.reference(*fam.make_inputs(size, seed)))
+    return np.asarray(fam.reference(*fam.inputs(size, seed, kind)))
 
 
-def measure_variant(variant, size, seed=0, baseline_ms=None, **params):
+def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params):
     """Check on the benchmark inputs, then time; returns a Measurement."""
     fam = variant.family
-    host_inputs = fam.make_inputs(size, seed)
+    host_inputs = fam.inputs(size, seed, kind)
     _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
     sets = input_sets(host_inputs)
     out = cuda.device_array(shape, dtype)
@@ -174,8 +190,9 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, **params):
     variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
     if not variant.demonstration:
-        ref = _reference(fam.name, size, seed) if not params else np.asarray(fam.reference(*host_inputs, **params))
-        ok, err, _ = compare(out.copy_to_host(), ref, fam.TOLERANCE)
+        ref = (_reference(fam.name, size, seed, kind) if not params
+               else np.asarray(fam.reference(*host_inputs, **params)))
+        ok, err, _ = compare(out.copy_to_host(), ref, fam.tolerance(size))
         correct = ok
     timing = time_launches(lambda i: variant.launch(sets[i % len(sets)], out, **params))
     gflops, gbps = _rates(fam, size, timing.median_ms)
@@ -186,18 +203,27 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, **params):
     return m
 
 
-def measure_baseline(fam, size, seed=0, **params):
-    """Time the family's CuPy baseline on the same inputs."""
+def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=None, **params):
+    """Time one of the family's library baselines (``fam.baselines[name]``) on the same inputs.
+
+    The result is checked against the reference like a variant's; ``ratio`` is
+    relative to ``baseline_ms`` (the family's main baseline) when given.
+    """
     import cupy
 
-    host_inputs = fam.make_inputs(size, seed)
+    call = fam.baselines[name]
+    host_inputs = fam.inputs(size, seed, kind)
     sets = input_sets(host_inputs)
     cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in sets]
     shape, dtype = fam.output_for(*host_inputs, **params)
-    out = cupy.empty(shape, dtype)
-    timing = time_launches(lambda i: fam.baseline(*cupy_sets[i % len(cupy_sets)], out))
+    out = cupy.full(shape, arrays.poison_value(dtype), dtype)
+    call(*cupy_sets[0], out)
+    ok, err, _ = compare(out.get(), _reference(fam.name, size, seed, kind), fam.tolerance(size))
+    timing = time_launches(lambda i: call(*cupy_sets[i % len(cupy_sets)], out))
     gflops, gbps = _rates(fam, size, timing.median_ms)
-    return Measurement("baseline", size, timing.median_ms, timing.spread, gflops, gbps, ratio=1.0)
+    ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
+    return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio,
+                       correct=ok, error=err)
 
 
 # -- resources (GPU) ----------------------------------------------------------

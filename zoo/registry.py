@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo import arrays
+from zoo import SIMULATOR, arrays
+from zoo.errors import NeedsGPU
 
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
 HEADINGS = ("Changes", "Why it is faster", "Measured")
@@ -26,9 +27,9 @@ HEADINGS = ("Changes", "Why it is faster", "Measured")
 REQUIRED_SPEC = {
     "ORDER": "teaching order among families (int)",
     "INPUTS": "names of the array arguments, in order; a trailing '?' marks an optional one",
-    "DTYPE": "dtype every input array must have",
+    "DTYPE": "dtype every input array must have, or a tuple of the dtypes accepted",
     "NDIM": "number of dimensions of every input array",
-    "TOLERANCE": "largest relative norm error accepted (0: exact)",
+    "TOLERANCE": "largest relative norm error accepted (0: exact), or TOLERANCE(size) -> that number",
     "TEST_SIZES": "sizes checked in the simulator (at least one irregular)",
     "GPU_TEST_SIZES": "sizes checked on a GPU",
     "BENCH_SIZES": "sizes timed by `zoo run` and asv",
@@ -39,6 +40,16 @@ REQUIRED_SPEC = {
     "flops": "flops(size) -> floating-point operations of one call",
     "bytes_moved": "bytes_moved(size) -> fewest bytes one call must read and write",
     "baseline": "baseline(*cupy_inputs, out) -> computes into out with CuPy",
+}
+
+# name: what the family spec may provide
+OPTIONAL_SPEC = {
+    "INPUT_KINDS": "names of the kinds of input (dtypes, distributions), the first the default; "
+                   "make_inputs(size, seed, kind) then makes each, and every size is checked and timed "
+                   "for every kind (results key 'SIZE@kind' for all but the first)",
+    "EXTRA_BASELINES": "{name: fn(*cupy_inputs, out)}: more library calls timed in the same run, "
+                       "each a row of its own beside the baseline",
+    "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
 }
 
 
@@ -99,6 +110,11 @@ class Variant:
         return getattr(self.module, "DEMONSTRATION", None)
 
     @property
+    def gpu_only(self):
+        """Why this variant cannot run in the simulator (inline PTX, say), or None."""
+        return getattr(self.module, "GPU_ONLY", None)
+
+    @property
     def kernels(self):
         """The zoo.jit kernels defined in this file, in definition order."""
         from zoo.jit import Kernel
@@ -126,6 +142,8 @@ class Variant:
         handed back to the caller once ``launch`` has filled ``device_out``.
         """
         kind, (shape, dtype) = self.validate(*inputs, **params)
+        if self.gpu_only and SIMULATOR:
+            raise NeedsGPU(f"{self.family.name}/{self.name} needs a GPU: {self.gpu_only}")
         if out is not None:
             if arrays.kind(out) != kind:
                 raise TypeError(f"out is a {arrays.kind(out)} array, the inputs are {kind}")
@@ -179,6 +197,43 @@ class Family:
         if attr in REQUIRED_SPEC or attr.isupper():
             return getattr(self.module, attr)
         raise AttributeError(attr)
+
+    # -- kinds of input, tolerance, baselines ------------------------------------
+    @property
+    def kinds(self):
+        """The kinds of input every size is checked and timed for; (None,) when the spec names none."""
+        return tuple(getattr(self.module, "INPUT_KINDS", None) or (None,))
+
+    def inputs(self, size, seed, kind=None):
+        """make_inputs for one kind (the default kind when None)."""
+        if self.kinds == (None,):
+            if kind is not None:
+                raise ValueError(f"{self.name} has no kinds of input, got {kind!r}")
+            return self.make_inputs(size, seed)
+        if kind is None:
+            kind = self.kinds[0]
+        if kind not in self.kinds:
+            raise ValueError(f"{self.name} has no input kind {kind!r}; it has: {', '.join(self.kinds)}")
+        return self.make_inputs(size, seed, kind=kind)
+
+    def cases(self, sizes):
+        """(size, kind) for every size and every kind of input."""
+        return [(size, kind) for size in sizes for kind in self.kinds]
+
+    def tolerance(self, size):
+        """The relative error accepted at this size (TOLERANCE may be a function of the size)."""
+        tol = self.TOLERANCE
+        return float(tol(size)) if callable(tol) else tol
+
+    @property
+    def dtypes(self):
+        d = self.DTYPE
+        return tuple(np.dtype(x) for x in d) if isinstance(d, (tuple, list)) else (np.dtype(d),)
+
+    @property
+    def baselines(self):
+        """{row name: fn(*cupy_inputs, out)}: 'baseline' first, then EXTRA_BASELINES."""
+        return {"baseline": self.baseline, **getattr(self.module, "EXTRA_BASELINES", {})}
 
     def _discover(self):
         by_number = {}
@@ -235,9 +290,10 @@ class Family:
             raise TypeError(f"{self.name} takes arrays ({', '.join(names)}), got {len(inputs)}")
         given = [(n.rstrip("?"), a) for n, a in zip(names, inputs) if a is not None]
         kind = arrays.common_kind([a for _, a in given])
+        dtypes = self.dtypes
         for name, a in given:
-            if np.dtype(a.dtype) != np.dtype(self.DTYPE):
-                raise TypeError(f"{name} must be {np.dtype(self.DTYPE)}, got {np.dtype(a.dtype)}")
+            if np.dtype(a.dtype) not in dtypes:
+                raise TypeError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {np.dtype(a.dtype)}")
             if a.ndim != self.NDIM:
                 raise ValueError(f"{name} must have {self.NDIM} dimension(s), got shape {tuple(a.shape)}")
             if a.size == 0:
@@ -245,6 +301,9 @@ class Family:
             if not arrays.is_c_contiguous(a):
                 raise ValueError(f"{name} is not C-contiguous: pass a contiguous copy "
                                  "(numpy.ascontiguousarray or cupy.ascontiguousarray)")
+        if len({np.dtype(a.dtype) for _, a in given}) > 1:
+            raise TypeError(f"{self.name}'s arrays must share one dtype, got "
+                            + ", ".join(f"{n} {np.dtype(a.dtype)}" for n, a in given))
         return kind
 
 

@@ -20,20 +20,30 @@ BEGIN, END = "<!-- zoo:results:begin -->", "<!-- zoo:results:end -->"
 
 def metric(fam, size):
     """('GFLOP/s', 'gflops') for arithmetic-heavy families, ('GB/s', 'gbps') for the rest."""
-    flops, nbytes = fam.flops(results.parse_size(size)), fam.bytes_moved(results.parse_size(size))
+    size, _ = results.parse_case(size)
+    flops, nbytes = fam.flops(size), fam.bytes_moved(size)
     return ("GFLOP/s", "gflops") if flops > nbytes else ("GB/s", "gbps")
 
 
 def headline(fam, by_size):
-    """The size a family is summarised at: its HEADLINE_SIZE if measured, else its largest measured size."""
+    """The key a family is summarised at: its HEADLINE_SIZE if measured, else its largest measured
+    size; the family's first kind of input where several were measured."""
     wanted = getattr(fam.module, "HEADLINE_SIZE", None)
     if wanted is not None and results.size_key(wanted) in by_size:
         return results.size_key(wanted)
-    return max(by_size, key=_volume)
+    return max(by_size, key=lambda k: (_volume(k), results.parse_case(k)[1] is None))
+
+
+def headline_keys(fam, by_size):
+    """The headline key and the other kinds of input measured at the same size, in the spec's order."""
+    first = headline(fam, by_size)
+    size, _ = results.parse_case(first)
+    keys = [results.size_key(size, kind, fam.kinds) for kind in fam.kinds]
+    return [k for k in keys if k in by_size] or [first]
 
 
 def _volume(key):
-    size = results.parse_size(key)
+    size, _ = results.parse_case(key)
     return size if isinstance(size, int) else math.prod(size)
 
 
@@ -45,18 +55,18 @@ def family_table(fam, device_name, size, entries):
     unit, key = metric(fam, size)
     lines = [f"| variant | ms | {unit} | % of {fam.BASELINE} | registers | occupancy bound | correct |",
              "|---|---:|---:|---:|---:|---:|:---:|"]
-    base = entries.get("baseline")
-    ordered = ([base] if base else []) + [entries[v.name] for v in fam if v.name in entries]
-    for m in ordered:
+    names = [n for n in fam.baselines if n in entries] + [v.name for v in fam if v.name in entries]
+    for m in (entries[n] for n in names):
         r = m.get("resources") or {}
-        correct = {True: "yes", False: "**no**", None: "demo" if m["name"] != "baseline" else "-"}[m.get("correct")]
+        correct = {True: "yes", False: "**no**", None: "-" if m["name"] in fam.baselines else "demo"}[m.get("correct")]
         occ = r.get("occupancy")
         lines.append(f"| {m['name']} | {m['ms']:.4f} | {_num(m[key])} | {_pct(m.get('ratio'))} | "
                      f"{r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | {correct} |")
     return "\n".join(lines)
 
 
-def plot(fam, slug, device_name, size, entries):
+def plot(fam, slug, device_name, keys, by_size):
+    """Bars of % of the baseline for each step (and extra baseline), one colour per kind of input."""
     try:
         import matplotlib
 
@@ -64,15 +74,27 @@ def plot(fam, slug, device_name, size, entries):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    names = [v.name for v in fam if v.name in entries and not v.demonstration]
-    pct = [100 * (entries[n].get("ratio") or 0) for n in names]
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.4))
-    bars = ax.barh(names[::-1], pct[::-1], color="#4c72b0")
-    ax.bar_label(bars, labels=[f"{p:.1f}%" for p in pct[::-1]], padding=3, fontsize=8)
+    extra = [n for n in fam.baselines if n != "baseline"]
+    names = extra + [v.name for v in fam if not v.demonstration]
+    names = [n for n in names if any(n in by_size[k] for k in keys)]
+    height = 0.8 / len(keys)
+    fig, ax = plt.subplots(figsize=(7, (0.3 + 0.2 * len(keys)) * len(names) + 1.4))
+    top = 0
+    colours = ("#4c72b0", "#dd8452", "#55a868", "#8172b2")
+    for j, key in enumerate(keys):
+        pct = [100 * (by_size[key].get(n, {}).get("ratio") or 0) for n in names]
+        ypos = [len(names) - 1 - i + (len(keys) - 1 - 2 * j) * height / 2 for i in range(len(names))]
+        bars = ax.barh(ypos, pct, height=height, color=colours[j % len(colours)],
+                       label=key if len(keys) > 1 else None)
+        ax.bar_label(bars, labels=[f"{p:.1f}%" if p else "" for p in pct], padding=3, fontsize=7)
+        top = max([top] + pct)
+    ax.set_yticks(range(len(names)), names[::-1])
     ax.axvline(100, color="#c44e52", linestyle="--", linewidth=1)
     ax.set_xlabel(f"% of {fam.BASELINE} (same run)")
-    ax.set_title(f"{fam.name}, size {size}, {device_name}", fontsize=10)
-    ax.set_xlim(0, max(pct + [100]) * 1.15)
+    ax.set_title(f"{fam.name}, size {keys[0]}, {device_name}", fontsize=10)
+    ax.set_xlim(0, max(top, 100) * 1.18)
+    if len(keys) > 1:
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     PLOTS.mkdir(parents=True, exist_ok=True)
     path = PLOTS / f"{slug}-{fam.name}.png"
@@ -125,6 +147,28 @@ def rewrite_measured(variant, lines):
     return False
 
 
+def _sweep_sections(all_results, sections):
+    """Redraw each committed sweep's PNG from its CSV and show it under its GPU's heading."""
+    from zoo import sweeps
+
+    modules = sweeps.modules()
+    by_slug = {}
+    for slug, command, path in sweeps.saved():
+        by_slug.setdefault(slug, []).append((command, path))
+    for slug, found in by_slug.items():
+        name = all_results.get(slug, {}).get("device", {}).get("name", slug)
+        sections.append(f"### Sweeps on {name}")
+        for command, path in found:
+            module = modules[command]
+            png = sweeps.draw(module, sweeps.read_csv(path), name, sweeps.png_path(slug, command))
+            rel_csv = path.relative_to(results.ROOT).as_posix()
+            text = f"#### `python -m zoo {command}`\n\n{module.HELP} Data: `{rel_csv}`."
+            if png:
+                text += f"\n\n![{command} on {name}]({png.relative_to(results.ROOT).as_posix()})"
+                yield f"plot {png.relative_to(results.ROOT)}"
+            sections.append(text)
+
+
 def regenerate():
     """Rewrite README section, plots and docstrings; yields one line per thing done."""
     all_results = results.load_all()
@@ -137,12 +181,14 @@ def regenerate():
             by_size = data["families"].get(fam.name)
             if not by_size:
                 continue
-            size = headline(fam, by_size)
-            sections.append(f"#### {fam.name}, size {size}\n\n" + family_table(fam, name, size, by_size[size]))
-            path = plot(fam, slug, name, size, by_size[size])
+            keys = headline_keys(fam, by_size)
+            for key in keys:
+                sections.append(f"#### {fam.name}, size {key}\n\n" + family_table(fam, name, key, by_size[key]))
+            path = plot(fam, slug, name, keys, by_size)
             if path:
                 sections.append(f"![{fam.name} on {name}]({path.relative_to(results.ROOT).as_posix()})")
                 yield f"plot {path.relative_to(results.ROOT)}"
+    yield from _sweep_sections(all_results, sections)
     body = "\n\n".join(sections) if sections else "No GPU results yet: run `python -m zoo run --save` on a GPU."
     readme = README.read_text()
     start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)

@@ -14,8 +14,21 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "results"
 
 
-def size_key(size):
-    return "x".join(str(s) for s in size) if isinstance(size, (tuple, list)) else str(size)
+KIND_SEPARATOR = "@"
+
+
+def size_key(size, kind=None, kinds=(None,)):
+    """'4096', '1000x777x333'; with a kind of input other than the family's first, '268435456@int32'."""
+    key = "x".join(str(s) for s in size) if isinstance(size, (tuple, list)) else str(size)
+    return key if kind is None or kind == kinds[0] else f"{key}{KIND_SEPARATOR}{kind}"
+
+
+def parse_case(text):
+    """'4096' -> (4096, None); '268435456@skewed' -> (268435456, 'skewed'). ValueError otherwise."""
+    size, sep, kind = text.partition(KIND_SEPARATOR)
+    if sep and not kind:
+        raise ValueError(f"name a kind of input after {KIND_SEPARATOR!r}, as in 4099{KIND_SEPARATOR}int32")
+    return parse_size(size), (kind or None)
 
 
 def parse_size(text):
@@ -52,7 +65,7 @@ def _clean(value):
 
 
 def save(family_runs, device, versions, commit=None):
-    """Merge {family: {size: [Measurement, ...]}} into this GPU's results file; returns its path."""
+    """Merge {family: {size key: [Measurement, ...]}} into this GPU's results file; returns its path."""
     from zoo.device import slug
 
     path = path_for(slug())
@@ -64,8 +77,8 @@ def save(family_runs, device, versions, commit=None):
         data["commit"] = commit
     for fam, by_size in family_runs.items():
         fam_data = data["families"].setdefault(fam, {})
-        for size, measurements in by_size.items():
-            entry = fam_data.setdefault(size_key(size), {})
+        for key, measurements in by_size.items():
+            entry = fam_data.setdefault(key if isinstance(key, str) else size_key(key), {})
             for m in measurements:
                 entry[m.name] = _clean(dict(dataclasses.asdict(m), commit=commit, date=data["updated"]))
     RESULTS_DIR.mkdir(exist_ok=True)

@@ -1,0 +1,118 @@
+"""Sweeps: commands that vary one parameter on the GPU, print a table, write a CSV and draw a PNG.
+
+A family folder may hold sweep modules, ``sweep.py`` or ``sweep_<name>.py``; each
+one is a subcommand of ``python -m zoo`` with no list to edit. A sweep module has:
+
+    COMMAND = "divergence"        # the subcommand: python -m zoo divergence
+    HELP = "one line for --help"
+    COLUMNS = ("fraction", "variant", "ms")   # the CSV's columns, in order
+    def add_arguments(parser): ...            # optional: the command's own options
+    def measure(args) -> list[dict]           # the rows; args.simulator is True in the
+                                              # simulator: tiny sizes, correctness only
+    def plot(rows, device_name) -> matplotlib.figure.Figure   # from the rows alone
+
+The CLI runs ``measure``, prints the rows, writes ``results/sweeps/<gpu>-<command>.csv``
+and ``docs/plots/<gpu>-<command>.png``. ``zoo report`` redraws every PNG from its
+committed CSV and shows it in the README, so the pictures follow the data. Files
+written in the simulator carry the simulator's name and are ignored by git.
+"""
+import csv
+import importlib
+import importlib.util
+import pkgutil
+from pathlib import Path
+
+from zoo import results
+
+SWEEPS_DIR = results.RESULTS_DIR / "sweeps"
+PLOTS_DIR = results.ROOT / "docs" / "plots"
+SIMULATOR_SLUG = "numba-cuda-simulator"
+REQUIRED = ("COMMAND", "HELP", "COLUMNS", "measure", "plot")
+
+
+def modules():
+    """{command: sweep module} over every family, in teaching order."""
+    import zoo
+
+    found = {}
+    for fam in zoo.families():
+        for info in pkgutil.iter_modules([str(fam.path)]):
+            if info.name != "sweep" and not info.name.startswith("sweep_"):
+                continue
+            mod = importlib.import_module(f"{fam.module.__name__}.{info.name}")
+            missing = [k for k in REQUIRED if not hasattr(mod, k)]
+            if missing:
+                raise zoo.registry.RegistryError(f"{mod.__file__}: a sweep module lacks {', '.join(missing)}")
+            if mod.COMMAND in found:
+                raise zoo.registry.RegistryError(f"{mod.__file__}: command {mod.COMMAND!r} is taken")
+            mod.FAMILY = fam
+            found[mod.COMMAND] = mod
+    return found
+
+
+def csv_path(slug, command, root=None):
+    return Path(root or SWEEPS_DIR) / f"{slug}-{command}.csv"
+
+
+def png_path(slug, command, root=None):
+    return Path(root or PLOTS_DIR) / f"{slug}-{command}.png"
+
+
+def write_csv(path, columns, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: _text(row.get(k)) for k in columns})
+    return path
+
+
+def _text(value):
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else value
+
+
+def read_csv(path):
+    """Rows of a sweep CSV, numbers parsed back (int, then float, else the text)."""
+    with open(path, newline="") as f:
+        return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _number(text):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except (TypeError, ValueError):
+            pass
+    return None if text == "" else text
+
+
+def draw(module, rows, device_name, path):
+    """Save the sweep's figure as a PNG; None where matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig = module.plot(rows, device_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def saved():
+    """(slug, command, csv path) of every committed GPU sweep, for the report."""
+    if not SWEEPS_DIR.exists():
+        return []
+    out = []
+    for p in sorted(SWEEPS_DIR.glob("*.csv")):
+        for command in modules():
+            suffix = f"-{command}"
+            if p.stem.endswith(suffix) and not p.stem.startswith(SIMULATOR_SLUG):
+                out.append((p.stem[: -len(suffix)], command, p))
+    return out
