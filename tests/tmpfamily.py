@@ -91,10 +91,10 @@ def good(summary="Twice x.", factor="2.0", bound="x.size"):
 _loaded = itertools.count()
 
 
-def load(tmp_path, name, variants, monkeypatch):
+def load(tmp_path, name, variants, monkeypatch, spec=SPEC):
     """A Family built from files under tmp_path, imported as zoo.kernels.<name>_<n> (fresh each time)."""
     name = f"{name}_{next(_loaded)}"
-    make_family(tmp_path, name, variants)
+    make_family(tmp_path, name, variants, spec=spec)
     import zoo.kernels
 
     monkeypatch.setattr(zoo.kernels, "__path__", list(zoo.kernels.__path__) + [str(tmp_path)])

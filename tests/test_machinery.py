@@ -1,0 +1,190 @@
+"""The registry's optional mechanisms: kinds of input, several dtypes, a tolerance that grows with the
+size, extra baselines, GPU-only variants and sweep commands. Each is exercised on a throwaway family."""
+import csv
+
+import numpy as np
+import pytest
+
+import zoo
+from tmpfamily import SPEC, good, load, make_family
+from zoo import harness, results, sweeps
+from zoo.errors import NeedsGPU
+
+KINDS_SPEC = (SPEC.replace("DTYPE = np.float32", "DTYPE = (np.float32, np.int32)")
+              .replace("TOLERANCE = 1e-6", "TOLERANCE = lambda size: 1e-6 * size")
+              .replace('''def make_inputs(size, seed):
+    return (np.random.default_rng(seed).standard_normal(int(size), dtype=np.float32),)''',
+                       '''INPUT_KINDS = ("float32", "int32")
+EXTRA_BASELINES = {"other_library": lambda x, out: None}
+
+
+def make_inputs(size, seed, kind="float32"):
+    rng = np.random.default_rng(seed)
+    if kind == "int32":
+        return (rng.integers(-100, 100, int(size), dtype=np.int32),)
+    return (rng.standard_normal(int(size), dtype=np.float32),)''')
+              .replace("return x.shape, np.float32", "return x.shape, x.dtype"))
+
+
+@pytest.fixture
+def kinds_family(tmp_path, monkeypatch):
+    return load(tmp_path, "scale_kinds", {"v01_plain.py": good()}, monkeypatch, spec=KINDS_SPEC)
+
+
+def test_every_size_is_a_case_of_every_kind(kinds_family):
+    fam = kinds_family
+    assert fam.kinds == ("float32", "int32")
+    assert fam.cases([1, 33]) == [(1, "float32"), (1, "int32"), (33, "float32"), (33, "int32")]
+    assert fam.inputs(33, 0)[0].dtype == np.float32
+    assert fam.inputs(33, 0, "int32")[0].dtype == np.int32
+    with pytest.raises(ValueError, match="no input kind 'int8'"):
+        fam.inputs(33, 0, "int8")
+    with pytest.raises(ValueError, match="has no kinds of input"):
+        zoo.family("vector_add").inputs(33, 0, "int32")
+
+
+def test_each_kind_is_checked(kinds_family):
+    v = kinds_family[1]
+    for kind in kinds_family.kinds:
+        r = harness.check(v, 1000, seed=3, kind=kind)
+        assert r.ok, r.detail
+    # integer results are compared exactly, whatever the tolerance says
+    (x,) = kinds_family.inputs(33, 0, "int32")
+    wrong = v(x) + np.int32(1)
+    assert not harness.compare(wrong, kinds_family.reference(x), kinds_family.tolerance(33))[0]
+
+
+def test_dtype_tuple_accepts_each_and_names_them_all(kinds_family):
+    v = kinds_family[1]
+    with pytest.raises(TypeError, match="must be float32 or int32, got float64"):
+        v(np.ones(5))
+
+
+def test_arrays_of_one_call_share_a_dtype(tmp_path, monkeypatch):
+    spec = KINDS_SPEC.replace('INPUTS = ("x",)', 'INPUTS = ("x", "y?")')
+    fam = load(tmp_path, "scale_pair", {"v01_plain.py": good()}, monkeypatch, spec=spec)
+    with pytest.raises(TypeError, match="share one dtype"):
+        fam.validate(np.ones(5, np.float32), np.ones(5, np.int32))
+
+
+def test_tolerance_may_grow_with_the_size(kinds_family):
+    assert kinds_family.tolerance(10) == pytest.approx(1e-5)
+    assert kinds_family.tolerance(1000) == pytest.approx(1e-3)
+    assert zoo.family("vector_add").tolerance(10**9) == zoo.family("vector_add").TOLERANCE
+
+
+def test_baselines_list_the_main_one_first(kinds_family):
+    assert list(kinds_family.baselines) == ["baseline", "other_library"]
+    assert list(zoo.family("vector_add").baselines) == ["baseline"]
+
+
+@pytest.mark.parametrize("text,case", [("4096", (4096, None)), ("268435456@int32", (268435456, "int32")),
+                                       ("1000x777x333", ((1000, 777, 333), None))])
+def test_case_keys_round_trip(text, case):
+    assert results.parse_case(text) == case
+    assert results.size_key(*case, kinds=(None,)) == text
+
+
+def test_the_first_kind_keeps_the_plain_key():
+    assert results.size_key(64, "float32", ("float32", "int32")) == "64"
+    assert results.size_key(64, "int32", ("float32", "int32")) == "64@int32"
+    with pytest.raises(ValueError, match="name a kind"):
+        results.parse_case("64@")
+
+
+def test_asv_suite_has_a_parameter_for_every_kind_and_baseline(kinds_family):
+    from benchmarks import common
+
+    variants, sizes = common.family_suite(kinds_family).params
+    assert variants == ["v01_plain", "baseline", "other_library"]
+    assert sizes == ["1048576", "1048576@int32"]
+
+
+def test_cli_checks_one_kind_or_all(tmp_path, zoo_cli):
+    make_family(tmp_path, "scale_kcli", {"v01_plain.py": good()}, spec=KINDS_SPEC)
+    env = {"ZOO_KERNEL_PATH": str(tmp_path), "COLUMNS": "200"}
+    r = zoo_cli("check", "scale_kcli", "--size", "40@int32", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "40@int32" in r.stdout and "40," not in r.stdout
+    r = zoo_cli("check", "scale_kcli", "--size", "40", env=env)
+    assert r.returncode == 0 and "40, 40@int32" in r.stdout
+    r = zoo_cli("check", "scale_kcli", "--size", "40@int8", env=env)
+    assert r.returncode == 2 and "no input kind 'int8'" in r.stderr
+
+
+GPU_ONLY_VARIANT = good("Needs PTX.").replace('from numba import cuda', 'GPU_ONLY = "inline PTX"\nfrom numba import cuda')
+
+
+@pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator is what a GPU-only variant cannot run in")
+def test_gpu_only_variant_validates_then_refuses_in_the_simulator(tmp_path, monkeypatch, zoo_cli):
+    fam = load(tmp_path, "scale_gpu", {"v01_plain.py": good(), "v02_ptx.py": GPU_ONLY_VARIANT}, monkeypatch)
+    v = fam[2]
+    assert v.gpu_only == "inline PTX" and fam[1].gpu_only is None
+    with pytest.raises(TypeError, match="must be float32"):
+        v(np.ones(5))  # bad input is still reported first
+    with pytest.raises(NeedsGPU, match="inline PTX"):
+        v(np.ones(5, np.float32))
+    make_family(tmp_path / "cli", "scale_gpucli", {"v01_plain.py": good(), "v02_ptx.py": GPU_ONLY_VARIANT})
+    r = zoo_cli("check", "scale_gpucli", env={"ZOO_KERNEL_PATH": str(tmp_path / "cli"), "COLUMNS": "200"})
+    assert r.returncode == 0 and "needs a GPU: inline PTX" in r.stdout
+
+
+SWEEP = '''
+"""Twice x at a few sizes: a throwaway sweep."""
+import numpy as np
+
+COMMAND = "scale-sweep"
+HELP = "Scales vectors of a few sizes."
+COLUMNS = ("n", "ok", "label")
+
+
+def add_arguments(parser):
+    parser.add_argument("--largest", type=int, default=40)
+
+
+def measure(args):
+    from zoo import family
+
+    fam = family(__name__.rsplit(".", 2)[-2])
+    rows = []
+    for n in (1, args.largest):
+        x = np.arange(n, dtype=np.float32)
+        rows.append({"n": n, "ok": float(np.array_equal(fam[1](x), 2 * x)), "label": "plain"})
+    return rows
+
+
+def plot(rows, device_name):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([r["n"] for r in rows], [r["ok"] for r in rows])
+    ax.set_title(device_name)
+    return fig
+'''
+
+
+def test_a_sweep_module_is_a_command_that_writes_csv_and_png(tmp_path, zoo_cli):
+    pytest.importorskip("matplotlib")
+    pkg = make_family(tmp_path, "scale_sweep", {"v01_plain.py": good()})
+    (pkg / "sweep.py").write_text(SWEEP)
+    out = tmp_path / "out"
+    env = {"ZOO_KERNEL_PATH": str(tmp_path), "COLUMNS": "200"}
+    r = zoo_cli("scale-sweep", "--largest", "33", "--out", str(out), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    slug = sweeps.SIMULATOR_SLUG if zoo.SIMULATOR else None
+    written = sorted(p.name for p in out.iterdir())
+    assert len(written) == 2 and all(p.endswith("-scale-sweep.csv") or p.endswith("-scale-sweep.png") for p in written)
+    if slug:
+        assert written[0].startswith(slug)
+    rows = sweeps.read_csv(next(out.glob("*.csv")))
+    assert rows == [{"n": 1, "ok": 1, "label": "plain"}, {"n": 33, "ok": 1, "label": "plain"}]
+    with open(next(out.glob("*.csv"))) as f:
+        assert next(csv.reader(f)) == ["n", "ok", "label"]
+    assert "scale-sweep" in zoo_cli("--help", env=env).stdout
+
+
+def test_a_sweep_module_missing_a_name_fails_loudly(tmp_path, zoo_cli):
+    pkg = make_family(tmp_path, "scale_badsweep", {"v01_plain.py": good()})
+    (pkg / "sweep.py").write_text(SWEEP.replace('COLUMNS = ("n", "ok", "label")', ""))
+    r = zoo_cli("list", env={"ZOO_KERNEL_PATH": str(tmp_path)})
+    assert r.returncode != 0 and "lacks COLUMNS" in r.stderr
