@@ -66,3 +66,22 @@ def test_bad_arguments_give_one_line_and_exit_2(zoo_cli, args, message):
     assert r.returncode == 2
     lines = [line for line in r.stderr.splitlines() if not line.startswith("zoo: no usable CUDA driver")]
     assert len(lines) == 1 and lines[0].startswith("zoo: error:") and message in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (("check", "sgemm", "--size", "1x2"), "a size of sgemm is 1 or 3 number(s) joined by 'x', got 2"),
+    (("check", "sgemm", "--size", "1x2x3x4"), "got 4"),
+    (("check", "reverse", "--size", "3x3"), "a size of reverse is 1 number(s)"),
+    (("run", "vector_add", "--size", "1000000000000"), "moves 12,000.0 GB, more than"),
+])
+def test_sizes_a_family_cannot_take_are_one_line(zoo_cli, args, message):
+    r = zoo_cli(*args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_unknown_target_is_one_line(zoo_cli):
+    r = zoo_cli("list", env={"ZOO_TARGET": "bogus"})
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == "zoo: error: ZOO_TARGET must be 'gpu' or 'sim', not 'bogus'"
+    assert "Traceback" not in r.stderr

@@ -95,3 +95,24 @@ def test_poison_values_are_never_a_real_result():
     assert np.isnan(arrays.poison_value(np.float32))
     assert arrays.poison_value(np.int32) == np.iinfo(np.int32).min
     assert arrays.poison_value(np.uint32) == np.iinfo(np.uint32).max
+
+
+def test_a_required_array_given_as_none():
+    A, B = zoo.family("sgemm").make_inputs((5, 6, 7), seed=0)
+    with pytest.raises(TypeError, match="A is required, got None"):
+        zoo.family("sgemm")["v01"](None, B)
+
+
+@pytest.mark.parametrize("alpha", ["2", None, True])
+def test_scalars_that_are_not_real_numbers(alpha):
+    A, B = zoo.family("sgemm").make_inputs((5, 6, 7), seed=0)
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        zoo.family("sgemm")["v01"](A, B, alpha=alpha)
+
+
+def test_a_read_only_out_is_refused_before_the_launch():
+    a, b = zoo.family("vector_add").make_inputs(33, seed=0)
+    out = np.empty(33, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        zoo.family("vector_add")[1](a, b, out=out)

@@ -1,7 +1,15 @@
 """zoo: CUDA kernels in pure Python with numba.cuda, from naive to fast."""
+import sys
+
 from zoo import _target
 
-MODE = _target.choose()
+try:
+    MODE = _target.choose()
+except _target.TargetError as e:
+    if sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/zoo", "\\zoo.exe")):  # `python -m zoo`, the zoo script
+        print(f"zoo: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise
 SIMULATOR = MODE == "sim"
 
 if SIMULATOR:

@@ -12,6 +12,10 @@ import sys
 ENV = "ZOO_TARGET"
 
 
+class TargetError(RuntimeError):
+    """ZOO_TARGET names no target, or numba.cuda was imported in the other mode."""
+
+
 def driver_usable():
     """True when libcuda loads, initialises and reports at least one device."""
     try:
@@ -34,7 +38,7 @@ def choose():
     """
     forced = os.environ.get(ENV, "").strip().lower()
     if forced not in ("", "gpu", "sim"):
-        raise RuntimeError(f"{ENV} must be 'gpu' or 'sim', not {forced!r}")
+        raise TargetError(f"{ENV} must be 'gpu' or 'sim', not {forced!r}")
     user_sim = os.environ.get("NUMBA_ENABLE_CUDASIM")
     if forced:
         mode = forced
@@ -50,7 +54,7 @@ def choose():
             )
     wanted = "1" if mode == "sim" else "0"
     if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != wanted:
-        raise RuntimeError(
+        raise TargetError(
             f"numba.cuda was imported before zoo in the other mode; import zoo first "
             f"or set NUMBA_ENABLE_CUDASIM={wanted}"
         )

@@ -49,9 +49,12 @@ def _sizes(fam, texts, default):
     if not texts:
         return list(default)
     try:
-        return [results.parse_size(t) for t in texts]
+        sizes = [results.parse_size(t) for t in texts]
+        for size in sizes:
+            fam.check_size(size)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    return sizes
 
 
 def _cases(fam, texts, default):
@@ -62,6 +65,7 @@ def _cases(fam, texts, default):
     for text in texts:
         try:
             size, kind = results.parse_case(text)
+            fam.check_size(size)
         except ValueError as e:
             raise UsageError(str(e)) from None
         if kind is None:

@@ -50,6 +50,7 @@ OPTIONAL_SPEC = {
     "EXTRA_BASELINES": "{name: fn(*cupy_inputs, out)}: more library calls timed in the same run, "
                        "each a row of its own beside the baseline",
     "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
+    "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
 }
 
 
@@ -152,6 +153,8 @@ class Variant:
                                  f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}")
             if not arrays.is_c_contiguous(out):
                 raise ValueError("out must be C-contiguous")
+            if kind == arrays.NUMPY and not out.flags.writeable:
+                raise ValueError("out is read-only")
             device_out, result = arrays.to_device(out), out
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
@@ -219,6 +222,26 @@ class Family:
     def cases(self, sizes):
         """(size, kind) for every size and every kind of input."""
         return [(size, kind) for size in sizes for kind in self.kinds]
+
+    def check_size(self, size):
+        """ValueError, before anything is allocated, for a size this family cannot take or this machine cannot hold."""
+        import os
+
+        dims = getattr(self.module, "SIZE_DIMS", (1,))
+        count = len(size) if isinstance(size, tuple) else 1
+        if count not in dims:
+            raise ValueError(f"a size of {self.name} is {' or '.join(map(str, dims))} number(s) joined by 'x', "
+                             f"got {count}")
+        need = self.bytes_moved(size)
+        if SIMULATOR:
+            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+        else:
+            from zoo.device import properties
+
+            have, where = properties()["memory_bytes"], "the GPU's memory"
+        if need > have:
+            raise ValueError(f"size {'x'.join(map(str, size)) if count > 1 else size} of {self.name} moves "
+                             f"{need / 1e9:,.1f} GB, more than {where} ({have / 1e9:,.1f} GB)")
 
     def tolerance(self, size):
         """The relative error accepted at this size (TOLERANCE may be a function of the size)."""
@@ -288,6 +311,9 @@ class Family:
             raise TypeError(f"{self.name} takes no arrays")
         if len(inputs) < len(required) or len(inputs) > len(names):
             raise TypeError(f"{self.name} takes arrays ({', '.join(names)}), got {len(inputs)}")
+        for name, a in zip(names, inputs):
+            if a is None and not name.endswith("?"):
+                raise TypeError(f"{name} is required, got None")
         given = [(n.rstrip("?"), a) for n, a in zip(names, inputs) if a is not None]
         kind = arrays.common_kind([a for _, a in given])
         dtypes = self.dtypes

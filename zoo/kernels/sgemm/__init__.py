@@ -14,6 +14,7 @@ not whole tiles go through ``padding.run_tiled``, which copies A and B into
 zero-padded buffers and crops the result (its cost is inside the timed launch).
 Inputs must be row-major and C-contiguous; anything else is refused, not copied.
 """
+import numbers
 import os
 
 import numpy as np
@@ -28,6 +29,7 @@ GPU_TEST_SIZES = ((1, 1, 1), (33, 17, 65), (70, 129, 31), (1000, 777, 333), (409
 BENCH_SIZES = (1024, 2048, 4096, 8192)
 HEADLINE_SIZE = 4096  # the size the README table, the plot and the Measured lines quote
 BASELINE = "cuBLAS"
+SIZE_DIMS = (1, 3)  # n (square) or M x N x K
 
 os.environ.setdefault("CUPY_TF32", "0")  # the baseline is true float32 SGEMM, not TF32 tensor cores
 
@@ -62,6 +64,9 @@ def output_for(A, B, C=None, alpha=1.0, beta=0.0):
         raise ValueError(f"C must be {shape[0]} x {shape[1]} (A's rows x B's columns), got {tuple(C.shape)}")
     if beta != 0 and C is None:
         raise ValueError("beta != 0 needs C")
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     if not (np.isfinite(alpha) and np.isfinite(beta)):
         raise ValueError("alpha and beta must be finite numbers")
     return shape, np.float32
