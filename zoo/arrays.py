@@ -42,8 +42,24 @@ def to_device(x):
     if k == NUMPY:
         return cuda.to_device(x)
     if k == CUPY:
-        return cuda.as_cuda_array(x)
+        return cupy_view(x)
     return x
+
+
+def cupy_view(x):
+    """A numba view of a CuPy array, without a copy and without waiting for the device.
+
+    ``cuda.as_cuda_array`` synchronizes the stream that CuPy names in its
+    ``__cuda_array_interface__`` (a host wait on every call) and wraps it as an
+    external stream object. zoo launches on the legacy default stream, which
+    already runs after all work queued on CuPy's default stream and on any
+    blocking stream, so the view drops the stream and skips the wait. (Work on a
+    CuPy stream made with ``non_blocking=True`` is not ordered with it: synchronize
+    that stream yourself before calling a variant.)
+    """
+    desc = dict(x.__cuda_array_interface__)
+    desc.pop("stream", None)
+    return cuda.from_cuda_array_interface(desc, owner=x, sync=False)
 
 
 def device_empty(shape, dtype, like_kind):
@@ -52,7 +68,7 @@ def device_empty(shape, dtype, like_kind):
         import cupy
 
         out = cupy.empty(shape, dtype=dtype)
-        return cuda.as_cuda_array(out), out
+        return cupy_view(out), out
     out = cuda.device_array(shape, dtype=dtype)
     return out, out
 
