@@ -1,0 +1,4 @@
+"""asv suite of the pipeline family: every variant and the baseline at every BENCH_SIZES (device arrays: the compute stage)."""
+from benchmarks.common import family_suite
+
+Pipeline = family_suite("pipeline")

@@ -1,0 +1,84 @@
+"""Host array in, host array out: overlap host-to-device copies, a kernel and device-to-host copies.
+
+A GPU has copy engines besides its SMs: one can move host memory to the device
+while another moves results back and the SMs compute. They run at once only when
+the copies are asynchronous, which needs page-locked (pinned) host memory and
+non-default streams, and when the work is split into chunks so that chunk i+1
+is copied in while chunk i computes and chunk i-1 is copied out. The steps go
+from serial copies of pageable memory to several streams issued in two orders.
+
+Every step computes the same elementwise result: each float32 element runs
+``work`` dependent FMAs, v <- v * A + B (2 * work FLOPs an element), a knob that
+makes the kernel as long as the copies, shorter or longer. Each call moves 4 n
+bytes to the device and 4 n bytes back over PCIe/NVLink-C2C (bytes_moved: 8 n).
+
+Inputs stay on the host here by nature. Each step's ``run(x, out, work, chunks,
+streams, timeline)`` takes NumPy arrays and returns when ``out`` holds the
+result. The registry hands ``launch`` device arrays (it copies NumPy inputs to
+the device first), and then there is nothing to transfer: ``launch`` on device
+arrays runs the compute stage alone, one kernel over the whole array, the bound
+the pipeline approaches. ``launch`` on NumPy arrays delegates to ``run``.
+``python -m zoo streams`` times the pipelines themselves and draws a timeline;
+``python -m zoo transfers`` measures pageable against pinned copies.
+"""
+import numpy as np
+
+from zoo import SIMULATOR
+from zoo.kernels.pipeline.stages import (CHUNKS, STREAMS, WORK, chunk_bounds,  # noqa: F401
+                                         is_pinned, pinned_empty, release)
+from zoo.kernels.pipeline.stages import reference as _closed_form
+
+ORDER = 100
+INPUTS = ("x",)
+DTYPE = np.float32
+NDIM = 1
+TOLERANCE = 1e-5  # float32 rounding over `work` contracting steps stays near sqrt(work) ulps
+TEST_SIZES = (1, 31, 33, 1000, 4099)
+GPU_TEST_SIZES = (1, 31, 4099, 1_000_003, (1 << 26) + 7)
+BENCH_SIZES = (1 << 20, 1 << 24, 1 << 26)
+BASELINE = "cupy elementwise kernel"
+
+
+def make_inputs(size, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(int(size), dtype=np.float32),)
+
+
+def reference(x, work=WORK, chunks=CHUNKS, streams=STREAMS):
+    return _closed_form(x, work)
+
+
+def output_for(x, work=WORK, chunks=CHUNKS, streams=STREAMS):
+    from zoo.kernels.pipeline.stages import check_params
+
+    check_params(work, chunks, streams)
+    return x.shape, np.float32
+
+
+def flops(size):
+    return 2 * WORK * int(size)
+
+
+def bytes_moved(size):
+    return 8 * int(size)  # 4 n bytes to the device, 4 n back
+
+
+_baseline_kernel = None
+
+
+def baseline(x, out, work=WORK):
+    """The same recurrence as a CuPy ElementwiseKernel (CUDA C++ compiled by NVRTC)."""
+    global _baseline_kernel
+    import cupy
+
+    if _baseline_kernel is None:
+        from zoo.kernels.pipeline.stages import A, B
+
+        _baseline_kernel = cupy.ElementwiseKernel(
+            "float32 x, int32 work", "float32 y",
+            f"float v = x; for (int k = 0; k < work; ++k) v = fmaf(v, {float(A)!r}f, {float(B)!r}f); y = v;",
+            "zoo_pipeline_fma_chain")
+    _baseline_kernel(x, np.int32(work), out)
+
+
+SIMULATOR_NOTE = "the simulator runs streams one after another: overlap needs a GPU" if SIMULATOR else ""

@@ -1,0 +1,52 @@
+"""Several streams, breadth-first: all copies in, then all kernels, then all copies out.
+
+Changes:
+    The same chunks on the same streams as the depth-first step, issued stage
+    by stage: every chunk's host-to-device copy, then every kernel, then every
+    device-to-host copy. Each stream still sees its own chunk's operations in
+    order, so the result is the same.
+
+Why it is faster:
+    On GPUs with one hardware work queue (Fermi), depth-first issue put a
+    chunk's D2H copy in front of the next chunk's H2D copy in the copy
+    engine's queue, so the copy in waited for a kernel: breadth-first issue was
+    the fix. Since Kepler's Hyper-Q each stream maps to its own hardware queue
+    and the two orders should time the same; ``zoo streams`` measures both on
+    this GPU to say whether issue order still matters. The real cost of
+    breadth-first is the host: nothing starts computing until every copy in
+    has been issued.
+
+Measured:
+    not yet measured on a GPU
+"""
+from zoo.kernels.pipeline import stages
+from zoo.kernels.pipeline.stages import CHUNKS, STREAMS, WORK, fma_chain  # noqa: F401
+
+
+def run(x, out, work=WORK, chunks=CHUNKS, streams=STREAMS, timeline=None):
+    """out[:] = the recurrence applied to x (NumPy arrays); returns when out is written."""
+    stages.check_run(x, out, work, chunks, streams)
+    d_x, d_y = stages.device_buffers(x.size)
+    lanes = stages.streams(streams)
+    with stages.pinned_io(x, out) as (px, pout):
+        plan = [(c, c % len(lanes), a, b) for c, (a, b) in enumerate(stages.chunk_bounds(x.size, chunks))]
+        for c, lane, a, b in plan:
+            with stages.span(timeline, "h2d", c, lane, lanes[lane]):
+                d_x[a:b].copy_to_device(px[a:b], stream=lanes[lane])
+        for c, lane, a, b in plan:
+            # Stream order puts this kernel after its chunk's copy in; nothing else orders it.
+            with stages.span(timeline, "compute", c, lane, lanes[lane]):
+                stages.compute(d_x[a:b], d_y[a:b], work, lanes[lane])
+        for c, lane, a, b in plan:
+            with stages.span(timeline, "d2h", c, lane, lanes[lane]):
+                d_y[a:b].copy_to_host(pout[a:b], stream=lanes[lane])
+        for s in lanes:
+            s.synchronize()  # pout is complete once every stream has drained
+    return out
+
+
+def launch(x, out, work=WORK, chunks=CHUNKS, streams=STREAMS):
+    if stages.is_host(x, out):
+        run(x, out, work, chunks, streams)
+    else:
+        stages.compute(x, out, work)  # device arrays: nothing to transfer, the compute stage alone
