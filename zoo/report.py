@@ -2,7 +2,8 @@
 
 * the README's results section (between the zoo:results markers),
 * one bar chart per GPU and family under docs/plots/ (needs matplotlib),
-* the Measured section of every variant's docstring.
+* the Measured section of every variant's docstring,
+* one walkthrough page per family, docs/<family>.md, and the README's list of families.
 
 Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff.
 """
@@ -198,3 +199,6 @@ def regenerate():
         for v in fam:
             if rewrite_measured(v, measured_lines(v, all_results)):
                 yield f"Measured of {fam.name}/{v.name}"
+    from zoo import walkthrough
+
+    yield from walkthrough.regenerate(all_results)  # last: the pages quote the Measured lines
