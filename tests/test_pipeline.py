@@ -149,7 +149,7 @@ def _rss():
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS"))
 
 
-@pytest.mark.parametrize("command", ["streams"])
+@pytest.mark.parametrize("command", ["streams", "transfers", "launch"])
 def test_sweep_command_writes_csv_and_png(command, tmp_path, zoo_cli):
     from zoo import sweeps
 

@@ -1,0 +1,160 @@
+"""Launch overhead: host microseconds per launch against the kernel's own time, by size.
+
+The kernel is the family's FMA chain with work 0 (a copy, 8 bytes an element).
+For each size n, each series is one way of getting that work done, and one
+call of it is timed two ways:
+
+- host_us: wall-clock time per call on the host (time.perf_counter around
+  ``repeats`` calls, then one synchronization), what a Python loop pays;
+- device_us: the GPU's time per call between CUDA events, measured behind a
+  sleeping kernel so that every launch is already queued when the GPU reaches
+  it: the kernel's own time, with no host cost in it.
+
+A size is launch-bound where host_us exceeds device_us: the GPU finishes
+before the host can issue the next launch. The series: a raw numba launch on
+numba device arrays, the same launch on CuPy arrays (numba reads their
+``__cuda_array_interface__`` on every call), the zoo's ``Variant.__call__`` on
+device arrays (input validation, output allocation or checks, then the
+launch), CuPy's own elementwise kernel, and the same n elements done by many
+launches of 1024 elements each.
+"""
+import time
+
+import numpy as np
+from numba import cuda
+
+from zoo.jit import jit
+from zoo.kernels.pipeline import stages
+
+COMMAND = "launch"
+HELP = "host cost of a launch against the kernel's time, by size: where kernels become launch-bound"
+COLUMNS = ("series", "n", "launches", "host_us", "device_us", "launch_bound")
+TINY = 1024  # elements per launch in the many-launches series
+
+
+@jit
+def sleeper(rounds):
+    for _ in range(rounds):
+        cuda.nanosleep(1000000)  # about 1 ms each: the queue fills behind it
+
+
+def add_arguments(parser):
+    parser.add_argument("--max-n", type=int, help="largest size (default 2^24; 2048 in the simulator)")
+    parser.add_argument("--repeats", type=int, help="calls per measurement (default 200; 1 in the simulator)")
+
+
+def _series(n, x, y):
+    """{name: (call(), launches per call)} for size n on device buffers x, y (numba) of at least n."""
+    import zoo
+
+    pipe = zoo.family("pipeline")
+    v = pipe[1]
+    dx, dy = x[:n], y[:n]
+    blocks = (n + stages.THREADS - 1) // stages.THREADS
+    out = {
+        "numba launch, numba arrays": (lambda: stages.fma_chain[blocks, stages.THREADS](dx, dy, 0), 1),
+        "Variant.__call__, out given": (lambda: v(dx, out=dy, work=0), 1),
+        "Variant.__call__, allocates out": (lambda: v(dx, work=0), 1),
+    }
+    if not stages.SIMULATOR:
+        import cupy
+
+        cx, cy = cupy.asarray(dx), cupy.asarray(dy)
+        out["numba launch, cupy arrays"] = (lambda: stages.fma_chain[blocks, stages.THREADS](cx, cy, 0), 1)
+        out["cupy elementwise"] = (lambda: pipe.baseline(cx, cy, work=0), 1)
+    if n >= TINY and n // TINY <= 1024:
+        pieces = [(dx[a:a + TINY], dy[a:a + TINY]) for a in range(0, n - n % TINY, TINY)]
+        tiny_blocks = TINY // stages.THREADS
+
+        def many():
+            for px, py in pieces:
+                stages.fma_chain[tiny_blocks, stages.THREADS](px, py, 0)
+        out[f"{n // TINY} launches of {TINY}"] = (many, len(pieces))
+    return out
+
+
+def _host_us(call, repeats):
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        call()
+    cuda.synchronize()
+    return (time.perf_counter() - t0) / repeats * 1e6
+
+
+def _device_us(call, repeats):
+    """GPU time per call with every launch queued before the GPU gets to it."""
+    start, stop = cuda.event(), cuda.event()
+    rounds = 1
+    while True:
+        sleeper[1, 1](rounds)
+        t0 = time.perf_counter()
+        start.record()
+        for _ in range(repeats):
+            call()
+        stop.record()
+        issued_ms = (time.perf_counter() - t0) * 1e3
+        stop.synchronize()
+        if issued_ms < rounds * 0.8 or rounds >= 512:  # the sleeper outlasted the issuing: nothing waited on the host
+            return cuda.event_elapsed_time(start, stop) / repeats * 1e3
+        rounds *= 4
+
+
+def measure(args):
+    top = args.max_n or (2048 if args.simulator else 1 << 24)
+    repeats = args.repeats or (1 if args.simulator else 200)
+    sizes = [1]
+    while sizes[-1] * 16 <= top:
+        sizes.append(sizes[-1] * 16)
+    if sizes[-1] != top:
+        sizes.append(top)
+    x = cuda.to_device(np.arange(top, dtype=np.float32))
+    y = cuda.device_array(top, np.float32)
+    rows = []
+    for n in sizes:
+        for name, (call, launches) in _series(n, x, y).items():
+            call()  # compile and warm up
+            row = dict(series=name, n=n, launches=launches, host_us=_host_us(call, repeats))
+            if not args.simulator:
+                row["device_us"] = _device_us(call, max(10, repeats // max(1, launches)))
+                row["launch_bound"] = row["host_us"] > row["device_us"]
+            rows.append(row)
+        if not np.array_equal(y[:n].copy_to_host(), x[:n].copy_to_host()):
+            raise AssertionError(f"launch sweep: the copy kernel was wrong at n={n}")
+    raw = [r for r in rows if r["series"] == "numba launch, numba arrays" and r.get("launch_bound") is not None]
+    if raw:
+        free = [r["n"] for r in raw if not r["launch_bound"]]
+        rows.append(dict(series="launch-bound below n", n=min(free) if free else None,
+                         host_us=None, device_us=None))
+    return rows
+
+
+def plot(rows, device_name):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    names = [s for s in dict.fromkeys(r["series"] for r in rows) if s != "launch-bound below n"]
+    many = [s for s in names if "launches of" in s]
+    for name in [s for s in names if s not in many]:
+        mine = sorted((r for r in rows if r["series"] == name), key=lambda r: r["n"])
+        line, = ax.plot([r["n"] for r in mine], [r["host_us"] for r in mine], marker="o", label=f"{name}: host")
+        if any(isinstance(r.get("device_us"), (int, float)) for r in mine):
+            ax.plot([r["n"] for r in mine], [r["device_us"] for r in mine], marker="x", ls=":",
+                    color=line.get_color(), label=f"{name}: GPU")
+    mine = sorted((r for r in rows if r["series"] in many), key=lambda r: r["n"])
+    if mine:
+        ax.plot([r["n"] for r in mine], [r["host_us"] for r in mine], marker="s", color="black",
+                label=f"launches of {TINY} elements: host")
+    threshold = [r["n"] for r in rows if r["series"] == "launch-bound below n" and isinstance(r.get("n"), int)]
+    if threshold:
+        ax.axvline(threshold[0], color="grey", ls="--")
+        ax.text(threshold[0], ax.get_ylim()[1], f" launch-bound below n={threshold[0]:,}", va="top", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("elements per call (float32 copy kernel)")
+    ax.set_ylabel("microseconds per call")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(f"launch overhead on {device_name}" + ("" if threshold else " (host times only: no GPU)"))
+    fig.tight_layout()
+    return fig
