@@ -1,0 +1,249 @@
+"""``python -m zoo roofline``: every step swept over k, the measured ceilings, and the roofline plot.
+
+For each step (and the CuPy baseline) and each k, the kernel runs on 2^26
+elements: warm-up, then at least 10 timed samples with CUDA events
+(``zoo.harness.time_launches``); a row reports the mean, the RMS spread of the
+samples (a warning is printed above 5%) and the seed's columns:
+
+    k             the power
+    ai            arithmetic intensity, 2k FLOPs / 8 bytes = k/4 FLOP/byte
+    gflops        2k * n / mean time: the seed's FLOP count for every step (the
+                  Horner steps execute k FMAs, also 2k FLOPs)
+    bandwidth     8n bytes / mean time, GB/s
+    percent_peak  gflops as a percentage of the measured roof at this ai:
+                  min(FP32 peak, copy bandwidth * ai)
+
+Each row's output is checked against the float64 reference on a sample of the
+elements (every element in the simulator). Two more rows (series "ceiling")
+hold the measured and the datasheet roofs, so the plot is redrawn from the CSV
+alone. The plot also places every measurement of this device's results file
+(results/<gpu>.json, read at plot time) by its own FLOPs and bytes, labelled by
+family; families that count no FLOPs (pure data movement) cannot sit on a
+FLOP/s axis and are named in a note instead.
+"""
+import math
+import sys
+
+import numpy as np
+
+from zoo.kernels import roofline as spec
+
+COMMAND = "roofline"
+HELP = "sweep k of b = a + a^2 + ... + a^k for every roofline step; measured ceilings; roofline PNG"
+COLUMNS = ("series", "variant", "k", "ai", "gflops", "bandwidth", "percent_peak", "mean_ms", "rms_spread",
+           "correct")
+SIZE = 1 << 26
+SIM_SIZE = 33
+SIM_K = (1, 2, 5)
+SPREAD_WARNING = 0.05
+CHECK_SAMPLES = 1 << 16  # elements checked against float64 at each k on the GPU: the full reference at k = 1000 takes minutes
+
+
+def add_arguments(parser):
+    parser.add_argument("--size", type=int, default=SIZE, help=f"elements (default {SIZE}; {SIM_SIZE} in the simulator)")
+    parser.add_argument("--k", default=",".join(map(str, spec.K_SWEEP)),
+                        help="powers to sweep, comma-separated (default: the seed's list; 1,2,5 in the simulator)")
+    parser.add_argument("--steps", default="", help="steps to run, e.g. v01,v05 (default: all and the baseline)")
+
+
+def _steps(fam, text):
+    if not text:
+        return list(fam.variants)
+    return [fam[name.strip()] for name in text.split(",") if name.strip()]
+
+
+def _sample(n):
+    """Indices checked at each k: a strided sample plus the last elements (the tail paths)."""
+    step = max(1, n // CHECK_SAMPLES)
+    return np.unique(np.r_[np.arange(0, n, step), np.arange(max(0, n - 9), n)])
+
+
+def _correct(result, a, k, idx):
+    from zoo.harness import compare
+
+    ref = spec.reference(a[idx], k)
+    return bool(compare(result[idx], ref, spec.TOLERANCE)[0])
+
+
+def _row(variant, k, n, timing, correct, ceilings):
+    ai = 2 * k / 8
+    row = {"series": "sweep", "variant": variant, "k": k, "ai": ai, "correct": correct,
+           "gflops": None, "bandwidth": None, "percent_peak": None, "mean_ms": None, "rms_spread": None}
+    if timing is None:
+        return row
+    seconds = timing.mean_ms * 1e-3
+    row.update(gflops=spec.flops(n, k) / seconds / 1e9, bandwidth=spec.bytes_moved(n) / seconds / 1e9,
+               mean_ms=timing.mean_ms, rms_spread=timing.rms_spread)
+    peak, bw = ceilings["fp32_peak_gflops"], ceilings["copy_bandwidth_gbs"]
+    if peak and bw:
+        row["percent_peak"] = 100 * row["gflops"] / min(peak, bw * ai)
+    if timing.rms_spread > SPREAD_WARNING:
+        print(f"warning: {variant} at k={k}: RMS spread {100 * timing.rms_spread:.1f}% of the mean "
+              f"(over {100 * SPREAD_WARNING:.0f}%): this row is noisy", file=sys.stderr)
+    return row
+
+
+def _ceiling_rows(ceilings):
+    rows = []
+    for name, peak, bw in (("measured", ceilings["fp32_peak_gflops"], ceilings["copy_bandwidth_gbs"]),
+                           ("datasheet", ceilings["datasheet_fp32_gflops"], ceilings["datasheet_bandwidth_gbs"])):
+        rows.append({"series": "ceiling", "variant": name, "k": None,
+                     "ai": peak / bw if peak and bw else None,  # the ridge point
+                     "gflops": peak, "bandwidth": bw, "percent_peak": None,
+                     "mean_ms": None, "rms_spread": None, "correct": None})
+    return rows
+
+
+def measure(args):
+    from numba import cuda
+
+    import zoo
+    from zoo import ceilings
+
+    fam = zoo.family("roofline")
+    simulator = getattr(args, "simulator", zoo.SIMULATOR)
+    n = SIM_SIZE if simulator else args.size
+    ks = SIM_K if simulator else tuple(int(k) for k in str(args.k).split(",") if k.strip())
+    for k in ks:
+        spec.check_k(k)
+    steps = _steps(fam, args.steps)
+    ceiling = ceilings.measured()  # before the sweep: copies and FMAs on an idle GPU
+    (a,) = spec.make_inputs(n, seed=0)
+    idx = np.arange(n) if simulator else _sample(n)
+    a_dev = cuda.to_device(a)
+    out = cuda.device_array(n, np.float32)
+    rows = []
+    for variant in steps:
+        variant.validate(a, k=ks[0])  # OutOfRange before any launch
+        for k in ks:
+            out.copy_to_device(np.full(n, np.nan, np.float32))  # poisoned: an unwritten element fails the check
+            variant.launch((a_dev,), out, k=k)
+            correct = _correct(out.copy_to_host(), a, k, idx)
+            timing = None
+            if not simulator:
+                from zoo.harness import time_launches
+
+                timing = time_launches(lambda i: variant.launch((a_dev,), out, k=k), budget_s=0.5)
+            rows.append(_row(variant.name, k, n, timing, correct, ceiling))
+    if not simulator and not args.steps:
+        rows += _baseline_rows(a, ks, idx, ceiling)
+    return rows + _ceiling_rows(ceiling)
+
+
+def _baseline_rows(a, ks, idx, ceiling):
+    """The CuPy elementwise kernel of the spec (the seed's loop in CUDA C++), where CuPy is installed."""
+    try:
+        import cupy
+    except ImportError:
+        return []
+    from zoo.harness import time_launches
+
+    a_cp = cupy.asarray(a)
+    out = cupy.empty_like(a_cp)
+    rows = []
+    for k in ks:
+        spec.baseline(a_cp, out, k=k)
+        correct = _correct(out.get(), a, k, idx)
+        timing = time_launches(lambda i: spec.baseline(a_cp, out, k=k), budget_s=0.5)
+        rows.append(_row("baseline", k, a.size, timing, correct, ceiling))
+    return rows
+
+
+# -- the plot -----------------------------------------------------------------------
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def _results_points(device_name):
+    """[(family, label, ai, gflops)] from this device's results file; and the families with no FLOPs."""
+    from zoo import results
+
+    points, no_flops = [], set()
+    for data in results.load_all().values():
+        if data.get("device", {}).get("name") != device_name:
+            continue
+        for fam_name, by_size in data.get("families", {}).items():
+            for key in _plotted_sizes(fam_name, by_size):
+                for name, m in by_size[key].items():
+                    gflops, gbps = _number(m.get("gflops")), _number(m.get("gbps"))
+                    if not gbps:
+                        continue
+                    if not gflops:
+                        no_flops.add(fam_name)
+                        continue
+                    label = "lib" if name == "baseline" else name.split("_")[0]
+                    points.append((fam_name, label, gflops / gbps, gflops))  # ai = flops / bytes
+    return points, sorted(no_flops)
+
+
+def _plotted_sizes(fam_name, by_size):
+    """The family's headline size where the file has it, else its largest size."""
+    from zoo import registry, results
+
+    try:
+        fam = registry.family(fam_name)
+        headline = getattr(fam.module, "HEADLINE_SIZE", None) or max(fam.BENCH_SIZES, key=fam.bytes_moved)
+        key = results.size_key(headline)
+        if key in by_size:
+            return [key]
+    except Exception:  # a family that is gone or renamed: fall back on the file alone
+        pass
+    return [max(by_size, key=lambda k: max((m.get("gbps") or 0) * (m.get("ms") or 0) for m in by_size[k].values()))] \
+        if by_size else []
+
+
+def plot(rows, device_name):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    ceilings = {r["variant"]: r for r in rows if r.get("series") == "ceiling"}
+    sweep = [r for r in rows if r.get("series") == "sweep" and _number(r.get("gflops"))]
+    points, no_flops = _results_points(device_name)
+    ais = [r["ai"] for r in sweep] + [p[2] for p in points] or [0.25, 250.0]
+    lo, hi = min(min(ais) / 4, 0.05), max(max(ais) * 4, 1000.0)
+    x = np.logspace(math.log10(lo), math.log10(hi), 200)
+    for name, style in (("measured", "-"), ("datasheet", ":")):
+        c = ceilings.get(name, {})
+        peak, bw = _number(c.get("gflops")), _number(c.get("bandwidth"))
+        if not (peak and bw):
+            continue
+        ax.plot(x, np.minimum(peak, bw * x), style, color="black", lw=2 if name == "measured" else 1,
+                label=f"{name} roofs: {bw:,.0f} GB/s, {peak / 1e3:,.1f} TFLOP/s")
+        ridge = peak / bw
+        ax.plot([ridge], [peak], "o" if name == "measured" else "s", color="black", mfc="white", ms=8)
+        ax.annotate(f"ridge ({name}) {ridge:.1f} FLOP/B", (ridge, peak), textcoords="offset points",
+                    xytext=(8, -14 if name == "measured" else 6), fontsize=8)
+    variants = sorted({r["variant"] for r in sweep})
+    for name in variants:
+        pts = sorted((r["ai"], r["gflops"]) for r in sweep if r["variant"] == name)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o" if name != "baseline" else "--^", ms=4,
+                label=f"roofline {name} (k sweep)")
+    markers = "DvP*Xhp<>"
+    colors = plt.get_cmap("Dark2").colors  # apart from the sweep lines' default colours
+    for i, fam_name in enumerate(sorted({p[0] for p in points})):
+        mine = [p for p in points if p[0] == fam_name]
+        ax.scatter([p[2] for p in mine], [p[3] for p in mine], marker=markers[i % len(markers)], s=36,
+                   color=colors[i % len(colors)],
+                   label=f"{fam_name} (results file)", zorder=3)
+        for _, label, ai, gflops in mine:
+            ax.annotate(label, (ai, gflops), textcoords="offset points", xytext=(3, 3), fontsize=6)
+    notes = []
+    if not sweep:
+        notes.append("no timings in these rows (simulator run: correctness only)")
+    if no_flops:
+        notes.append("not shown, no FLOPs counted: " + ", ".join(no_flops))
+    if notes:
+        ax.text(0.01, 0.01, "\n".join(notes), transform=ax.transAxes, fontsize=8, va="bottom")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s (FP32; an FMA counts 2)")
+    ax.set_title(f"Roofline, {device_name}: b = a + a^2 + ... + a^k, k/4 FLOP/byte")
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left")
+    else:
+        ax.set_ylim(1, 1e5)
+    fig.tight_layout()
+    return fig
