@@ -23,7 +23,6 @@ the pipeline approaches. ``launch`` on NumPy arrays delegates to ``run``.
 """
 import numpy as np
 
-from zoo import SIMULATOR
 from zoo.kernels.pipeline.stages import (CHUNKS, STREAMS, WORK, chunk_bounds,  # noqa: F401
                                          is_pinned, pinned_empty, release)
 from zoo.kernels.pipeline.stages import reference as _closed_form
@@ -80,5 +79,3 @@ def baseline(x, out, work=WORK):
             "zoo_pipeline_fma_chain")
     _baseline_kernel(x, np.int32(work), out)
 
-
-SIMULATOR_NOTE = "the simulator runs streams one after another: overlap needs a GPU" if SIMULATOR else ""
