@@ -118,6 +118,17 @@ def test_timeline_has_three_spans_per_chunk(v):
     assert lanes == ({0} if v.number <= 3 else {0, 1, 2, 3})
 
 
+@pytest.mark.skipif(zoo.SIMULATOR, reason="large sizes need a GPU")
+@pytest.mark.parametrize("v", STEPS, ids=lambda v: v.name)
+def test_run_at_a_large_irregular_size_on_the_gpu(v):
+    n = (1 << 24) + 7
+    x = PIPE.make_inputs(n, 10)[0]
+    _check(v, x, np.empty_like(x), chunks=8, streams=4)  # pageable: staged through pinned buffers
+    px, pout = stages.pinned_empty(n), stages.pinned_empty(n)
+    px[...] = x
+    _check(v, px, pout, chunks=13, streams=3)  # pinned: used in place
+
+
 @pytest.mark.skipif(zoo.SIMULATOR, reason="pinned and device memory are only real on a GPU")
 def test_no_leak_after_a_thousand_calls():
     from numba import cuda
