@@ -1,0 +1,79 @@
+"""Transpose a float32 matrix, out = a.T: coalescing, shared-memory tiles and bank conflicts.
+
+A transpose does no arithmetic: it reads rows * cols floats and writes as many,
+8 bytes per element, so its only yardstick is copy bandwidth for the same
+bytes. What makes it hard is that a row of the input is a column of the output:
+a warp that reads 32 neighbours of one row must write them 4 * rows bytes apart,
+one memory transaction each. The steps move the reordering into shared memory
+so that both the reads and the writes are whole rows, then remove what the tile
+costs: bank conflicts, barriers per element, index arithmetic, narrow accesses.
+
+Sizes are n (square) or rows x cols; any shape is accepted. The baseline is
+CuPy's transpose copy (the kernel behind ``cupy.ascontiguousarray(a.T)``), and
+the ``copy_ceiling`` row times a device-to-device copy of the same bytes: what a
+transpose would reach if reordering were free.
+"""
+import numpy as np
+
+ORDER = 110
+INPUTS = ("a",)
+DTYPE = np.float32
+NDIM = 2
+TOLERANCE = 0.0  # pure data movement: every element must match exactly
+# Simulator sizes: 1 x 1, a single row and a single column, tiles cut on both edges,
+# and a 4-aligned shape with partial tiles (the float4 path of the last step).
+TEST_SIZES = ((1, 1), (1, 70), (70, 1), (33, 65), (36, 68))
+GPU_TEST_SIZES = ((1, 1), (1, 1000), (1000, 1), (33, 65), (1000, 777), (1024, 1024), (4099, 4100),
+                  (10000, 7777), (16384, 16384), (1, (1 << 28) + 7), ((1 << 20) + 7, 3))
+BENCH_SIZES = ((16384, 16384), (10000, 7777))
+HEADLINE_SIZE = (16384, 16384)
+BASELINE = "cupy.copyto(out, a.T)"
+SIZE_DIMS = (1, 2)  # n (square) or rows x cols
+
+
+def shape(size):
+    """(rows, cols) of a size: n means n x n."""
+    if isinstance(size, (tuple, list)):
+        rows, cols = size
+        return int(rows), int(cols)
+    return int(size), int(size)
+
+
+def make_inputs(size, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape(size), dtype=np.float32),)
+
+
+def reference(a):
+    return np.ascontiguousarray(a.T, dtype=np.float64)
+
+
+def output_for(a):
+    return (a.shape[1], a.shape[0]), np.float32
+
+
+def flops(size):
+    return 0
+
+
+def bytes_moved(size):
+    rows, cols = shape(size)
+    return 2 * 4 * rows * cols  # read a once, write out once
+
+
+def baseline(a, out):
+    import cupy
+
+    cupy.copyto(out, a.T)  # the same strided copy kernel as cupy.ascontiguousarray(a.T), into out
+
+
+def copy_ceiling(a, out):
+    """A device-to-device copy of a's bytes into out: the bandwidth a transpose aims at.
+
+    Its result is a's bytes in a's order, not the transpose, so its 'correct'
+    column reads no for any shape but a single row or column.
+    """
+    out.data.copy_from_device_async(a.data, a.nbytes)
+
+
+EXTRA_BASELINES = {"copy_ceiling": copy_ceiling}
