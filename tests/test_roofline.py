@@ -79,6 +79,7 @@ def test_datasheet_takes_the_longest_matching_name():
     assert ceilings.datasheet("NVIDIA H100 PCIe")["bandwidth_gbs"] == 2000.0
     assert ceilings.datasheet("NVIDIA H100 80GB HBM3")["bandwidth_gbs"] == 3350.0
     assert ceilings.datasheet("NVIDIA H200")["fp32_gflops"] == 66900.0
+    assert ceilings.datasheet("NVIDIA H200 NVL")["fp32_gflops"] == 60000.0
     assert ceilings.datasheet("numba CUDA simulator") is None
 
 
@@ -93,7 +94,8 @@ def test_the_peak_kernel_computes_what_its_flop_count_says():
     for _ in range(iterations * ceilings.INNER):
         chains = [c * 0.9999 + 1e-4 for c in chains]
     assert np.allclose(out.copy_to_host(), sum(chains), rtol=1e-5)
-    assert ceilings.peak_flops_per_launch(1, threads, iterations) == 2 * ceilings.CHAINS * ceilings.INNER * iterations * threads
+    per_thread = 2 * ceilings.CHAINS * ceilings.INNER * iterations
+    assert ceilings.peak_flops_per_launch(1, threads, iterations) == per_thread * threads
 
 
 # -- the sweep command ------------------------------------------------------------------

@@ -28,7 +28,8 @@ COPY_BYTES = 1 << 30  # size of the copied buffer: far beyond any L2 cache
 
 # Nominal figures (SXM parts unless named): HBM bandwidth in GB/s, FP32 (non-tensor) GFLOP/s.
 DATASHEET = {
-    "NVIDIA H200": {"bandwidth_gbs": 4800.0, "fp32_gflops": 66900.0},
+    "NVIDIA H200": {"bandwidth_gbs": 4800.0, "fp32_gflops": 66900.0},  # H200 SXM
+    "NVIDIA H200 NVL": {"bandwidth_gbs": 4800.0, "fp32_gflops": 60000.0},
     "NVIDIA H100 NVL": {"bandwidth_gbs": 3900.0, "fp32_gflops": 60000.0},
     "NVIDIA H100 PCIe": {"bandwidth_gbs": 2000.0, "fp32_gflops": 51200.0},
     "NVIDIA H100": {"bandwidth_gbs": 3350.0, "fp32_gflops": 66900.0},  # H100 SXM5 (80GB HBM3)
