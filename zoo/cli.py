@@ -97,8 +97,53 @@ def cmd_list(args):
 
 def cmd_show(args):
     v = _variant(_family(args.family), args.variant)
+    if args.ptx or args.sass:
+        return _show_compiled(v, args)
     console.print(Panel(Markdown(_doc_markdown(v.doc)), title=f"{v.family.name} / {v.name}"))
     console.print(Syntax(v.source, "python", line_numbers=True, theme="ansi_dark"))
+
+
+def _show_compiled(v, args):
+    """PTX or SASS of each kernel the step launches, then a summary per kernel (zoo.compiled)."""
+    import os
+
+    if zoo.SIMULATOR:  # numba chose the simulator in this process: compile in a fresh one in GPU mode
+        env = dict(os.environ, ZOO_TARGET="gpu")
+        return subprocess.run([sys.executable, "-m", "zoo", *sys.argv[1:]] if args.argv is None else
+                              [sys.executable, "-m", "zoo", *args.argv], env=env).returncode
+    from zoo import compiled
+
+    try:
+        cc = tuple(int(p) for p in args.cc.split(".")) if args.cc else _default_cc()
+        size = _sizes(v.family, [args.size], None)[0] if args.size else None
+    except ValueError:
+        raise UsageError(f"--cc is a compute capability such as 9.0, not {args.cc!r}") from None
+    isa = "sass" if args.sass else "ptx"
+    try:
+        kernels = compiled.compile_step(v, cc, size)
+        for k in kernels:
+            compiled.assemble(k, cc, want_sass=args.sass)
+    except compiled.ToolMissing as e:
+        raise UsageError(str(e)) from None
+    for k in kernels:
+        if not args.summary:
+            sys.stdout.write(f"// ===== {k.name}{k.signature}, {isa.upper()} for sm_{cc[0]}{cc[1]} =====\n")
+            sys.stdout.write(k.sass if args.sass else k.ptx)
+    sys.stdout.write(f"\n== {v.family.name}/{v.name}: {len(kernels)} kernel(s) for sm_{cc[0]}{cc[1]} ==\n")
+    for k in kernels:
+        sys.stdout.write("\n".join(compiled.summary_lines(k, isa)) + "\n")
+    return 0
+
+
+def _default_cc():
+    """The GPU's compute capability if one is present, else 9.0 (Hopper)."""
+    from zoo import _target
+
+    if _target.driver_usable():
+        from numba import cuda
+
+        return cuda.get_current_device().compute_capability
+    return (9, 0)
 
 
 def _doc_markdown(doc):
@@ -341,7 +386,12 @@ def build_parser():
     s = sub.add_parser("show", help="the docstring and highlighted source of one step")
     s.add_argument("family")
     s.add_argument("variant", help="number (2), short name (v02) or file name")
-    s.set_defaults(func=cmd_show)
+    s.add_argument("--ptx", action="store_true", help="the PTX of each kernel the step launches (no GPU needed)")
+    s.add_argument("--sass", action="store_true", help="the SASS instead (needs ptxas and nvdisasm or cuobjdump)")
+    s.add_argument("--summary", action="store_true", help="with --ptx/--sass: only the per-kernel summary")
+    s.add_argument("--cc", help="compute capability to compile for (default: the GPU present, else 9.0)")
+    s.add_argument("--size", help="the size whose launch is compiled (default: the family's last test size)")
+    s.set_defaults(func=cmd_show, argv=None)
     s = sub.add_parser("diff", help="unified diff from the previous step (or OTHER) to VARIANT")
     s.add_argument("family")
     s.add_argument("variant")

@@ -9,17 +9,38 @@ from zoo import SIMULATOR
 
 SIM_SM_COUNT = 1  # the simulator runs blocks one after another; one "SM" keeps grids small
 
+# The device kernels are compiled for when none is present: GPU mode (ZOO_TARGET=gpu) on a machine
+# without a driver only compiles (zoo.compiled), and launch code that asks for the SM count gets this.
+HOPPER = {"name": "sm_90 (compiled offline, no device)", "compute_capability": "9.0", "multiprocessors": 132,
+          "max_threads_per_sm": 2048, "l2_bytes": 50 * 2**20, "shared_bytes_per_sm": 233472, "warp_size": 32,
+          "memory_bytes": 80 * 2**30}
+OFFLINE = None
+if not SIMULATOR:
+    from zoo._target import driver_usable
+
+    OFFLINE = None if driver_usable() else dict(HOPPER)
+
+
+def sm_count():
+    if OFFLINE:
+        return OFFLINE["multiprocessors"]
+    return _sm_count()
+
 
 @functools.lru_cache(maxsize=None)
-def sm_count():
+def _sm_count():
     if SIMULATOR:
         return SIM_SM_COUNT
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
-@functools.lru_cache(maxsize=None)
 def properties():
     """A dict of the device's name and the properties the harness and doctor use."""
+    return dict(OFFLINE) if OFFLINE else _properties()
+
+
+@functools.lru_cache(maxsize=None)
+def _properties():
     if SIMULATOR:
         return {"name": "numba CUDA simulator", "compute_capability": "-", "multiprocessors": SIM_SM_COUNT}
     dev = cuda.get_current_device()

@@ -17,10 +17,11 @@ Why it is faster:
     K loop is not unrolled, and each shared load ``a_tile[(thread_row * TM + i)
     * BK + kk]`` carries numba's 64-bit signed index arithmetic plus a check
     for negative indices (Python's wraparound: and/shift/add, 6 instructions),
-    because NVVM cannot prove the index is non-negative. The hot loop is 10.2
-    instructions per FMA here against 3.3 in v03, whose fully unrolled loop
-    has constant offsets. v05 amortises the same overhead over 4x more FMAs per
-    load, and v09 removes it with unsigned indices.
+    because NVVM cannot prove the index is non-negative. The hot loop is 9.8
+    PTX (9.3 SASS) instructions per FMA here against 4.2 in v03, whose fully
+    unrolled loop has constant offsets (``python -m zoo show sgemm v04 --sass
+    --summary``). v05 amortises the same overhead over 4x more FMAs per load,
+    and v09 removes it with unsigned indices.
 
 Measured:
     NVIDIA H200, size 4096: 4,816 GFLOP/s (28,539 us a call), 9.5% of cuBLAS, 48
