@@ -75,6 +75,16 @@ def test_ceilings_are_none_in_the_simulator():
                       "datasheet_fp32_gflops", "ridge_ai"}
 
 
+@pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU")
+def test_measured_ceilings_are_plausible_against_the_datasheet():
+    m = ceilings.measured()
+    assert m["copy_bandwidth_gbs"] > 0 and m["fp32_peak_gflops"] > 0
+    assert m["ridge_ai"] == pytest.approx(m["fp32_peak_gflops"] / m["copy_bandwidth_gbs"])
+    if m["datasheet_bandwidth_gbs"]:  # above the nominal figure means bytes or FLOPs are over-counted
+        assert m["copy_bandwidth_gbs"] < 1.05 * m["datasheet_bandwidth_gbs"]
+        assert m["fp32_peak_gflops"] < 1.05 * m["datasheet_fp32_gflops"]
+
+
 def test_datasheet_takes_the_longest_matching_name():
     assert ceilings.datasheet("NVIDIA H100 PCIe")["bandwidth_gbs"] == 2000.0
     assert ceilings.datasheet("NVIDIA H100 80GB HBM3")["bandwidth_gbs"] == 3350.0
