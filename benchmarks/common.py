@@ -63,7 +63,16 @@ class Case:
         self.fam, self.name, self.size = fam, name, size
         host = _inputs(fam, size, kind)
         self.call = _baselines(fam).get(name)
-        if self.call is not None:
+        if getattr(fam.module, "HOST_INPUTS", False):  # steps and baseline take host arrays, copy themselves
+            import numpy as np
+
+            shape, dtype = fam.output_for(*host)
+            if self.call is None:
+                self.variant = fam[name]
+                self.sets, self.out = harness.benchmark_buffers(self.variant, host, shape, dtype)
+            else:
+                self.sets, self.out = [host], np.empty(shape, dtype)
+        elif self.call is not None:
             import cupy
 
             shape, dtype = fam.output_for(*host)

@@ -179,20 +179,39 @@ def _reference(family_name, size, seed, kind):
     return np.asarray(fam.reference(*fam.inputs(size, seed, kind)))
 
 
+def host_copy(a, pinned):
+    """``a`` in page-locked host memory when ``pinned``, else ``a`` itself (for HOST_INPUTS families)."""
+    if not pinned:
+        return a
+    b = cuda.pinned_array(a.shape, a.dtype)
+    b[...] = a
+    return b
+
+
+def benchmark_buffers(variant, host_inputs, shape, dtype):
+    """(input sets, poisoned output) a variant is timed on: device copies rotated past the L2, or,
+    for a family whose steps take host arrays, the host arrays (page-locked if the step sets PINNED)."""
+    poison = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
+    if variant.family.host_inputs:
+        pinned = bool(getattr(variant.module, "PINNED", False))
+        return [tuple(host_copy(a, pinned) for a in host_inputs)], host_copy(poison, pinned)
+    out = cuda.device_array(shape, dtype)
+    out.copy_to_device(poison)
+    return input_sets(host_inputs), out
+
+
 def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params):
     """Check on the benchmark inputs, then time; returns a Measurement."""
     fam = variant.family
     host_inputs = fam.inputs(size, seed, kind)
     _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
-    sets = input_sets(host_inputs)
-    out = cuda.device_array(shape, dtype)
-    out.copy_to_device(np.full(shape, arrays.poison_value(dtype), dtype=dtype))
+    sets, out = benchmark_buffers(variant, host_inputs, shape, dtype)
     variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
     if not variant.demonstration:
         ref = (_reference(fam.name, size, seed, kind) if not params
                else np.asarray(fam.reference(*host_inputs, **params)))
-        ok, err, _ = compare(out.copy_to_host(), ref, fam.tolerance(size))
+        ok, err, _ = compare(arrays.host(out), ref, fam.tolerance(size))
         correct = ok
     timing = time_launches(lambda i: variant.launch(sets[i % len(sets)], out, **params))
     gflops, gbps = _rates(fam, size, timing.median_ms)
@@ -213,12 +232,15 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
 
     call = fam.baselines[name]
     host_inputs = fam.inputs(size, seed, kind)
-    sets = input_sets(host_inputs)
-    cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in sets]
     shape, dtype = fam.output_for(*host_inputs, **params)
-    out = cupy.full(shape, arrays.poison_value(dtype), dtype)
+    if fam.host_inputs:  # the library call moves the data too: host arrays in and out
+        cupy_sets = [host_inputs]
+        out = np.full(shape, arrays.poison_value(dtype), dtype)
+    else:
+        cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in input_sets(host_inputs)]
+        out = cupy.full(shape, arrays.poison_value(dtype), dtype)
     call(*cupy_sets[0], out)
-    ok, err, _ = compare(out.get(), _reference(fam.name, size, seed, kind), fam.tolerance(size))
+    ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size))
     timing = time_launches(lambda i: call(*cupy_sets[i % len(cupy_sets)], out))
     gflops, gbps = _rates(fam, size, timing.median_ms)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0

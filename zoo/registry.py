@@ -51,6 +51,9 @@ OPTIONAL_SPEC = {
                        "each a row of its own beside the baseline",
     "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
     "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
+    "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
+                   "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
+                   "PINNED = True is timed on page-locked ones",
 }
 
 
@@ -145,6 +148,9 @@ class Variant:
         kind, (shape, dtype) = self.validate(*inputs, **params)
         if self.gpu_only and SIMULATOR:
             raise NeedsGPU(f"{self.family.name}/{self.name} needs a GPU: {self.gpu_only}")
+        if self.family.host_inputs:  # the step moves the data itself
+            result = np.empty(shape, dtype) if out is None else out
+            return tuple(inputs), result, result, kind
         if out is not None:
             if arrays.kind(out) != kind:
                 raise TypeError(f"out is a {arrays.kind(out)} array, the inputs are {kind}")
@@ -170,7 +176,7 @@ class Variant:
         """Run this variant: NumPy in, NumPy out; device arrays in, same kind out."""
         device_inputs, device_out, result, kind = self.prepare(*inputs, out=out, **params)
         self.launch(device_inputs, device_out, **params)
-        if kind == arrays.NUMPY:
+        if kind == arrays.NUMPY and not self.family.host_inputs:
             host = device_out.copy_to_host()
             if out is not None:
                 out[...] = host
@@ -254,6 +260,11 @@ class Family:
         return tuple(np.dtype(x) for x in d) if isinstance(d, (tuple, list)) else (np.dtype(d),)
 
     @property
+    def host_inputs(self):
+        """True when the steps take host arrays and do their own transfers (HOST_INPUTS)."""
+        return bool(getattr(self.module, "HOST_INPUTS", False))
+
+    @property
     def baselines(self):
         """{row name: fn(*cupy_inputs, out)}: 'baseline' first, then EXTRA_BASELINES."""
         return {"baseline": self.baseline, **getattr(self.module, "EXTRA_BASELINES", {})}
@@ -316,6 +327,9 @@ class Family:
                 raise TypeError(f"{name} is required, got None")
         given = [(n.rstrip("?"), a) for n, a in zip(names, inputs) if a is not None]
         kind = arrays.common_kind([a for _, a in given])
+        if self.host_inputs and kind != arrays.NUMPY:
+            raise TypeError(f"{self.name} takes NumPy arrays: its steps move them to the GPU and back "
+                            f"themselves (got {kind} arrays)")
         dtypes = self.dtypes
         for name, a in given:
             if np.dtype(a.dtype) not in dtypes:

@@ -12,14 +12,15 @@ Every step computes the same elementwise result: each float32 element runs
 makes the kernel as long as the copies, shorter or longer. Each call moves 4 n
 bytes to the device and 4 n bytes back over PCIe/NVLink-C2C (bytes_moved: 8 n).
 
-Inputs stay on the host here by nature. Each step's ``run(x, out, work, chunks,
-streams, timeline)`` takes NumPy arrays and returns when ``out`` holds the
-result. The registry hands ``launch`` device arrays (it copies NumPy inputs to
-the device first), and then there is nothing to transfer: ``launch`` on device
-arrays runs the compute stage alone, one kernel over the whole array, the bound
-the pipeline approaches. ``launch`` on NumPy arrays delegates to ``run``.
-``python -m zoo streams`` times the pipelines themselves and draws a timeline;
-``python -m zoo transfers`` measures pageable against pinned copies.
+Inputs stay on the host here by nature: the family sets HOST_INPUTS, so each
+step's ``launch`` receives the caller's NumPy arrays and returns when ``out``
+holds the result, and ``zoo run`` times the whole host-to-host call, each step
+on the host memory it is meant for (``PINNED`` in the step's file: v01 pageable,
+the rest page-locked). The baseline is what a CuPy user writes: ``cupy.asarray``,
+the same recurrence as an ElementwiseKernel, ``.get(out=...)``, on the default
+stream from pageable memory. ``python -m zoo streams`` times the pipelines with
+a per-chunk timeline; ``python -m zoo transfers`` measures pageable against
+pinned copies; ``python -m zoo launch`` the cost of a launch.
 """
 import numpy as np
 
@@ -35,7 +36,8 @@ TOLERANCE = 1e-5  # float32 rounding over `work` contracting steps stays near sq
 TEST_SIZES = (1, 31, 33, 1000, 4099)
 GPU_TEST_SIZES = (1, 31, 4099, 1_000_003, (1 << 26) + 7)
 BENCH_SIZES = (1 << 20, 1 << 24, 1 << 26)
-BASELINE = "cupy elementwise kernel"
+BASELINE = "CuPy: asarray, kernel, get"
+HOST_INPUTS = True  # steps take NumPy arrays and do their own copies
 
 
 def make_inputs(size, seed):
@@ -66,7 +68,7 @@ _baseline_kernel = None
 
 
 def baseline(x, out, work=WORK):
-    """The same recurrence as a CuPy ElementwiseKernel (CUDA C++ compiled by NVRTC)."""
+    """What a CuPy user writes: copy in, the recurrence as an ElementwiseKernel, copy out (host arrays)."""
     global _baseline_kernel
     import cupy
 
@@ -77,5 +79,4 @@ def baseline(x, out, work=WORK):
             "float32 x, int32 work", "float32 y",
             f"float v = x; for (int k = 0; k < work; ++k) v = fmaf(v, {float(A)!r}f, {float(B)!r}f); y = v;",
             "zoo_pipeline_fma_chain")
-    _baseline_kernel(x, np.int32(work), out)
-
+    _baseline_kernel(cupy.asarray(x), np.int32(work)).get(out=out)

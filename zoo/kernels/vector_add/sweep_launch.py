@@ -1,8 +1,8 @@
 """Launch overhead: host microseconds per launch against the kernel's own time, by size.
 
-The kernel is the family's FMA chain with work 0 (a copy, 8 bytes an element).
-For each size n, each series is one way of getting that work done, and one
-call of it is timed two ways:
+The kernel is vector_add v02 (c = a + b, 12 bytes an element). For each size n,
+each series is one way of getting that work done, and one call of it is timed
+two ways:
 
 - host_us: wall-clock time per call on the host (time.perf_counter around
   ``repeats`` calls, then one synchronization), what a Python loop pays;
@@ -13,18 +13,20 @@ call of it is timed two ways:
 A size is launch-bound where host_us exceeds device_us: the GPU finishes
 before the host can issue the next launch. The series: a raw numba launch on
 numba device arrays, the same launch on CuPy arrays (numba reads their
-``__cuda_array_interface__`` on every call), the zoo's ``Variant.__call__`` on
-device arrays (input validation, output allocation or checks, then the
-launch), CuPy's own elementwise kernel, and the same n elements done by many
-launches of 1024 elements each.
+``__cuda_array_interface__`` on every call), ``Variant.launch`` (the step's own
+launch function on numba arrays), the zoo's ``Variant.__call__`` on numba and on
+CuPy arrays (input validation, output allocation or checks, then the launch),
+``cupy.add``, and the same n elements done by many launches of 1024 elements.
 """
 import time
 
 import numpy as np
 from numba import cuda
 
+from zoo import SIMULATOR
+from zoo.device import sm_count
 from zoo.jit import jit
-from zoo.kernels.pipeline import stages
+from zoo.kernels.vector_add import v02_grid_stride as step
 
 COMMAND = "launch"
 HELP = "host cost of a launch against the kernel's time, by size: where kernels become launch-bound"
@@ -43,32 +45,34 @@ def add_arguments(parser):
     parser.add_argument("--repeats", type=int, help="calls per measurement (default 200; 1 in the simulator)")
 
 
-def _series(n, x, y):
-    """{name: (call(), launches per call)} for size n on device buffers x, y (numba) of at least n."""
+def _series(n, a, b, c):
+    """{name: (call(), launches per call)} for size n on numba device buffers a, b, c of at least n."""
     import zoo
 
-    pipe = zoo.family("pipeline")
-    v = pipe[1]
-    dx, dy = x[:n], y[:n]
-    blocks = (n + stages.THREADS - 1) // stages.THREADS
+    v = zoo.family("vector_add")["v02"]
+    da, db, dc = a[:n], b[:n], c[:n]
+    blocks = min((n + step.THREADS_PER_BLOCK - 1) // step.THREADS_PER_BLOCK, step.BLOCKS_PER_SM * sm_count())
+    raw = step.add_kernel[blocks, step.THREADS_PER_BLOCK]
     out = {
-        "numba launch, numba arrays": (lambda: stages.fma_chain[blocks, stages.THREADS](dx, dy, 0), 1),
-        "Variant.__call__, out given": (lambda: v(dx, out=dy, work=0), 1),
-        "Variant.__call__, allocates out": (lambda: v(dx, work=0), 1),
+        "numba launch, numba arrays": (lambda: raw(da, db, dc), 1),
+        "Variant.launch, numba arrays": (lambda: v.launch((da, db), dc), 1),
+        "Variant.__call__, numba arrays, out given": (lambda: v(da, db, out=dc), 1),
+        "Variant.__call__, numba arrays, allocates out": (lambda: v(da, db), 1),
     }
-    if not stages.SIMULATOR:
+    if not SIMULATOR:
         import cupy
 
-        cx, cy = cupy.asarray(dx), cupy.asarray(dy)
-        out["numba launch, cupy arrays"] = (lambda: stages.fma_chain[blocks, stages.THREADS](cx, cy, 0), 1)
-        out["cupy elementwise"] = (lambda: pipe.baseline(cx, cy, work=0), 1)
+        ca, cb, cc = cupy.asarray(da), cupy.asarray(db), cupy.asarray(dc)
+        out["numba launch, cupy arrays"] = (lambda: raw(ca, cb, cc), 1)
+        out["Variant.__call__, cupy arrays, out given"] = (lambda: v(ca, cb, out=cc), 1)
+        out["cupy.add, out given"] = (lambda: cupy.add(ca, cb, out=cc), 1)
     if n >= TINY and n // TINY <= 256:  # a few hundred launches stay within the driver's launch queue
-        pieces = [(dx[a:a + TINY], dy[a:a + TINY]) for a in range(0, n - n % TINY, TINY)]
-        tiny_blocks = TINY // stages.THREADS
+        pieces = [(da[i:i + TINY], db[i:i + TINY], dc[i:i + TINY]) for i in range(0, n - n % TINY, TINY)]
+        tiny = step.add_kernel[TINY // step.THREADS_PER_BLOCK, step.THREADS_PER_BLOCK]
 
         def many():
-            for px, py in pieces:
-                stages.fma_chain[tiny_blocks, stages.THREADS](px, py, 0)
+            for pa, pb, pc in pieces:
+                tiny(pa, pb, pc)
         out[f"{n // TINY} launches of {TINY}"] = (many, len(pieces))
     return out
 
@@ -108,19 +112,20 @@ def measure(args):
         sizes.append(sizes[-1] * 16)
     if sizes[-1] != top:
         sizes.append(top)
-    x = cuda.to_device(np.arange(top, dtype=np.float32))
-    y = cuda.device_array(top, np.float32)
+    rng = np.random.default_rng(0)
+    ha, hb = rng.standard_normal(top, dtype=np.float32), rng.standard_normal(top, dtype=np.float32)
+    a, b, c = cuda.to_device(ha), cuda.to_device(hb), cuda.device_array(top, np.float32)
     rows = []
     for n in sizes:
-        for name, (call, launches) in _series(n, x, y).items():
+        for name, (call, launches) in _series(n, a, b, c).items():
             call()  # compile and warm up
             row = dict(series=name, n=n, launches=launches, host_us=_host_us(call, repeats))
             if not args.simulator:
                 row["device_us"] = _device_us(call, max(1, min(repeats, 256 // launches)))
                 row["launch_bound"] = row["host_us"] > row["device_us"]
             rows.append(row)
-        if not np.array_equal(y[:n].copy_to_host(), x[:n].copy_to_host()):
-            raise AssertionError(f"launch sweep: the copy kernel was wrong at n={n}")
+        if not np.array_equal(c[:n].copy_to_host(), ha[:n] + hb[:n]):
+            raise AssertionError(f"launch sweep: vector_add was wrong at n={n}")
     raw = [r for r in rows if r["series"] == "numba launch, numba arrays" and r.get("launch_bound") is not None]
     if raw:
         free = [r["n"] for r in raw if not r["launch_bound"]]
