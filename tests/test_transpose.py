@@ -6,7 +6,7 @@ from numba import cuda
 import zoo
 from zoo import harness
 from zoo.errors import OutOfRange
-from zoo.kernels.transpose import v04_elements_per_thread, v05_float4
+from zoo.kernels.transpose import v04_elements_per_thread, v05_float4, v06_any_shape
 
 TRANSPOSE = zoo.family("transpose")
 
@@ -74,7 +74,28 @@ def test_float4_path_falls_back_on_a_misaligned_view(monkeypatch):
     assert not calls
 
 
-@pytest.mark.parametrize("variant", ["v04", "v05"])
+@pytest.mark.parametrize("size,wide", [((36, 68), (True, True)), ((36, 66), (False, True)),
+                                       ((34, 68), (True, False)), ((33, 65), (False, False))])
+def test_any_shape_picks_each_side_width_alone(size, wide, monkeypatch):
+    calls = {w: _launched(v06_any_shape.build(*w), monkeypatch)
+             for w in ((False, False), (False, True), (True, False), (True, True))}
+    (a,) = TRANSPOSE.make_inputs(size, 8)
+    assert _check(TRANSPOSE["v06"], a)
+    assert [w for w, c in calls.items() if c] == [wide]
+
+
+def test_any_shape_reads_scalars_from_a_misaligned_view():
+    rows, cols = 8, 12
+    (a,) = TRANSPOSE.make_inputs((rows, cols), 9)
+    backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), a.ravel()]))
+    view = backing[1:].reshape(rows, cols)
+    out = cuda.device_array((cols, rows), np.float32)
+    assert v06_any_shape.widths(view, out) == (False, True)
+    TRANSPOSE["v06"](view, out=out)
+    assert np.array_equal(out.copy_to_host(), a.T)
+
+
+@pytest.mark.parametrize("variant", ["v04", "v05", "v06"])
 def test_uint32_steps_refuse_2_to_the_31_elements(variant):
     huge = np.broadcast_to(np.float32(0), (1 << 16, 1 << 15))  # 2^31 elements, no memory behind them
     with pytest.raises(OutOfRange, match="fewer than 2\\^31"):
