@@ -8,7 +8,7 @@ from numba import cuda
 import zoo
 from zoo import sweeps
 from zoo.errors import OutOfRange
-from zoo.kernels.elementwise import sweep, v03_grid_stride, v04_float4, v05_unrolled
+from zoo.kernels.elementwise import sweep, v04_float4, v05_unrolled
 
 RELU = zoo.family("elementwise")
 

@@ -4,7 +4,6 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import harness
 from zoo.errors import OutOfRange
 from zoo.kernels.transpose import v04_elements_per_thread, v05_float4, v06_any_shape
 

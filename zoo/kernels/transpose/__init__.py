@@ -23,8 +23,10 @@ TOLERANCE = 0.0  # pure data movement: every element must match exactly
 # Simulator sizes: 1 x 1, a single row and a single column, tiles cut on both edges,
 # and a 4-aligned shape with partial tiles (the float4 path of the last step).
 TEST_SIZES = ((1, 1), (1, 70), (70, 1), (33, 65), (36, 68))
+# GPU sizes add the issue's shapes, both goals' shapes, 1 x (2^28 + 7), and a column so tall
+# ((2^22 + 7) rows: 131073 tile rows of 32) that every step's blocks stride down past grid y's 65535.
 GPU_TEST_SIZES = ((1, 1), (1, 1000), (1000, 1), (33, 65), (1000, 777), (1024, 1024), (4099, 4100),
-                  (10000, 7777), (16384, 16384), (1, (1 << 28) + 7), ((1 << 20) + 7, 3))
+                  (10000, 7777), (16384, 16384), (1, (1 << 28) + 7), ((1 << 22) + 7, 3))
 BENCH_SIZES = ((16384, 16384), (10000, 7777))
 HEADLINE_SIZE = (16384, 16384)
 BASELINE = "cupy.copyto(out, a.T)"
