@@ -94,7 +94,7 @@ def test_any_shape_reads_scalars_from_a_misaligned_view():
     assert np.array_equal(out.copy_to_host(), a.T)
 
 
-@pytest.mark.parametrize("variant", ["v04", "v05", "v06"])
+@pytest.mark.parametrize("variant", ["v04", "v05", "v06", "v07"])
 def test_uint32_steps_refuse_2_to_the_31_elements(variant):
     huge = np.broadcast_to(np.float32(0), (1 << 16, 1 << 15))  # 2^31 elements, no memory behind them
     with pytest.raises(OutOfRange, match="fewer than 2\\^31"):
