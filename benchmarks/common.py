@@ -45,7 +45,7 @@ def _inputs(fam, size, kind):
 
 
 def _baselines(fam):
-    return {BASELINE: fam.baseline, **getattr(fam.module, "EXTRA_BASELINES", {})}
+    return {BASELINE: fam.baseline, **getattr(fam.module, "EXTRA_BASELINES", {}), **getattr(fam.module, "CEILINGS", {})}
 
 
 def _case_keys(fam):

@@ -16,6 +16,7 @@ KINDS_SPEC = (SPEC.replace("DTYPE = np.float32", "DTYPE = (np.float32, np.int32)
     return (np.random.default_rng(seed).standard_normal(int(size), dtype=np.float32),)''',
                        '''INPUT_KINDS = ("float32", "int32")
 EXTRA_BASELINES = {"other_library": lambda x, out: None}
+CEILINGS = {"copy": lambda x, out: None}
 
 
 def make_inputs(size, seed, kind="float32"):
@@ -74,7 +75,8 @@ def test_tolerance_may_grow_with_the_size(kinds_family):
 
 
 def test_baselines_list_the_main_one_first(kinds_family):
-    assert list(kinds_family.baselines) == ["baseline", "other_library"]
+    assert list(kinds_family.baselines) == ["baseline", "other_library", "copy"]
+    assert list(kinds_family.ceilings) == ["copy"]
     assert list(zoo.family("vector_add").baselines) == ["baseline"]
 
 
@@ -96,7 +98,7 @@ def test_asv_suite_has_a_parameter_for_every_kind_and_baseline(kinds_family):
     from benchmarks import common
 
     variants, sizes = common.family_suite(kinds_family).params
-    assert variants == ["v01_plain", "baseline", "other_library"]
+    assert variants == ["v01_plain", "baseline", "other_library", "copy"]
     assert sizes == ["1048576", "1048576@int32"]
 
 

@@ -49,6 +49,8 @@ OPTIONAL_SPEC = {
                    "for every kind (results key 'SIZE@kind' for all but the first)",
     "EXTRA_BASELINES": "{name: fn(*cupy_inputs, out)}: more library calls timed in the same run, "
                        "each a row of its own beside the baseline",
+    "CEILINGS": "{name: fn(*cupy_inputs, out)}: rows that time what bounds the family (a copy of the "
+                "same bytes, say) rather than compute its result: shown and timed, never checked",
     "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
     "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
@@ -207,7 +209,7 @@ class Family:
             return getattr(self.module, attr)
         raise AttributeError(attr)
 
-    # -- kinds of input, tolerance, baselines ------------------------------------
+    # -- kinds of input, tolerance, baselines, ceilings ------------------------------------
     @property
     def kinds(self):
         """The kinds of input every size is checked and timed for; (None,) when the spec names none."""
@@ -266,8 +268,13 @@ class Family:
 
     @property
     def baselines(self):
-        """{row name: fn(*cupy_inputs, out)}: 'baseline' first, then EXTRA_BASELINES."""
-        return {"baseline": self.baseline, **getattr(self.module, "EXTRA_BASELINES", {})}
+        """{row name: fn(*cupy_inputs, out)}: 'baseline' first, then EXTRA_BASELINES, then CEILINGS."""
+        return {"baseline": self.baseline, **getattr(self.module, "EXTRA_BASELINES", {}), **self.ceilings}
+
+    @property
+    def ceilings(self):
+        """{row name: fn(*cupy_inputs, out)} of the rows that bound the family rather than compute its result."""
+        return dict(getattr(self.module, "CEILINGS", {}))
 
     def _discover(self):
         by_number = {}

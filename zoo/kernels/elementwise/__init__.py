@@ -61,4 +61,4 @@ def copy_ceiling(x, out):
     out.data.copy_from_device_async(x.data, x.nbytes)
 
 
-EXTRA_BASELINES = {"copy_ceiling": copy_ceiling}
+CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy of the same bytes

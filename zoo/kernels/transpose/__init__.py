@@ -78,4 +78,4 @@ def copy_ceiling(a, out):
     out.data.copy_from_device_async(a.data, a.nbytes)
 
 
-EXTRA_BASELINES = {"copy_ceiling": copy_ceiling}
+CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy, not a transpose
