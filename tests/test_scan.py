@@ -5,7 +5,7 @@ import pytest
 import zoo
 from zoo import harness
 from zoo.errors import OutOfRange
-from zoo.kernels.scan import v04_three_kernel, v05_decoupled_lookback
+from zoo.kernels.scan import parts, v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback
 
 SCAN = zoo.family("scan")
 KINDS = SCAN.kinds
@@ -29,7 +29,8 @@ def test_second_call_with_new_inputs_is_right(variant, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("module", [v04_three_kernel, v05_decoupled_lookback], ids=lambda m: m.__name__[-20:])
+@pytest.mark.parametrize("module", [v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback],
+                         ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3])
 def test_many_tiles_with_a_partial_last_one(module, kind):
     # Five tiles and a 3-element tail; twice, so the look-back meets flags of an earlier epoch.
     variant = SCAN[module.__name__.rsplit(".", 1)[-1][:3]]
@@ -39,23 +40,46 @@ def test_many_tiles_with_a_partial_last_one(module, kind):
         _expect(variant, x, variant(x))
 
 
-def test_lookback_leaves_counter_at_zero_and_flags_in_the_current_epoch():
-    from zoo.kernels.scan import parts
-
-    m = v05_decoupled_lookback
-    n = 3 * m.TILE + 1
-    (x,) = SCAN.inputs(n, 5, "float32")
-    SCAN["v05"](x)
+@pytest.mark.parametrize("module", [v05_decoupled_lookback, v06_vectorized_warp_lookback],
+                         ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3])
+def test_lookback_leaves_counter_at_zero_and_flags_in_the_current_epoch(module):
     tiles = 4
-    counter = parts.scratch("lookback_counter", 1, np.int32).copy_to_host()
-    flags = parts.scratch("lookback_flags", tiles, np.uint64).copy_to_host()
-    epoch = m._EPOCHS[id(parts.scratch("lookback_flags", tiles, np.uint64))]
-    assert counter[0] == 0, "the last tile must reset the ticket counter"
-    tags = flags >> np.uint64(32)
-    assert (tags == np.uint64((epoch << 2) | 2)).all(), "every tile must end INCLUSIVE in this epoch"
+    n = 3 * module.TILE + 1
+    (x,) = SCAN.inputs(n, 5, "float32")
+    SCAN[module.__name__.rsplit(".", 1)[-1][:3]](x)
+    flags_array = parts.scratch("lookback_flags", tiles, np.uint64)
+    epoch = parts._EPOCHS[id(flags_array)]
+    assert parts.scratch("lookback_counter", 1, np.int32).copy_to_host()[0] == 0, \
+        "the last tile must reset the ticket counter"
+    flags = flags_array.copy_to_host()
+    assert (flags >> np.uint64(32) == np.uint64((epoch << 2) | 2)).all(), "every tile must end INCLUSIVE, this epoch"
     prefixes = (flags & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
-    ends = np.cumsum(x.astype(np.float64))[np.minimum(np.arange(1, tiles + 1) * m.TILE, n) - 1]
+    ends = np.cumsum(x.astype(np.float64))[np.minimum(np.arange(1, tiles + 1) * module.TILE, n) - 1]
     assert np.allclose(prefixes, ends, rtol=1e-5), "published inclusive prefixes are the tile-end sums"
+
+
+def test_single_pass_steps_share_one_epoch_count_per_flags_array():
+    # v05 and v06 reuse the same cached flags when their tile counts agree; each
+    # call must raise the epoch, or one step would read the other's stale words
+    # as current (the simulator, running blocks in order, could not show that).
+    n5, n6 = 3 * v05_decoupled_lookback.TILE, 3 * v06_vectorized_warp_lookback.TILE
+    flags = parts.scratch("lookback_flags", 3, np.uint64)
+    seen = []
+    for step, n in (("v05", n5), ("v06", n6), ("v05", n5)):
+        (x,) = SCAN.inputs(n, len(seen), "int32")
+        assert np.array_equal(SCAN[step](x), np.cumsum(x))
+        seen.append(parts._EPOCHS[id(flags)])
+    assert seen[0] < seen[1] < seen[2]
+
+
+def test_misaligned_view_takes_the_scalar_path():
+    from numba import cuda
+
+    (x,) = SCAN.inputs(1001, 9, "float32")
+    whole = cuda.to_device(x)
+    view = whole[1:]  # starts 4 bytes past a 16-byte boundary on a GPU
+    got = SCAN["v06"](view).copy_to_host()
+    _expect(SCAN["v06"], x[1:], got)
 
 
 def test_int32_is_exact_with_negative_values():

@@ -96,3 +96,88 @@ def _device_id():
         return cuda.get_current_device().id
     except Exception:  # the simulator's fake device may lack an id
         return 0
+
+
+# -- 128-bit loads and stores of four float32 or four int32 ------------------------
+# zoo.vector has them for float32 only; the scan needs int32 too. Same technique:
+# bitcast the element pointer to a <4 x T> pointer with align 16 (ld/st.global.v4).
+if SIMULATOR:
+
+    def load4(arr, i):
+        if i % 4:
+            raise IndexError(f"load4 at element {i}: not 16-byte aligned")
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    def store4(arr, i, v0, v1, v2, v3):
+        if i % 4:
+            raise IndexError(f"store4 at element {i}: not 16-byte aligned")
+        arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = v0, v1, v2, v3
+
+else:
+
+    def _vector_pointer(context, builder, arrty, arr, index, indexty):
+        data = context.make_array(arrty)(context, builder, arr).data
+        element = builder.gep(data, [context.cast(builder, index, indexty, types.intp)])
+        vec = ir.VectorType(context.get_value_type(arrty.dtype), 4)
+        return builder.bitcast(element, vec.as_pointer(element.type.addrspace))
+
+    def _four(arr):
+        return (isinstance(arr, types.Array) and arr.ndim == 1
+                and arr.dtype in (types.float32, types.int32))
+
+    @intrinsic
+    def load4(typingctx, arr, index):
+        if not _four(arr):
+            return None
+        sig = types.UniTuple(arr.dtype, 4)(arr, index)
+
+        def codegen(context, builder, sig, args):
+            vec = builder.load(_vector_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1]),
+                               align=16)
+            parts = [builder.extract_element(vec, ir.Constant(_I32, j)) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, parts)
+
+        return sig, codegen
+
+    @intrinsic
+    def store4(typingctx, arr, index, v0, v1, v2, v3):
+        if not _four(arr):
+            return None
+        sig = types.void(arr, index, v0, v1, v2, v3)
+
+        def codegen(context, builder, sig, args):
+            dtype = sig.args[0].dtype
+            ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            vec = ir.Constant(ir.VectorType(context.get_value_type(dtype), 4), None)
+            for j in range(4):
+                value = context.cast(builder, args[2 + j], sig.args[2 + j], dtype)
+                vec = builder.insert_element(vec, value, ir.Constant(_I32, j))
+            builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+
+# -- look-back state, shared by every single-pass step -----------------------------
+MAX_EPOCH = 1 << 29  # epoch * 4 + status must fit in the 32 tag bits of a status word
+_EPOCHS = {}  # id of a flags array -> epoch of its latest call
+
+
+def lookback_state(tiles):
+    """(flags, counter, epoch) for a single-pass launch over ``tiles`` tiles.
+
+    The flags and the ticket counter are cached per tile count and device, and
+    shared by every step that uses them, so the epoch lives here too: it goes up
+    by one every call, whichever step makes it, and a status word of an earlier
+    call (smaller epoch) reads as "not yet published". The kernel's last tile
+    resets the counter. When the epoch would overflow the tag bits, the flags
+    are cleared and the count starts over.
+    """
+    flags = scratch("lookback_flags", tiles, np.uint64)
+    counter = scratch("lookback_counter", 1, np.int32)
+    epoch = _EPOCHS.get(id(flags), 0) + 1
+    if epoch >= MAX_EPOCH:
+        flags.copy_to_device(np.zeros(int(tiles), np.uint64))
+        epoch = 1
+    _EPOCHS[id(flags)] = epoch
+    return flags, counter, np.uint64(epoch)

@@ -30,7 +30,8 @@ Changes:
     Nothing is left for the next call: the block that draws the last ticket
     resets the counter (every ticket is drawn by then), and flags of an earlier
     call carry an older epoch, which readers treat as "not yet published". The
-    epoch goes up by one every call; scratch is cached per size and device.
+    epoch goes up by one every call (``parts.lookback_state``, shared with
+    v06); flags and counter are cached per tile count and device.
     The simulator runs blocks one at a time in order, so there the look-back
     always finds its predecessor done: races only show on a GPU (racecheck).
 
@@ -47,7 +48,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint64
 
 from zoo.jit import jit
-from zoo.kernels.scan.parts import FULL_MASK, from_u32, scratch, to_u32, warp_inclusive_scan
+from zoo.kernels.scan.parts import FULL_MASK, from_u32, lookback_state, to_u32, warp_inclusive_scan
 
 THREADS = 256
 WARPS = THREADS // 32
@@ -59,7 +60,6 @@ SHIFT = np.uint64(32)
 TAG_BITS = np.uint64(2)
 LOW = np.uint64(0xFFFFFFFF)
 ZERO = np.uint64(0)
-MAX_EPOCH = 1 << 29  # epoch * 4 + status must fit in the 32 tag bits
 
 
 def _build(T):
@@ -131,17 +131,9 @@ def _build(T):
 single_pass_float32 = _build(float32)
 single_pass_int32 = _build(int32)
 
-_EPOCHS = {}  # flags array id -> epoch of its last call
-
 
 def launch(x, out):
     tiles = (x.size + TILE - 1) // TILE
-    flags = scratch("lookback_flags", tiles, np.uint64)
-    counter = scratch("lookback_counter", 1, np.int32)
-    epoch = _EPOCHS.get(id(flags), 0) + 1
-    if epoch >= MAX_EPOCH:  # tags would overflow: start over from clean flags
-        flags.copy_to_device(np.zeros(tiles, np.uint64))
-        epoch = 1
-    _EPOCHS[id(flags)] = epoch
+    flags, counter, epoch = lookback_state(tiles)  # cached; the epoch changes every call
     kernel = single_pass_int32 if x.dtype == "int32" else single_pass_float32
-    kernel[tiles, THREADS](x, out, flags, counter, np.uint64(epoch))
+    kernel[tiles, THREADS](x, out, flags, counter, epoch)
