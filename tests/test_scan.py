@@ -1,4 +1,7 @@
-"""Scan beyond the generic checks: second calls, many tiles, exact int32, per-step limits."""
+"""Scan beyond the generic checks: second calls, many tiles, look-back state, per-step limits.
+
+int32 exactness at every TEST_SIZES is the generic test's job (integer results compare exactly).
+"""
 import numpy as np
 import pytest
 
@@ -22,8 +25,8 @@ def _expect(variant, x, got):
 def test_second_call_with_new_inputs_is_right(variant, kind):
     # Same size twice (same cached scratch), different data: nothing left by the
     # first call (counter, flags, tile sums) may leak into the second.
-    n = 1000
-    for seed in (11, 12, 13):
+    n = 700
+    for seed in (11, 12):
         (x,) = SCAN.inputs(n, seed, kind)
         _expect(variant, x, variant(x))
 
@@ -32,19 +35,17 @@ def test_second_call_with_new_inputs_is_right(variant, kind):
 @pytest.mark.parametrize("module", [v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback],
                          ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3])
 def test_many_tiles_with_a_partial_last_one(module, kind):
-    # Five tiles and a 3-element tail; twice, so the look-back meets flags of an earlier epoch.
+    # Three tiles and a 3-element tail (repeated calls over several tiles: see the epoch test).
     variant = SCAN[module.__name__.rsplit(".", 1)[-1][:3]]
-    n = 5 * module.TILE + 3
-    for seed in (21, 22):
-        (x,) = SCAN.inputs(n, seed, kind)
-        _expect(variant, x, variant(x))
+    (x,) = SCAN.inputs(3 * module.TILE + 3, 21, kind)
+    _expect(variant, x, variant(x))
 
 
 @pytest.mark.parametrize("module", [v05_decoupled_lookback, v06_vectorized_warp_lookback],
                          ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3])
 def test_lookback_leaves_counter_at_zero_and_flags_in_the_current_epoch(module):
-    tiles = 4
-    n = 3 * module.TILE + 1
+    tiles = 3
+    n = 2 * module.TILE + 1
     (x,) = SCAN.inputs(n, 5, "float32")
     SCAN[module.__name__.rsplit(".", 1)[-1][:3]](x)
     flags_array = parts.scratch("lookback_flags", tiles, np.uint64)
@@ -62,8 +63,8 @@ def test_single_pass_steps_share_one_epoch_count_per_flags_array():
     # v05 and v06 reuse the same cached flags when their tile counts agree; each
     # call must raise the epoch, or one step would read the other's stale words
     # as current (the simulator, running blocks in order, could not show that).
-    n5, n6 = 3 * v05_decoupled_lookback.TILE, 3 * v06_vectorized_warp_lookback.TILE
-    flags = parts.scratch("lookback_flags", 3, np.uint64)
+    n5, n6 = 2 * v05_decoupled_lookback.TILE, 2 * v06_vectorized_warp_lookback.TILE
+    flags = parts.scratch("lookback_flags", 2, np.uint64)
     seen = []
     for step, n in (("v05", n5), ("v06", n6), ("v05", n5)):
         (x,) = SCAN.inputs(n, len(seen), "int32")
@@ -80,18 +81,6 @@ def test_misaligned_view_takes_the_scalar_path():
     view = whole[1:]  # starts 4 bytes past a 16-byte boundary on a GPU
     got = SCAN["v06"](view).copy_to_host()
     _expect(SCAN["v06"], x[1:], got)
-
-
-def test_int32_is_exact_with_negative_values():
-    (x,) = SCAN.inputs(4099, 3, "int32")
-    assert (x < 0).any()
-    for v in SCAN.variants:
-        try:
-            got = v(x)
-        except OutOfRange:
-            continue
-        assert got.dtype == np.int32
-        assert np.array_equal(got, np.cumsum(x.astype(np.int64))), v.name
 
 
 @pytest.mark.parametrize("name,limit", [("v01", 1024), ("v02", 2048), ("v03", 1 << 20)])

@@ -11,11 +11,14 @@ Changes:
 
 Why it is faster:
     About 2 m additions instead of m log2(m), and two elements per thread.
-    Without padding, tree level k touches indices that are multiples of 2^k:
-    with 32 four-byte banks (bank = index % 32), at k = 5 all 32 threads of a
-    warp hit bank 31 (a 32-way conflict, the accesses serialised). With the
-    padding, index i lives in bank (i + i // 32) % 32, so indices 32 apart
-    land in consecutive banks and the strided levels spread over banks.
+    Without padding, level k (offset 2^k) has a warp touch indices
+    2^k (2t + 1) - 1, stride 2^(k+1): with 32 four-byte banks (bank = index %
+    32) that is a 2^(k+1)-way conflict, and from k = 4 on every active thread
+    of the warp is in one bank (at k = 5: 31, 95, 159, ... all in bank 31):
+    the access is serialised. With the padding,
+    index i lives in bank (i + i // 32) % 32: levels 0 to 4 are conflict-free
+    and the deeper ones, where at most 32 threads are active, are at most 2-way
+    (at k = 5: banks 31, 1, 3, 5, ...).
 
 Measured:
     not yet measured on a GPU
