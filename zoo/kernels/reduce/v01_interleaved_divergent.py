@@ -10,8 +10,9 @@ Changes:
 Why it is faster:
     It is the baseline of the family. ``t % (2*s) == 0`` keeps only every
     2 s-th thread busy, so from the first round on every warp diverges: all 32
-    lanes issue the round while few of them add, and the modulo itself is a
-    slow integer division.
+    lanes issue the round while few of them add. (In CUDA C the modulo is also
+    a slow division; here BLOCK is a constant, so numba's LLVM unrolls the
+    rounds and turns each modulo into a bit mask: the PTX has no rem.)
 
 Measured:
     not yet measured on a GPU
