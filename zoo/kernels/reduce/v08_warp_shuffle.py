@@ -41,19 +41,19 @@ def _build(T):
         i = uint32(cuda.blockIdx.x * (2 * BLOCK) + t)
         v = T(0)
         while i < n:  # grid-stride walk, 32-bit indices
-            v += x[i]
+            v = T(v + x[i])
             if i + uint32(BLOCK) < n:
-                v += x[i + uint32(BLOCK)]
+                v = T(v + x[i + uint32(BLOCK)])
             i += step
         for k in range(5):  # offsets 16, 8, 4, 2, 1: lane 0 ends with the warp's sum
-            v += cuda.shfl_down_sync(FULL_MASK, v, 16 >> k)
+            v = T(v + cuda.shfl_down_sync(FULL_MASK, v, 16 >> k))  # T(): int32 + int32 is int64 in numba
         if lane == 0:
             warp_sums[t >> 5] = v
         cuda.syncthreads()  # every warp's sum is in shared memory
         if t < 32:
             v = warp_sums[t] if t < WARPS else T(0)
             for k in range(5):
-                v += cuda.shfl_down_sync(FULL_MASK, v, 16 >> k)
+                v = T(v + cuda.shfl_down_sync(FULL_MASK, v, 16 >> k))  # T(): int32 + int32 is int64 in numba
             if t == 0:
                 partials[cuda.blockIdx.x] = v
 

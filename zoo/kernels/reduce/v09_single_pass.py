@@ -40,14 +40,14 @@ def _build(T):
         """Sum of v over the block, valid in thread 0 (every thread must call)."""
         t = cuda.threadIdx.x
         for k in range(5):  # offsets 16, 8, 4, 2, 1: lane 0 ends with the warp's sum
-            v += cuda.shfl_down_sync(FULL_MASK, v, 16 >> k)
+            v = T(v + cuda.shfl_down_sync(FULL_MASK, v, 16 >> k))  # T(): int32 + int32 is int64 in numba
         if (t & 31) == 0:
             warp_sums[t >> 5] = v
         cuda.syncthreads()  # every warp's sum is in shared memory
         if t < 32:
             v = warp_sums[t] if t < WARPS else T(0)
             for k in range(5):
-                v += cuda.shfl_down_sync(FULL_MASK, v, 16 >> k)
+                v = T(v + cuda.shfl_down_sync(FULL_MASK, v, 16 >> k))  # T(): int32 + int32 is int64 in numba
         return v
 
     @jit
@@ -64,7 +64,7 @@ def _build(T):
             for k in range(LOADS):
                 j = i + uint32(k) * stride
                 if j < n:
-                    v += x[j]
+                    v = T(v + x[j])
             i += uint32(LOADS) * stride
         v = block_sum(v, warp_sums)
         if t == 0:
@@ -79,7 +79,7 @@ def _build(T):
             cuda.threadfence()  # order the reads of the partials after the ticket
             w = T(0)
             for p in range(t, nblocks, BLOCK):
-                w += partials[p]
+                w = T(w + partials[p])
             cuda.syncthreads()  # warp_sums free again before block_sum reuses it
             w = block_sum(w, warp_sums)
             if t == 0:
