@@ -1,0 +1,175 @@
+"""latency beyond the generic checks: the reservation, grid-stride passes, misaligned views, the chase, the sweep."""
+import csv
+
+import numpy as np
+import pytest
+from numba import cuda, uint32
+
+import zoo
+from zoo import sweeps
+from zoo.errors import OutOfRange
+from zoo.kernels.latency import sweep, v01_low_occupancy, v02_full_occupancy, v04_float4_in_flight
+
+FAM = zoo.family("latency")
+
+
+def _check(variant, x):
+    out = np.full_like(x, np.nan)
+    return np.array_equal(variant(x, out=out), np.float32(2) * x + np.float32(1))
+
+
+@pytest.mark.parametrize("variant", FAM.variants, ids=lambda v: v.name)
+def test_second_call_with_new_inputs(variant):
+    for size, seed in ((37, 1), (6, 2), (37, 3)):
+        (x,) = FAM.make_inputs(size, seed)
+        assert _check(variant, x), f"{variant.name} at {size} (seed {seed})"
+
+
+def test_v01_reserves_48_kb_and_v02_nothing():
+    (x,) = FAM.make_inputs(300, 4)
+    FAM["v01"](x)
+    FAM["v02"](x)
+    assert v01_low_occupancy.axpb_kernel.last_launch.shared_bytes == 48 * 1024
+    assert v01_low_occupancy.axpb_kernel.last_launch.threads_per_block == 128
+    assert v02_full_occupancy.axpb_kernel.last_launch.shared_bytes == 0
+
+
+def test_v03_grid_stride_takes_several_passes_and_a_partial_one(monkeypatch):
+    monkeypatch.setattr(FAM["v03"].module, "BLOCKS_PER_SM", 1)  # 256 threads, 1024 elements a pass
+    (x,) = FAM.make_inputs(4099, 5)
+    assert _check(FAM["v03"], x)
+
+
+def test_v04_several_passes_and_the_tail():
+    # one block of 256 threads x 1 float4 = 1024 elements a pass: 4 passes, then 3 tail elements
+    (x,) = FAM.make_inputs(4099, 6)
+    dx, out = cuda.to_device(x), cuda.to_device(np.full_like(x, np.nan))
+    v04_float4_in_flight.build(1)[1, 256](dx, out, uint32(x.size))
+    assert np.array_equal(out.copy_to_host(), np.float32(2) * x + np.float32(1))
+
+
+def test_v04_falls_back_on_a_misaligned_view(monkeypatch):
+    calls = []
+    kernel = v04_float4_in_flight.axpb4_kernel
+    original = type(kernel).__getitem__
+    monkeypatch.setattr(type(kernel), "__getitem__",
+                        lambda self, config: (calls.append(config) if self is kernel else None)
+                        or original(self, config))
+    (x,) = FAM.make_inputs(41, 7)
+    backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x]))
+    out = cuda.device_array(41, np.float32)
+    FAM["v04"](backing[1:], out=out)  # 4 bytes past a 16-byte boundary
+    assert np.array_equal(out.copy_to_host(), np.float32(2) * x + np.float32(1))
+    assert not calls
+    FAM["v04"](x)
+    assert calls
+
+
+@pytest.mark.parametrize("name", ["v03", "v04"])
+def test_uint32_steps_refuse_2_to_the_31_elements(name):
+    huge = np.broadcast_to(np.float32(0), (1 << 31,))  # no memory behind it
+    with pytest.raises(OutOfRange, match="fewer than 2\\^31"):
+        FAM[name].module.validate(huge)
+    FAM[name].module.validate(huge[:-1])
+
+
+# -- the sweep's pieces ------------------------------------------------------------
+def test_cycle_is_one_loop_through_every_node():
+    successor, order = sweep.cycle(1000, seed=3)
+    seen, j = set(), int(order[0])
+    for _ in range(1000):
+        seen.add(j)
+        j = int(successor[j])
+    assert j == order[0] and len(seen) == 1000
+    assert np.array_equal(successor[order[:-1]], order[1:])
+
+
+def test_chase_array_puts_one_node_per_line():
+    table, starts = sweep.chase_array(64 * sweep.LINE, seed=4)
+    assert table.nbytes == 64 * sweep.LINE
+    assert np.all(starts % sweep.NODE_STRIDE == 0)
+    nodes = table[::sweep.NODE_STRIDE]
+    assert sorted(nodes // sweep.NODE_STRIDE) == list(range(64))  # a permutation of the line-aligned nodes
+    assert not table[np.arange(table.size) % sweep.NODE_STRIDE != 0].any()
+
+
+@pytest.mark.parametrize("kernel,threads", [(sweep.chase_kernel, 1), (sweep.shared_chase_kernel, 32)])
+def test_chase_kernels_end_where_numpy_does(kernel, threads):
+    if kernel is sweep.shared_chase_kernel:
+        successor, order = sweep.cycle(sweep.SHARED_NODES, seed=5)
+        table = successor
+    else:
+        table, order = sweep.chase_array(256 * sweep.LINE, seed=5)
+    out = cuda.device_array(1, np.uint32)
+    for start, steps in ((order[3], 50), (order[7], 17)):  # a second call, other start and length
+        kernel[1, threads](cuda.to_device(table), uint32(steps), uint32(start), out)
+        assert int(out.copy_to_host()[0]) == sweep.follow(table, start, steps)
+
+
+@pytest.mark.parametrize("per_sm", [1, 2, 3, 4, 5, 8, 16, 32])
+def test_reservation_fits_exactly_that_many_blocks(per_sm):
+    smem, system = 233472, 1024  # Hopper: 228 KB a SM, 1 KB a block kept by the system
+    r = sweep.reservation(per_sm, smem, system)
+    assert r >= 0 and r <= 232448  # at most the 227 KB a block may opt in to
+    assert per_sm * (r + system) <= smem < (per_sm + 1) * (r + system)
+
+
+def test_fma_kernel_matches_the_closed_form():
+    out = cuda.device_array(64, np.float32)
+    sweep.build_fma(3)[2, 32](out, uint32(2), np.float32(1.0))
+    want = sweep.fma_expected(64, 3, 2, 1.0)
+    assert np.allclose(out.copy_to_host(), want, rtol=1e-4)
+    assert not np.allclose(sweep.fma_expected(64, 3, 1, 1.0), want, rtol=1e-4)  # the check sees a missing pass
+
+
+def test_sweep_writes_csv_and_png(zoo_cli, tmp_path):
+    r = zoo_cli("latency", "--out", str(tmp_path), "--size", "517", "--threads", "32", "--blocks-per-sm", "1,2",
+                "--loads", "2", "--chains", "1,4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (table,) = tmp_path.glob("*-latency.csv")
+    (png,) = tmp_path.glob("*-latency.png")
+    assert png.stat().st_size > 0
+    with open(table, newline="") as f:
+        assert tuple(next(csv.reader(f))) == sweep.COLUMNS
+    rows = sweeps.read_csv(table)
+    assert [r["series"] for r in rows] == (["chase-dram", "chase-l2", "chase-shared"] + ["bandwidth"] * 2
+                                           + ["fma-latency", "fma", "fma"])
+    assert [r["blocks_per_sm"] for r in rows if r["series"] == "bandwidth"] == [1, 2]
+    assert [r["chains"] for r in rows if r["series"] == "fma"] == [1, 4]
+    assert all(r["correct"] == "True" for r in rows)
+
+
+def _gpu_rows():
+    rows = [dict(series=s, footprint_bytes=b, steps=1 << 16, ns_per_step=ns, cycles_per_step=ns * 1.98)
+            for s, b, ns in (("chase-dram", 1 << 30, 700.0), ("chase-l2", 16 << 20, 260.0),
+                             ("chase-shared", 32768, 15.0))]
+    for kb in (1, 4, 16, 64, 256):
+        rows.append(dict(series="bandwidth", threads_per_block=256, blocks_per_sm=1, resident_blocks_per_sm=1,
+                         loads_per_thread=1, bytes_in_flight_per_sm=kb * 1024, gbps=min(400.0 * kb, 4000.0),
+                         little=1.0, ceiling=4100.0, sms=132, correct="True"))
+    rows.append(dict(series="fma-latency", chains=1, ns_per_step=2.0, sms=132, correct="True"))
+    for chains in (1, 8):
+        rows.append(dict(series="fma", chains=chains, fmas_in_flight_per_sm=256 * chains, tflops=8.0 * chains,
+                         little=1.0, ceiling=60.0, sms=132, correct="True"))
+    return rows
+
+
+def test_sweep_plot_draws_three_panels_with_the_littles_law_lines():
+    fig = sweep.plot(_gpu_rows(), "NVIDIA H200")
+    lat, bw, fma = fig.axes
+    assert len(lat.patches) == 3
+    assert any(line.get_label().startswith("Little") for line in bw.lines)
+    assert any(line.get_label().startswith("Little") for line in fma.lines)
+    little = next(line for line in bw.lines if line.get_label().startswith("Little"))
+    assert max(little.get_ydata()) == pytest.approx(4100.0)  # capped at the copy bandwidth
+
+
+def test_sweep_plot_says_when_nothing_was_timed():
+    rows = [dict(series="chase-dram", footprint_bytes=1, steps=64, correct="True")]
+    fig = sweep.plot(rows, "numba CUDA simulator")
+    assert "no timings" in fig.axes[0].texts[0].get_text()
+
+
+def test_sweep_refuses_bad_lists():
+    with pytest.raises(ValueError, match="positive integers"):
+        sweep._numbers("1,x")
