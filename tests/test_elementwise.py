@@ -88,7 +88,9 @@ def test_grid_blocks():
     per_block = v05_unrolled.THREADS_PER_BLOCK * 4 * 4
     assert v05_unrolled.grid_blocks(1, 4, None) == 1
     assert v05_unrolled.grid_blocks(per_block + 1, 4, None) == 2
-    assert v05_unrolled.grid_blocks(100 * per_block, 4, 2) == 2 * zoo.device.sm_count()
+    many = 100 * zoo.device.sm_count() * per_block  # more than two blocks per SM's worth
+    assert v05_unrolled.grid_blocks(many, 4, 2) == 2 * zoo.device.sm_count()
+    assert v05_unrolled.grid_blocks(many, 4, None) == 100 * zoo.device.sm_count()
 
 
 def test_sweep_writes_csv_and_png(zoo_cli, tmp_path):

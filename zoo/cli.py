@@ -205,7 +205,8 @@ def _check_family(fam, cases, progress, task):
 
 def cmd_check(args):
     fams = _families(args.families)
-    plan = [(fam, _cases(fam, args.size, fam.TEST_SIZES if zoo.SIMULATOR else fam.GPU_TEST_SIZES)) for fam in fams]
+    small = zoo.SIMULATOR or getattr(args, "test_sizes", False)
+    plan = [(fam, _cases(fam, args.size, fam.TEST_SIZES if small else fam.GPU_TEST_SIZES)) for fam in fams]
     any_failed = False
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("checking", total=sum(len(f.variants) * len(s) for f, s in plan))
@@ -403,6 +404,9 @@ def build_parser():
         s.add_argument("families", nargs="*")
         s.add_argument("--size", action="append",
                        help="a size such as 4096 or 1000x777x333, or SIZE@KIND for one kind of input (repeatable)")
+        if name == "check":
+            s.add_argument("--test-sizes", action="store_true",
+                           help="the simulator's small irregular sizes even on a GPU (for compute-sanitizer)")
         if name == "run":
             s.add_argument("--save", action="store_true", help="merge the figures into results/<gpu>.json")
         s.set_defaults(func=func)
