@@ -9,7 +9,7 @@ from numba import cuda
 import zoo
 from zoo import harness
 from zoo.errors import OutOfRange
-from zoo.kernels.reduce import passes, v01_interleaved_divergent, v08_warp_shuffle, v09_single_pass
+from zoo.kernels.reduce import passes, v01_interleaved_divergent, v08_warp_shuffle, v09_single_pass, v10_vector_loads
 
 REDUCE = zoo.family("reduce")
 KINDS = REDUCE.kinds
@@ -36,27 +36,41 @@ def test_second_call_with_new_inputs_is_right(variant, kind):
     assert sums[0] != sums[1]  # the two inputs really differ
 
 
+SINGLE_PASS = {"v09": "single_pass_counter", "v10": "vector_loads_counter"}
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_single_pass_counter_is_reset(kind):
+@pytest.mark.parametrize("step", SINGLE_PASS)
+def test_single_pass_counter_is_reset(step, kind):
     (x,) = REDUCE.inputs(4099, 3, kind)
-    REDUCE["v09"](x)
-    counter = passes.scratch("single_pass_counter", 1, np.uint32, zero=True)  # the cached one
+    REDUCE[step](x)
+    counter = passes.scratch(SINGLE_PASS[step], 1, np.uint32, zero=True)  # the cached one
     assert counter.copy_to_host()[0] == 0
 
 
-def test_single_pass_with_several_blocks():
+@pytest.mark.parametrize("module", [v09_single_pass, v10_vector_loads], ids=lambda m: m.__name__[-16:])
+def test_single_pass_with_several_blocks(module):
     # sm_count() is 1 in the simulator: launch with a wider grid by hand so the
-    # last-block-done path really combines several partials.
-    (x,) = REDUCE.inputs(1000, 5, "int32")
+    # last-block-done path really combines several partials (and, at n = 1003, the tail).
+    (x,) = REDUCE.inputs(1003, 5, "int32")
     d_x = cuda.to_device(x)
     out = cuda.to_device(np.zeros(1, np.int32))
     grid = 3
     partials = cuda.to_device(np.full(grid, -99, np.int32))
     counter = cuda.to_device(np.zeros(1, np.uint32))
     for _ in range(2):
-        v09_single_pass.reduce_int32[grid, v09_single_pass.BLOCK](d_x, partials, counter, out)
+        module.reduce_int32[grid, module.BLOCK](d_x, partials, counter, out)
         assert out.copy_to_host()[0] == x.astype(np.int64).sum()
         assert counter.copy_to_host()[0] == 0
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_vector_loads_on_a_view_that_is_not_16_byte_aligned(offset):
+    (x,) = REDUCE.inputs(1030, 9, "int32")
+    d_x = cuda.to_device(x)[offset:]  # starts 4, 8 or 12 bytes past a 16-byte boundary
+    assert not v10_vector_loads.aligned(d_x)
+    got = REDUCE["v10"](d_x)
+    assert got[0] == x[offset:].astype(np.int64).sum()
 
 
 def test_three_levels_of_partials():
@@ -66,7 +80,7 @@ def test_three_levels_of_partials():
     assert REDUCE["v01"](x)[0] == x.astype(np.int64).sum()
 
 
-@pytest.mark.parametrize("module", [v08_warp_shuffle, v09_single_pass], ids=lambda m: m.__name__[-16:])
+@pytest.mark.parametrize("module", [v08_warp_shuffle, v09_single_pass, v10_vector_loads], ids=lambda m: m.__name__[-16:])
 def test_32_bit_steps_refuse_2_to_the_31(module):
     class Big:
         size = 1 << 31

@@ -1,7 +1,7 @@
-"""128-bit loads and stores of four float32: ``load_float4`` and ``store_float4``.
+"""128-bit loads and stores of four float32: ``load_float4`` and ``store_float4`` (``load_int4`` for int32).
 
 numba emits one 32-bit load per element access; it never merges four into one
-wide access. These two intrinsics take a 1-D float32 array and an element index
+wide access. These intrinsics take a 1-D float32 (int32) array and an element index
 that must be a multiple of 4 (16-byte aligned), bitcast the element pointer to
 ``<4 x float>*`` with ``align 16``, and compile to ``ld.v4.f32`` / ``st.v4.f32``
 (global or shared memory, whichever the array lives in). In the simulator they
@@ -19,6 +19,8 @@ if SIMULATOR:
             raise IndexError(f"load_float4 at element {i}: not 16-byte aligned")
         return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
 
+    load_int4 = load_float4
+
     def store_float4(arr, i, v0, v1, v2, v3):
         if i % 4:
             raise IndexError(f"store_float4 at element {i}: not 16-byte aligned")
@@ -31,20 +33,21 @@ else:
 
     _VEC4 = ir.VectorType(ir.FloatType(), 4)
 
-    def _check(arr):
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float32):
-            raise TypeError(f"float4 access needs a 1-D float32 array, got {arr}")
+    def _check(arr, dtype=types.float32):
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == dtype):
+            raise TypeError(f"{'float4' if dtype == types.float32 else 'int4'} access needs a 1-D {dtype} "
+                            f"array, got {arr}")
 
     def _vector_pointer(context, builder, arrty, arr, index, indexty):
         data = context.make_array(arrty)(context, builder, arr).data
         offset = context.cast(builder, index, indexty, types.intp)
         element = builder.gep(data, [offset])
-        return builder.bitcast(element, _VEC4.as_pointer(element.type.addrspace))
+        vec4 = ir.VectorType(context.get_data_type(arrty.dtype), 4)  # <4 x float> or <4 x i32>
+        return builder.bitcast(element, vec4.as_pointer(element.type.addrspace))
 
-    @intrinsic
-    def load_float4(typingctx, arr, index):
-        _check(arr)
-        sig = types.UniTuple(types.float32, 4)(arr, index)
+    def _load4(arr, index, dtype):
+        _check(arr, dtype)
+        sig = types.UniTuple(dtype, 4)(arr, index)
 
         def codegen(context, builder, sig, args):
             ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
@@ -53,6 +56,14 @@ else:
             return context.make_tuple(builder, sig.return_type, parts)
 
         return sig, codegen
+
+    @intrinsic
+    def load_float4(typingctx, arr, index):
+        return _load4(arr, index, types.float32)
+
+    @intrinsic
+    def load_int4(typingctx, arr, index):
+        return _load4(arr, index, types.int32)
 
     @intrinsic
     def store_float4(typingctx, arr, index, v0, v1, v2, v3):

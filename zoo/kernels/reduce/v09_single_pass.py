@@ -34,7 +34,7 @@ LOADS = 4  # independent loads per thread per iteration
 FULL_MASK = 0xFFFFFFFF
 
 
-def _build(T):
+def make_block_sum(T):
     @cuda.jit(device=True)
     def block_sum(v, warp_sums):
         """Sum of v over the block, valid in thread 0 (every thread must call)."""
@@ -50,22 +50,19 @@ def _build(T):
                 v = T(v + cuda.shfl_down_sync(FULL_MASK, v, 16 >> k))  # T(): int32 + int32 is int64 in numba
         return v
 
-    @jit
-    def reduce_single_pass(x, partials, counter, out):
+    return block_sum
+
+
+def make_finish(T):
+    """The single-pass ending: this block's sum v to its partial; the last block to finish sums them."""
+    block_sum = make_block_sum(T)
+
+    @cuda.jit(device=True)
+    def finish(v, partials, counter, out):
         warp_sums = cuda.shared.array(WARPS, T)
         is_last = cuda.shared.array(1, int32)
         t = cuda.threadIdx.x
-        n = uint32(x.size)
         nblocks = uint32(cuda.gridDim.x)
-        stride = nblocks * uint32(BLOCK)
-        i = uint32(cuda.blockIdx.x) * uint32(BLOCK) + uint32(t)
-        v = T(0)
-        while i < n:  # grid-stride walk, LOADS independent loads in flight
-            for k in range(LOADS):
-                j = i + uint32(k) * stride
-                if j < n:
-                    v = T(v + x[j])
-            i += uint32(LOADS) * stride
         v = block_sum(v, warp_sums)
         if t == 0:
             partials[cuda.blockIdx.x] = v
@@ -85,6 +82,26 @@ def _build(T):
             if t == 0:
                 out[0] = w
                 counter[0] = 0  # reset for the next call: every block has drawn its ticket
+
+    return finish
+
+
+def _build(T):
+    finish = make_finish(T)
+
+    @jit
+    def reduce_single_pass(x, partials, counter, out):
+        n = uint32(x.size)
+        stride = uint32(cuda.gridDim.x) * uint32(BLOCK)
+        i = uint32(cuda.blockIdx.x) * uint32(BLOCK) + uint32(cuda.threadIdx.x)
+        v = T(0)
+        while i < n:  # grid-stride walk, LOADS independent loads in flight
+            for k in range(LOADS):
+                j = i + uint32(k) * stride
+                if j < n:
+                    v = T(v + x[j])
+            i += uint32(LOADS) * stride
+        finish(v, partials, counter, out)
 
     return reduce_single_pass
 
