@@ -8,18 +8,20 @@ Changes:
     lanes holding the same byte; the lowest of them (``ffs(mask) == lane + 1``)
     adds ``popc(mask)`` to the warp's counter, the others add nothing.
 
-Why it is faster:
+Why it is faster (in the model) and why it is not on Hopper:
     Contention model: an atomic instruction whose lanes hit k distinct
     addresses, with at most m lanes on one address, is replayed about m times.
     With 90% of bytes equal, a warp's 32 lanes average 29 on the hot bin, so
-    v05's shared atomics are replayed ~29 times each: skewed data runs many
-    times slower than uniform. After aggregation there is one lane per
-    distinct byte, so every atomic hits distinct addresses (m = 1) and the
-    number of atomic lanes drops from 32 to about 4 on skewed data. The price
-    is one ``match.any.sync`` per byte, paid on uniform data too, where it
-    saves little (32 lanes over 256 bins: about 2 collisions per warp): this
-    step targets the skewed case, and the measurement decides whether uniform
-    data pays for it.
+    v05's shared atomics would be replayed ~29 times each; after aggregation
+    there is one lane per distinct byte and about 4 atomic lanes instead of 32.
+    The H200 measurement refutes the premise: v05 runs skewed data *faster*
+    than uniform (3.1 TB/s against 1.8 at 2^28), because the shared-memory
+    atomic unit merges same-address lanes of one instruction itself. What is
+    left is the price, one ``match.any.sync`` per byte (16 per chunk, each a
+    multi-cycle warp-wide compare), paid on both kinds: this step is kept as
+    the lesson that warp aggregation is for global atomics and for hardware
+    that does not combine them, and that a contention model needs a
+    measurement before it earns code.
 
 Measured:
     not yet measured on a GPU
