@@ -92,8 +92,10 @@ def page(fam, all_results=None):
            "## Measured", *_measured_tables(fam, all_results)]
     previous = None
     for v in fam:
-        sections = docstring_sections(v.doc)
-        out.append(f"## {v.name}: {v.summary}")
+        # the docstring as the file holds it now: `zoo report` rewrites Measured lines after import
+        doc = ast.get_docstring(ast.parse(v.source), clean=False) or ""
+        sections = docstring_sections(doc)
+        out.append(f"## {v.name}: {doc.strip().splitlines()[0] if doc.strip() else ''}")
         out.append(f"File: [`zoo/kernels/{fam.name}/{v.path.name}`](../zoo/kernels/{fam.name}/{v.path.name})"
                    + (f" · try it: `python -m zoo show {fam.name} {v.name[:3]}`"))
         if v.demonstration:

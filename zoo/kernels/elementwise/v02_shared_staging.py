@@ -16,7 +16,9 @@ Why it is faster:
     wait at best, and cost a little at worst.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 2,201 GB/s (976 us a call), 137.4% of cupy.maximum(x,
+    0, out=out), 12 registers, occupancy bound 100%. Other sizes, % of cupy.maximum(x,
+    0, out=out): 1048576: 19.9%, 16777216: 126.0%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

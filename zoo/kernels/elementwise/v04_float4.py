@@ -15,7 +15,9 @@ Why it is faster:
     long before DRAM is.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 3,620 GB/s (593 us a call), 226.0% of cupy.maximum(x,
+    0, out=out), 18 registers, occupancy bound 100%. Other sizes, % of cupy.maximum(x,
+    0, out=out): 1048576: 18.5%, 16777216: 167.3%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

@@ -20,7 +20,9 @@ Why it is faster:
     stride arithmetic are paid once per four float4.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 3,638 GB/s (590 us a call), 227.1% of cupy.maximum(x,
+    0, out=out), 38 registers, occupancy bound 75%. Other sizes, % of cupy.maximum(x, 0,
+    out=out): 1048576: 13.1%, 16777216: 178.9%. From results/nvidia-h200.json.
 """
 import functools
 

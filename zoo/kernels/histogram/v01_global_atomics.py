@@ -14,7 +14,9 @@ Why it is faster:
     the threads.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 8.09 GB/s (33,186 us a call), 9.2% of cupy.bincount, 28
+    registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216: 12.3%,
+    16777216@skewed: 4.2%, 268435456@skewed: 3.1%. From results/nvidia-h200.json.
 """
 from numba import cuda
 

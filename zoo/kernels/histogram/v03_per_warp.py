@@ -16,7 +16,9 @@ Why it is faster:
     bin, once per block.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 714 GB/s (376 us a call), 810.6% of cupy.bincount, 31
+    registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216: 541.0%,
+    16777216@skewed: 971.5%, 268435456@skewed: 1589.5%. From results/nvidia-h200.json.
 """
 from numba import cuda, int32
 

@@ -17,7 +17,10 @@ Why it is faster:
     shared atomics, unchanged, are now most of what remains.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 1,722 GB/s (156 us a call), 1955.4% of cupy.bincount,
+    31 registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216:
+    387.3%, 16777216@skewed: 733.1%, 268435456@skewed: 4365.3%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, int32, uint32
 

@@ -14,7 +14,10 @@ Why it is faster:
     uniform data, where the atomics rarely conflict.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 1,829 GB/s (147 us a call), 2076.2% of cupy.bincount,
+    31 registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216:
+    392.6%, 16777216@skewed: 744.5%, 268435456@skewed: 6589.7%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, int32, uint32
 

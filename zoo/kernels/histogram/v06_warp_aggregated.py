@@ -24,7 +24,9 @@ Why it is faster:
     measurement before it earns code.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 64.5 GB/s (4,161 us a call), 73.2% of cupy.bincount, 31
+    registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216: 81.7%,
+    16777216@skewed: 683.0%, 268435456@skewed: 770.8%. From results/nvidia-h200.json.
 """
 from numba import cuda, int32, uint32
 

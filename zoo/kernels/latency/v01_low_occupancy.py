@@ -17,7 +17,11 @@ Why it is faster:
     waits on memory with 3/4 of its thread slots empty.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 863 GB/s (2,488 us a call), 51.3% of
+    cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 12
+    registers, occupancy bound 25%. Other sizes, % of cupy.ElementwiseKernel('float32
+    x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 27.0%, 16777216: 47.4%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

@@ -15,7 +15,11 @@ Why it is faster:
     launching blocks rather than waiting on loads.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 2,606 GB/s (824 us a call), 154.9% of
+    cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 12
+    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel('float32
+    x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 23.4%, 16777216: 144.0%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

@@ -17,7 +17,11 @@ Why it is faster:
     registers (four values held) instead of thread slots.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 3,404 GB/s (631 us a call), 202.3% of
+    cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 32
+    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel('float32
+    x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 20.6%, 16777216: 126.3%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

@@ -12,7 +12,10 @@ Why it is faster:
     copies and compute do not overlap yet.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 67108864: 5,421 GFLOP/s (12,676 us a call), 403.0% of CuPy:
+    asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
+    asarray, kernel, get: 1048576: 21.8%, 16777216: 470.1%. From
+    results/nvidia-h200.json.
 """
 PINNED = True  # timed on page-locked host arrays: the copies it issues can be asynchronous
 

@@ -17,7 +17,10 @@ Why it is faster:
     in has been issued, a few microseconds a chunk.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 67108864: 9,127 GFLOP/s (7,529 us a call), 678.4% of CuPy:
+    asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
+    asarray, kernel, get: 1048576: 21.9%, 16777216: 469.4%. From
+    results/nvidia-h200.json.
 """
 PINNED = True  # timed on page-locked host arrays: the copies it issues can be asynchronous
 

@@ -15,7 +15,9 @@ Why it is faster:
     rounds and turns each modulo into a bit mask: the PTX has no rem.)
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 507 GB/s (2,119 us a call), 11.8% of cupy.sum (CUB), 22
+    registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 15.9%,
+    16777216@int32: 11.4%, 268435456@int32: 11.0%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, int32
 

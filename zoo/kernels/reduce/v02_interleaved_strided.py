@@ -12,7 +12,9 @@ Why it is faster:
     (word address mod 32) and the access is split into 16- or 32-way conflicts.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 788 GB/s (1,363 us a call), 18.4% of cupy.sum (CUB), 16
+    registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 15.1%,
+    16777216@int32: 11.0%, 268435456@int32: 18.1%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, int32
 

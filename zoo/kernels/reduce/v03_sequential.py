@@ -11,7 +11,9 @@ Why it is faster:
     from the first round on: they only loaded one element each.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 839 GB/s (1,280 us a call), 19.6% of cupy.sum (CUB), 16
+    registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 9.8%,
+    16777216@int32: 11.6%, 268435456@int32: 18.6%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, int32
 

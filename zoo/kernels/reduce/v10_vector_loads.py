@@ -17,7 +17,9 @@ Why it is faster:
     system, not instruction issue, sets the pace.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 4,117 GB/s (261 us a call), 96.1% of cupy.sum (CUB), 26
+    registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 62.8%,
+    16777216@int32: 45.0%, 268435456@int32: 88.6%. From results/nvidia-h200.json.
 """
 import numpy as np
 from numba import cuda, float32, int32, uint32

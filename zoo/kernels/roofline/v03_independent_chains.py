@@ -17,7 +17,10 @@ Why it is faster:
     half the FMA peak.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 67108864: 23,918 GFLOP/s (561 us a call), 111.1% of CuPy
+    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
+    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
+    time: 1048576: 24.3%. From results/nvidia-h200.json.
 """
 import functools
 

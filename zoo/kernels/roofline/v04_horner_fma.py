@@ -19,7 +19,10 @@ Why it is faster:
     mean the same work. (Horner also rounds once per term instead of twice.)
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 67108864: 37,412 GFLOP/s (359 us a call), 173.8% of CuPy
+    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
+    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
+    time: 1048576: 46.9%. From results/nvidia-h200.json.
 """
 import functools
 

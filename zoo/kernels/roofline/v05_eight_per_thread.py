@@ -18,7 +18,10 @@ Why it is faster:
     inner block is an FMA of some element's chain, eight in flight per thread.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 67108864: 53,469 GFLOP/s (251 us a call), 248.4% of CuPy
+    elementwise kernel, the seed's loop with k at run time, 32 registers, occupancy
+    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
+    time: 1048576: 31.7%. From results/nvidia-h200.json.
 """
 import functools
 

@@ -18,7 +18,9 @@ Why it is faster:
     per warp (lanes 4 words apart), which costs far less than the DRAM traffic.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 16384x16384: 3,293 GB/s (652 us a call), 290.5% of
+    cupy.copyto(out, a.T), 54 registers, occupancy bound 50%. Other sizes, % of
+    cupy.copyto(out, a.T): 10000x7777: 182.8%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

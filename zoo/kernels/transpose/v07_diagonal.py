@@ -22,7 +22,9 @@ Why it is faster:
     effect: this step is kept only if the measurement at 16384^2 says it pays.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 16384x16384: 3,349 GB/s (641 us a call), 295.4% of
+    cupy.copyto(out, a.T). Other sizes, % of cupy.copyto(out, a.T): 10000x7777: 267.3%.
+    From results/nvidia-h200.json.
 """
 import functools
 
