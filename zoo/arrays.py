@@ -89,3 +89,27 @@ def poison_value(dtype):
     if dtype.kind == "f":
         return np.nan
     return np.iinfo(dtype).min if dtype.kind == "i" else np.iinfo(dtype).max
+
+
+_SCRATCH = {}
+
+
+def _device_id():
+    try:
+        return cuda.get_current_device().id
+    except Exception:  # the simulator
+        return 0
+
+
+def scratch(what, count, dtype, zero=False):
+    """A device buffer cached per (what, count, dtype, device): allocated on the first call only.
+
+    For a step's partials, counters and temporaries, so that its second call allocates nothing.
+    zero=True fills it with zeros when it is created (counters the kernel resets itself).
+    """
+    key = (what, int(count), np.dtype(dtype).str, _device_id())
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        buf = cuda.to_device(np.zeros(int(count), dtype)) if zero else cuda.device_array(int(count), dtype)
+        _SCRATCH[key] = buf
+    return buf

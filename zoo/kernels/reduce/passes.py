@@ -1,32 +1,9 @@
-"""What the multi-launch reduce steps share: cached scratch and the partials-until-one loop.
+"""What the multi-launch reduce steps share: the partials-until-one loop.
 
 Each step file shows its own kernel in full; only the host-side loop that
-launches it again on the partials, and the buffers it needs, live here.
+launches it again on the partials lives here (the cached buffers are ``zoo.arrays.scratch``).
 """
-import numpy as np
-from numba import cuda
-
-_SCRATCH = {}
-
-
-def _device_id():
-    try:
-        return cuda.get_current_device().id
-    except Exception:  # the simulator
-        return 0
-
-
-def scratch(what, count, dtype, zero=False):
-    """A device buffer cached per (what, count, dtype, device): allocated on the first call only.
-
-    zero=True fills it with zeros when it is created (counters the kernel resets itself).
-    """
-    key = (what, int(count), np.dtype(dtype).str, _device_id())
-    buf = _SCRATCH.get(key)
-    if buf is None:
-        buf = cuda.to_device(np.zeros(int(count), dtype)) if zero else cuda.device_array(int(count), dtype)
-        _SCRATCH[key] = buf
-    return buf
+from zoo.arrays import scratch
 
 
 def until_one(kernel, x, out, threads, per_block, grid_for=None):

@@ -27,7 +27,7 @@ from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.errors import OutOfRange
 from zoo.jit import jit
-from zoo.kernels.reduce.passes import scratch
+from zoo.arrays import scratch
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32

@@ -27,7 +27,7 @@ from numba import cuda, float32, int32, uint32
 from zoo.device import sm_count
 from zoo.jit import jit
 from zoo.kernels.reduce import v09_single_pass as single_pass
-from zoo.kernels.reduce.passes import scratch
+from zoo.arrays import scratch
 from zoo.vector import load_float4, load_int4
 
 BLOCK = single_pass.BLOCK

@@ -1,0 +1,153 @@
+"""Warp divergence: one elementwise function whose arm depends on the index's parity and whose length on the data.
+
+A warp's 32 lanes share one instruction stream. When lanes disagree at a branch
+the warp runs each side in turn with the other lanes masked off, so a warp pays
+for every arm any of its lanes takes, and a loop runs as long as its longest
+lane. The family computes one function and changes only how lanes meet its
+branches:
+
+    out[i] = z after T(x[i]) steps of z <- z * m + c, from z = 0, where
+        even i:  m = x[i], c = A      (a geometric series in x: A (1 + x + ... + x^(T-1)))
+        odd i:   m = B,    c = x[i]   (a damped running sum of x: x (1 + B + ... + B^(T-1)))
+        T(x) = CHUNK * min(N_CHUNKS, 1 + floor(N_CHUNKS |x|))   steps, 8 to 256
+
+Both arms cost one FMA a step, so neither is the cheap one. The trip count
+grows with |x|, like an escape-time count: every input decides how long its
+lane works. Why one function for both lessons: the parity steps (v01 to v03)
+and the data steps (v04, v05) can then be checked against the same float64
+reference and timed against each other on the same inputs, and the straight
+kernel (v01) shows both kinds of divergence at once.
+
+- v01 branches on ``i % 2``: every warp holds both parities and runs both arms.
+- v02 remaps threads to elements so that warp 2w takes the even elements and
+  warp 2w+1 the odd ones of the same 64: the branch is uniform in each warp.
+- v03 has no branch at all: each lane selects its (m, c) by parity and runs all
+  N_CHUNKS chunks, freezing its z with (m, c) = (1, 0) once its own count is done.
+- v04 keeps the selection but stops each lane at its own count: a data-dependent
+  loop, where the warp runs until its longest lane is done.
+- v05 regroups each block's elements by trip count in shared memory, so a warp's
+  lanes have similar counts, and writes every result back to its own index.
+
+Inputs come in two kinds. ``uniform``: |x| in [0.97, 1), so every element runs the
+full 256 steps; only the parity divergence shows (v01 ~2x v02; v03 ~ v02; v04 ~ v03).
+``skewed``: one element in 16, at random places, runs 256 steps and the rest
+8 to 32, so almost every warp of 32 holds one long lane; v04 then runs nearly as
+long as v03, and v05, whose warps are sorted, does what the data asks.
+
+FLOPs: 2 per step (one FMA), counted at the full 256 steps (2 x 256 n), which
+is the work of the uniform kind; the skewed kind does about a seventh of that
+(4.3 of 32 chunks an element on average), so its GFLOP/s figure is a rate of
+"work a branch-free kernel would do", not of work done. Bytes moved: 8 n
+(read x, write out): with 256 FMAs for every 8 bytes the family is
+compute-bound, which is what lets divergence show in the time.
+``python -m zoo divergence`` sweeps the share of lanes per warp that take the
+long path (see ``sweep.py``). The baseline is a CuPy ElementwiseKernel computing
+the same function in C, branch-free selection and a per-lane loop (v04's shape).
+"""
+import functools
+
+import numpy as np
+
+ORDER = 70
+INPUTS = ("x",)
+DTYPE = np.float32
+NDIM = 1
+INPUT_KINDS = ("uniform", "skewed")
+TEST_SIZES = (1, 31, 33, 1000, 4099)
+GPU_TEST_SIZES = (1, 3, 31, 33, 1000, 4099, 65_537, (1 << 20) + 3, (1 << 24) + 7)
+BENCH_SIZES = (1 << 20, 1 << 22, 1 << 24)
+HEADLINE_SIZE = 1 << 24
+BASELINE = "cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop"
+
+A = 0.5  # the even arm's constant term
+B = 0.9375  # the odd arm's damping, 15/16: exact in float32
+CHUNK = 8  # FMAs per chunk: the unit of a trip count, unrolled in every kernel
+N_CHUNKS = 32  # most chunks: 256 steps. N_CHUNKS |x| is exact in float32 (a power of two)
+LONG = 0.97  # |x| >= (N_CHUNKS - 1) / N_CHUNKS gets all N_CHUNKS chunks
+SKEW_ONE_IN = 16  # the skewed kind: one long element in 16
+
+
+def TOLERANCE(size):
+    # a float32 recurrence of up to 256 roundings: each step's error is damped by
+    # |m| < 1 afterwards, so the relative error stays a few float32 ulps times the
+    # geometric series' gain (measured below 1e-6 in the norm)
+    return 1e-5
+
+
+def make_inputs(size, seed, kind="uniform"):
+    rng = np.random.default_rng(seed)
+    n = int(size)
+    sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    if kind == "uniform":
+        mag = rng.uniform(LONG, 1.0, n)
+    elif kind == "skewed":
+        long = rng.random(n) < 1.0 / SKEW_ONE_IN
+        mag = np.where(long, rng.uniform(LONG, 1.0, n), rng.uniform(0.0, 4.0 / N_CHUNKS, n))
+    else:
+        raise ValueError(f"unknown input kind {kind!r}: expected one of {INPUT_KINDS}")
+    return ((sign * mag).astype(np.float32),)
+
+
+def chunks(x):
+    """Trip count of each element in chunks of CHUNK steps, 1 to N_CHUNKS (NumPy)."""
+    scaled = np.abs(np.asarray(x, np.float64)) * N_CHUNKS  # exact for float32 x, as on the GPU
+    return np.minimum(N_CHUNKS - 1, np.floor(scaled)).astype(np.int64) + 1
+
+
+def reference(x):
+    return reference_at(x, np.arange(x.size))
+
+
+def reference_at(x, index):
+    """The float64 result for elements x that sit at positions ``index`` (whose parity picks the arm).
+
+    ``reference(x)`` is ``reference_at(x, arange(n))``; a sweep checks a sample of
+    a large output with ``reference_at(x[idx], idx)``.
+    """
+    x64 = np.asarray(x).astype(np.float64)
+    odd = (np.asarray(index) & 1).astype(bool)
+    m = np.where(odd, B, x64)
+    c = np.where(odd, x64, A)
+    trips = chunks(x)
+    z = np.zeros_like(x64)
+    for k in range(N_CHUNKS):
+        live = k < trips
+        if not live.any():
+            break
+        zl, ml, cl = z[live], m[live], c[live]
+        for _ in range(CHUNK):
+            zl = zl * ml + cl
+        z[live] = zl
+    return z
+
+
+def output_for(x):
+    return x.shape, np.float32
+
+
+def flops(size):
+    return 2 * CHUNK * N_CHUNKS * int(size)  # one FMA a step, 256 steps: the uniform kind's work
+
+
+def bytes_moved(size):
+    return 2 * 4 * int(size)  # read x, write out
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy_kernel():
+    import cupy
+
+    body = f"""
+    const int odd = (int)(i & 1);
+    const float m = odd ? {B}f : x;
+    const float c = odd ? x : {A}f;
+    const int trips = min({N_CHUNKS - 1}, (int)(fabsf(x) * {N_CHUNKS}.0f)) + 1;
+    float z = 0.0f;
+    for (int k = 0; k < trips * {CHUNK}; ++k) z = fmaf(z, m, c);
+    y = z;
+    """
+    return cupy.ElementwiseKernel("float32 x", "float32 y", body, "zoo_divergence")
+
+
+def baseline(x, out):
+    _cupy_kernel()(x, out)

@@ -1,0 +1,90 @@
+"""What the fusion steps share: the chain's ops as device functions, and cached temporaries.
+
+Every step applies these same functions in the same order; the steps differ
+only in how many kernels (launches) they are grouped into, which is the lesson.
+Constants are float32 so the arithmetic stays float32: numba would widen
+``float32 * 2.0`` to float64.
+"""
+import math
+
+import numpy as np
+from numba import cuda
+
+from zoo.jit import jit
+from zoo.kernels import fusion as spec
+
+SCALE = np.float32(spec.SCALE)
+BIAS = np.float32(spec.BIAS)
+LO = np.float32(spec.LO)
+HI = np.float32(spec.HI)
+C0 = np.float32(spec.GELU_C0)
+C1 = np.float32(spec.GELU_C1)
+HALF = np.float32(0.5)
+ONE = np.float32(1.0)
+
+
+@jit(device=True)
+def sin(v):
+    return math.sin(v)  # libdevice sinf: full range reduction, no fastmath
+
+
+@jit(device=True)
+def scale(v):
+    return v * SCALE
+
+
+@jit(device=True)
+def bias(v):
+    return v + BIAS
+
+
+@jit(device=True)
+def gelu(y):
+    inner = C0 * (y + C1 * (y * y * y))
+    return HALF * y * (ONE + math.tanh(inner))  # libdevice tanhf
+
+
+@jit(device=True)
+def clamp(v):
+    return LO if v < LO else (HI if v > HI else v)  # NaN passes through, as np.clip does
+
+
+# -- temporaries ----------------------------------------------------------------------------------
+_TEMPS = {}
+
+
+def _device_id():
+    try:
+        return cuda.get_current_device().id
+    except Exception:  # the simulator, or a dry run without a device
+        return 0
+
+
+def temporaries(n, count=2):
+    """``count`` float32 device arrays of n elements: allocated on the first call for n, then reused.
+
+    A framework's op-by-op path gets a fresh temporary from a memory pool per op;
+    reusing two here keeps allocation out of the timing, so what is left is
+    exactly the launches and the bytes. One size is kept at a time: at 2^28
+    elements two temporaries are 2 GiB.
+    """
+    # The allocator is part of the key, so the host stand-ins of a dry run
+    # (zoo.compiled swaps cuda.device_array) never serve a real launch.
+    key = (int(n), int(count), _device_id(), cuda.device_array)
+    bufs = _TEMPS.get(key)
+    if bufs is None:
+        _TEMPS.clear()
+        bufs = _TEMPS[key] = tuple(cuda.device_array(int(n), np.float32) for _ in range(count))
+    return bufs
+
+
+def release():
+    """Drop the cached temporaries (numba frees them once they are collected)."""
+    _TEMPS.clear()
+
+
+def aligned(arr):
+    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
+    interface = getattr(arr, "__cuda_array_interface__", None)
+    address = interface["data"][0] if interface else arr.ctypes.data
+    return address % 16 == 0

@@ -1,0 +1,155 @@
+"""sin applied four times: four launches through temporaries against one fused kernel.
+
+The fusion family's steps compute the whole chain; this sweep isolates its
+first lesson, ``sin(sin(sin(sin(x))))`` on n float32, in four ways:
+
+    four_launches   v01's sin_kernel launched four times, ping-ponging between
+                    two cached temporaries: 4 launches, 4 x 8n = 32n bytes
+    fused           v02's sin4_kernel: 1 launch, 8n bytes
+    cupy_ops        cupy.sin four times (fresh temporaries from the pool): 4 launches, 32n
+    cupy_fuse       the same under @cupy.fuse: 1 launch, 8n
+
+Each row gives the launches, the bytes the method really moves, the median
+time (CUDA events), the GB/s those bytes make, and the speed relative to
+four_launches; every row is checked against the float64 reference. In the
+simulator the size is tiny, only the numba rows run and nothing is timed.
+"""
+import numpy as np
+from numba import cuda
+
+from zoo.kernels import fusion as spec
+from zoo.kernels.fusion import ops, v01_unfused_launches as v01, v02_fused_sin as v02
+
+COMMAND = "fusion-sweep"
+HELP = "sin x4 (fusion family): four launches with temporaries against one fused kernel, and CuPy's two ways"
+COLUMNS = ("size", "method", "launches", "bytes", "ms", "gbps", "speedup", "correct")
+METHODS = {  # name: (launches, bytes moved per element)
+    "four_launches": (4, 32),
+    "fused": (1, 8),
+    "cupy_ops": (4, 32),
+    "cupy_fuse": (1, 8),
+}
+GPU_SIZES = "16777216,268435456"
+SIM_SIZES = "1003"
+
+
+def add_arguments(parser):
+    parser.add_argument("--sizes", help=f"elements, joined by commas (default {GPU_SIZES} on a GPU, "
+                                        f"{SIM_SIZES} in the simulator)")
+
+
+def _sizes(text):
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) == 0:
+            raise ValueError(f"expected positive integers joined by commas, got {text!r}")
+        out.append(int(item))
+    return out
+
+
+def reference(x):
+    s = x.astype(np.float64)
+    for _ in range(4):
+        s = np.sin(s)
+    return s
+
+
+def four_launches(x, out):
+    blocks = (x.size + v01.THREADS_PER_BLOCK - 1) // v01.THREADS_PER_BLOCK
+    t0, t1 = ops.temporaries(x.size)
+    v01.sin_kernel[blocks, v01.THREADS_PER_BLOCK](x, t0)
+    v01.sin_kernel[blocks, v01.THREADS_PER_BLOCK](t0, t1)
+    v01.sin_kernel[blocks, v01.THREADS_PER_BLOCK](t1, t0)
+    v01.sin_kernel[blocks, v01.THREADS_PER_BLOCK](t0, out)
+
+
+def fused(x, out):
+    blocks = (x.size + v02.THREADS_PER_BLOCK - 1) // v02.THREADS_PER_BLOCK
+    v02.sin4_kernel[blocks, v02.THREADS_PER_BLOCK](x, out)
+
+
+def cupy_ops(x, out):
+    import cupy
+
+    cupy.sin(cupy.sin(cupy.sin(cupy.sin(x))), out=out)
+
+
+_FUSED = None
+
+
+def cupy_fuse(x, out):
+    global _FUSED
+    if _FUSED is None:
+        import cupy
+
+        @cupy.fuse(kernel_name="sin4")
+        def sin4(x, out):
+            out[...] = cupy.sin(cupy.sin(cupy.sin(cupy.sin(x))))  # fusion's in-place store: no copy kernel
+
+        _FUSED = sin4
+    _FUSED(x, out)
+
+
+def measure(args):
+    from zoo import harness
+
+    sizes = _sizes(args.sizes or (SIM_SIZES if args.simulator else GPU_SIZES))
+    rows = []
+    for n in sizes:
+        (x,) = spec.make_inputs(n, 0)
+        ref = reference(x)
+        sets = [(cuda.to_device(x),)] if args.simulator else harness.input_sets((x,))
+        out = cuda.device_array(n, np.float32)
+        poison = np.full(n, np.nan, np.float32)
+        calls = {"four_launches": (four_launches, sets, out), "fused": (fused, sets, out)}
+        if not args.simulator:
+            import cupy
+
+            # CuPy views of the same device memory: every method reads the same inputs
+            cupy_sets, cupy_out = [(cupy.asarray(s[0]),) for s in sets], cupy.asarray(out)
+            calls.update(cupy_ops=(cupy_ops, cupy_sets, cupy_out), cupy_fuse=(cupy_fuse, cupy_sets, cupy_out))
+        first = None
+        for method, (call, inputs, dst) in calls.items():
+            launches, per_element = METHODS[method]
+            out.copy_to_device(poison)  # an unwritten element fails the check
+            call(inputs[0][0], dst)
+            ok, _, _ = harness.compare(out.copy_to_host(), ref, spec.TOLERANCE)
+            row = dict(size=n, method=method, launches=launches, bytes=per_element * n, correct=bool(ok))
+            if not args.simulator:
+                ms = harness.time_launches(lambda i: call(inputs[i % len(inputs)][0], dst)).median_ms
+                first = first or ms
+                row.update(ms=ms, gbps=per_element * n / ms / 1e6, speedup=first / ms)
+            rows.append(row)
+    return rows
+
+
+def _num(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def plot(rows, device_name):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    timed = [r for r in rows if _num(r.get("ms"))]
+    if not timed:
+        ax.text(0.5, 0.5, "no timings: the simulator checks correctness only", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        ax.set_title(f"sin x4, fused and not, on {device_name}")
+    else:
+        n = max(r["size"] for r in timed)  # the largest size: the one DRAM bandwidth decides
+        mine = [r for r in timed if r["size"] == n]
+        bars = ax.bar(range(len(mine)), [r["ms"] for r in mine],
+                      color=["tab:red" if r["launches"] > 1 else "tab:green" for r in mine])
+        for bar, r in zip(bars, mine):
+            ax.annotate(f"{r['launches']} launch{'es' if r['launches'] > 1 else ''}, {r['bytes'] / n:.0f}n B\n"
+                        f"{r['speedup']:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(mine)), [r["method"] for r in mine])
+        ax.set_ylabel("ms per call")
+        ax.set_ylim(0, 1.25 * max(r["ms"] for r in mine))
+        ax.set_title(f"sin x4 on {device_name}, n = {n}: speed relative to four launches")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,73 @@
+"""32-bit words: eight elements per load, a grid-stride loop with uint32 indices.
+
+Changes:
+    From v01: a grid sized to the GPU (8 blocks of 256 threads per SM) walks
+    the bytes four at a time through ``words.load_word`` / ``store_word``
+    (``ld.global.u32`` / ``st.global.u32``). ``relu_word`` unpacks the eight
+    nibbles of a word in a loop over constant shifts (unrolled by the
+    compiler), takes the maximum and ORs each back into place. ``launch``
+    splits the bytes at the first 4-byte boundary: the head before it and the
+    tail after the last whole word (3 bytes at most each) go one byte per
+    thread through v01's ``relu_byte``. When ``packed`` and ``out`` sit at
+    different offsets from a 4-byte boundary no word is aligned in both, and
+    ``launch`` runs v01 instead. Indices are uint32 (fewer than 2^31 bytes).
+
+Why it is faster:
+    A warp's load now moves 128 bytes, a full cache line, with one
+    instruction: a quarter of v01's loads, stores, loop iterations and index
+    arithmetic for the same bytes. The unpacking stays: compiled for sm_90 the
+    loop is 75 instructions per word, about 9 per element, which at the packed
+    rate starts to weigh as much as the memory traffic.
+
+Measured:
+    not yet measured on a GPU
+"""
+from numba import cuda, int32, uint32
+
+from zoo.device import sm_count
+from zoo.jit import jit
+from zoo.kernels.int4 import v01_byte_per_thread as bytewise
+from zoo.kernels.int4 import words
+from zoo.kernels.int4.v01_byte_per_thread import relu_byte
+from zoo.kernels.int4.words import load_word, store_word
+
+THREADS_PER_BLOCK = 256
+BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
+validate = words.validate  # uint32 byte indices
+
+
+@jit(device=True)
+def relu_word(w):
+    r = uint32(0)
+    for k in range(8):  # constant bounds: unrolled, every shift a constant
+        q = int32(w << uint32(28 - 4 * k)) >> 28  # nibble k (bits 4k..4k+3) to the top, then sign-extended down
+        q = max(q, 0)
+        r |= (uint32(q) & uint32(15)) << uint32(4 * k)
+    return uint32(r)
+
+
+@jit
+def relu_words(packed, out, head, count, size):
+    g = uint32(cuda.grid(1))
+    stride = uint32(cuda.gridsize(1))
+    i = g
+    while i < count:
+        j = head + i * uint32(4)  # a 4-byte aligned address in both arrays (launch's split)
+        store_word(out, j, relu_word(load_word(packed, j)))
+        i += stride
+    if g < head:  # bytes before the first aligned word, one a thread
+        out[g] = relu_byte(packed[g])
+    e = head + count * uint32(4) + g  # bytes after the last whole word
+    if e < size:
+        out[e] = relu_byte(packed[e])
+
+
+def launch(packed, out):
+    parts = words.split(packed, out, 4)
+    if parts is None:
+        bytewise.launch(packed, out)  # no 4 bytes are aligned in both arrays at once
+        return
+    head, count = parts
+    needed = (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+    blocks = max(1, min(needed, BLOCKS_PER_SM * sm_count()))  # one block covers the head and tail (<= 3 each)
+    relu_words[blocks, THREADS_PER_BLOCK](packed, out, uint32(head), uint32(count), uint32(packed.size))
