@@ -264,8 +264,9 @@ def cmd_run(args):
                 any_failed |= any(m.correct is False for m in measured)
                 runs.setdefault(fam.name, {})[key] = measured
                 console.print(_run_table(fam, key, measured))
-    if args.save:
-        path = results.save(runs, properties(), versions(), commit=_git_commit())
+            if args.save and fam.name in runs:  # family by family: an interrupted run keeps what it measured
+                path = results.save({fam.name: runs[fam.name]}, properties(), versions(), commit=_git_commit())
+    if args.save and runs:
         console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates README and plots")
     return 1 if any_failed else 0
 
