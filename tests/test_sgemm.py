@@ -1,10 +1,13 @@
-"""SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates."""
+"""SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates, edges in the kernel
+(v11) and split-K (v12)."""
 import numpy as np
 import pytest
 
 import zoo
 from zoo import harness
 from zoo.kernels.sgemm import padding, tune
+from zoo.kernels.sgemm import v11_edges_in_kernel as v11
+from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, build, launch_with
 
 SGEMM = zoo.family("sgemm")
@@ -103,3 +106,118 @@ def test_launch_on_device_arrays_without_the_optional_c():
     out = cuda.to_device(np.full((A.shape[0], B.shape[1]), np.nan, np.float32))
     SGEMM["v06"].launch((cuda.to_device(A), cuda.to_device(B)), out)
     assert harness.compare(out.copy_to_host(), SGEMM.reference(A, B), SGEMM.TOLERANCE)[0]
+
+
+# -- v11 and v12: edges in the kernel, split-K ------------------------------------------------------
+
+# 1 and primes on every axis, shapes that are no multiple of a tile or of 4, and the whole-tile case;
+# in the simulator the steps run 32 x 32 x 8 tiles, so these cross several tile edges.
+EDGE_SHAPES = ((1, 1, 1), (1, 37, 5), (37, 1, 3), (13, 7, 1), (31, 29, 37), (33, 65, 17), (64, 36, 20),
+               (32, 32, 8))
+
+
+def _device_operands(size, seed):
+    from numba import cuda
+
+    A, B, C = operands(size, seed)
+    out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
+    return A, B, C, cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out
+
+
+def _check(out, A, B, C, alpha, beta):
+    ok, err, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=alpha, beta=beta),
+                                      SGEMM.TOLERANCE)
+    assert ok, detail
+
+
+@pytest.fixture
+def no_copies(monkeypatch):
+    """Any padded copy or device allocation inside a launch fails the test."""
+    from numba import cuda
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a launch allocated or padded: v11 and v12 must not copy")
+
+    for name in ("padded", "run_tiled"):
+        monkeypatch.setattr(padding, name, refuse)
+    for name in ("device_array", "device_array_like", "to_device"):
+        monkeypatch.setattr(cuda, name, refuse)
+
+
+@pytest.mark.parametrize("step", [v11, v12], ids=["v11", "v12"])
+@pytest.mark.parametrize("size", EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_edges_in_the_kernel_without_copies(step, size, request):
+    A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size))
+    request.getfixturevalue("no_copies")
+    step.launch(dA, dB, dC, out, alpha=0.75, beta=-0.5)
+    _check(out, A, B, C, 0.75, -0.5)
+
+
+def test_alignment_picks_the_kernel():
+    """float4 where K % 4 and N % 4 and the bases allow it; scalar loads for a view starting 4 bytes in."""
+    from numba import cuda
+
+    t = v11.TILES
+    A, B, C, dA, dB, dC, out = _device_operands((20, 12, 16), seed=2)
+    v11.launch(dA, dB, None, out)
+    assert v11.kernel_for(t, True, True).last_launch is not None
+    _check(out, A, B, None, 1.0, 0.0)
+
+    flat = cuda.to_device(np.concatenate([np.zeros(1, np.float32), A.ravel()]))
+    shifted = flat[1:].reshape(A.shape)  # C-contiguous, K % 4 == 0, but its rows start 4 bytes off 16
+    assert not v11.aligned(shifted) and v11.aligned(dA)
+    v11.kernel_for(t, False, True).last_launch = None
+    v11.launch(shifted, dB, dC, out, alpha=2.0, beta=1.0)
+    assert v11.kernel_for(t, False, True).last_launch is not None
+    _check(out, A, B, C, 2.0, 1.0)
+
+    A, B, C, dA, dB, dC, out = _device_operands((9, 13, 7), seed=3)  # K and N odd: scalar on both sides
+    v11.launch(dA, dB, dC, out, alpha=1.0, beta=2.0)
+    assert v11.kernel_for(t, False, False).last_launch is not None
+    _check(out, A, B, C, 1.0, 2.0)
+
+
+@pytest.mark.parametrize("size,split", [((33, 17, 65), 3), ((5, 7, 40), 4), ((31, 36, 9), 2), ((1, 1, 1), 1),
+                                        ((20, 12, 64), 8)], ids=lambda p: "x".join(map(str, p)) if
+                         isinstance(p, tuple) else f"S{p}")
+def test_split_k_slices_add_up(size, split):
+    """Forced splits (the simulator's one SM would never choose them): slices end inside a BK step,
+    some slices get dropped when rounded up, and beta * C is added once, not once per slice."""
+    A, B, C, dA, dB, dC, out = _device_operands(size, seed=split)
+    for kernel in v12._kernels.values():
+        kernel.last_launch = None
+    v12.launch_split(v12.TILES, split, dA, dB, dC, out, -1.25, 0.5)
+    _check(out, A, B, C, -1.25, 0.5)
+    launched = [k.last_launch for k in v12._kernels.values() if k.last_launch is not None]
+    assert [launch.grid[2] for launch in launched] == [v12.slices(size[2], v12.TILES.BK, split)[1]]
+
+
+def test_split_plan_fills_one_wave():
+    """The docstring's arithmetic for an H200: 132 SMs, 2 blocks each, v10's 128 x 128 x 16 tiles."""
+    def plan(*mnk):
+        p = v12.plan(*mnk, tiles=DEFAULT, sms=132)
+        return p["tiles"], p["split"], p["blocks"]
+
+    assert plan(1024, 1024, 1024) == (64, 4, 256)
+    assert plan(512, 512, 4096) == (16, 16, 256)
+    assert plan(128, 128, 65536) == (1, v12.MAX_SPLIT, v12.MAX_SPLIT)
+    assert plan(2048, 2048, 2048)[1] == plan(4096, 4096, 4096)[1] == plan(1, 1, 1)[1] == 1
+    assert plan(100, 100, 40)[1] == 1  # 3 steps of K: too few to share
+    for m, n, k in ((1000, 777, 333), (4097, 1, 4097), (1, 1, 10**6)):
+        p = v12.plan(m, n, k, tiles=DEFAULT, sms=132)
+        assert p["blocks"] <= p["slots"] or p["split"] == 1
+        assert (p["split"] - 1) * p["k_slice"] < k <= p["split"] * p["k_slice"]  # no empty slice
+
+
+GPU_EDGE_SHAPES = ((1, 1, 1), (4095, 4095, 4095), (4097, 4097, 4097), (3000, 5000, 2000), (1009, 1013, 1019),
+                   (127, 4099, 131), (4099, 3, 8191), (1024, 1024, 1024), (509, 509, 4093), (64, 64, 65537))
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
+@pytest.mark.parametrize("step", [v11, v12], ids=["v11", "v12"])
+@pytest.mark.parametrize("size", GPU_EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_large_irregular_shapes_on_the_gpu(step, size, request):
+    A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size) % 1000)
+    request.getfixturevalue("no_copies")
+    step.launch(dA, dB, dC, out, alpha=1.0, beta=0.5)
+    _check(out, A, B, C, 1.0, 0.5)

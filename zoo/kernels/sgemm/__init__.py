@@ -9,9 +9,10 @@ until the FMA units are what limits it. The baseline is cuBLAS SGEMM through
 ``cupy.matmul`` in float32 with TF32 off.
 
 Sizes are n (square) or M x N x K. Every variant takes any M, N, K >= 1: the
-first steps guard each access inside the kernel; from v06 on, shapes that are
-not whole tiles go through ``padding.run_tiled``, which copies A and B into
-zero-padded buffers and crops the result (its cost is inside the timed launch).
+first steps guard each access inside the kernel; v06 to v10 send shapes that
+are not whole tiles through ``padding.run_tiled``, which copies A and B into
+zero-padded buffers and crops the result (its cost is inside the timed launch);
+from v11 on, the kernel handles partial tiles itself and nothing is copied.
 Inputs must be row-major and C-contiguous; anything else is refused, not copied.
 """
 import numbers

@@ -1,6 +1,6 @@
 """Any shape through a kernel that only handles whole tiles: pad, run, crop.
 
-The fast SGEMM variants (v06 on) compute whole BM x BN output tiles over whole
+The fast SGEMM variants v06 to v10 compute whole BM x BN output tiles over whole
 BK slices of K with 16-byte loads, and have no bounds checks in their inner
 loops. ``run_tiled`` gives them any M, N, K: when a dimension is not a multiple
 of its tile, A, B (and C when beta != 0) are copied into zero-padded buffers

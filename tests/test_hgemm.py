@@ -1,0 +1,221 @@
+"""HGEMM and zoo.mma beyond the generic checks: the fragment layout, ldmatrix, padding, the SASS.
+
+The intrinsic tests run a one-warp kernel that places every element by the fragment table of
+zoo.kernels.hgemm: in the simulator they check zoo.mma's emulation, on a GPU they check that the
+hardware agrees with the table. On a GPU the whole file runs with
+
+    ZOO_TARGET=gpu python -m pytest tests/test_hgemm.py -v
+
+(the steps' large sizes, 4095 x 4097 x 1000 included, are the GPU-only tests at the end).
+"""
+import numpy as np
+import pytest
+from numba import cuda, uint32
+from numba.core.types import float16
+
+import zoo
+from tests.conftest import run_zoo
+from zoo import compiled, harness
+from zoo.errors import OutOfRange
+from zoo.jit import jit
+from zoo.kernels.hgemm import padding
+from zoo.kernels.hgemm.v04_cp_async_double_buffered import DEFAULT, Tiles, build, launch_with, valid
+from zoo.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half2, mma_f16_f32, pack_half2
+
+HGEMM = zoo.family("hgemm")
+IRREGULAR = (17, 33, 65)
+
+
+# -- the intrinsics, one warp ---------------------------------------------------------------------
+@jit
+def one_mma(A, B, C, D):
+    """D = A @ B + C for one 16 x 16 x 8 tile, every element placed by the fragment table."""
+    lane = cuda.threadIdx.x
+    g, t = lane // 4, lane % 4
+    a0 = pack_half2(A[g, 2 * t], A[g, 2 * t + 1])
+    a1 = pack_half2(A[g + 8, 2 * t], A[g + 8, 2 * t + 1])
+    a2 = pack_half2(A[g, 2 * t + 8], A[g, 2 * t + 9])
+    a3 = pack_half2(A[g + 8, 2 * t + 8], A[g + 8, 2 * t + 9])
+    b0 = pack_half2(B[2 * t, g], B[2 * t + 1, g])
+    b1 = pack_half2(B[2 * t + 8, g], B[2 * t + 9, g])
+    d0, d1, d2, d3 = mma_f16_f32(a0, a1, a2, a3, b0, b1,
+                                 C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1])
+    D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1] = d0, d1, d2, d3
+
+
+def test_mma_follows_the_fragment_table():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((16, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 8)).astype(np.float16)
+    C = rng.standard_normal((16, 8)).astype(np.float32)
+    D = np.full((16, 8), np.nan, np.float32)
+    one_mma[1, 32](A, B, C, D)
+    ref = A.astype(np.float64) @ B.astype(np.float64) + C
+    np.testing.assert_allclose(D, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_mma_with_a_one_hot_a_picks_rows_of_b():
+    """A = a single 1 at (i, k): D row i is B row k; a wrong lane or half shows up as the wrong row."""
+    B = np.arange(128, dtype=np.float16).reshape(16, 8)
+    C = np.zeros((16, 8), np.float32)
+    for i, k in ((0, 0), (3, 9), (8, 1), (15, 15), (9, 8)):
+        A = np.zeros((16, 16), np.float16)
+        A[i, k] = 1
+        D = np.full((16, 8), np.nan, np.float32)
+        one_mma[1, 32](A, B, C, D)
+        expected = np.zeros((16, 8), np.float32)
+        expected[i] = B[k]
+        np.testing.assert_array_equal(D, expected)
+
+
+@jit
+def pack_and_load(x, words):
+    lane = cuda.threadIdx.x
+    words[lane] = pack_half2(x[2 * lane], x[2 * lane + 1])
+    words[32 + lane] = load_half2(x, 2 * lane)
+
+
+def test_pack_and_load_put_the_lower_index_in_the_low_half():
+    x = np.arange(64, dtype=np.float16) / np.float16(8)
+    words = np.zeros(64, np.uint32)
+    pack_and_load[1, 32](x, words)
+    expected = x.view(np.uint32)  # little-endian: element 2i in bits 0-15
+    np.testing.assert_array_equal(words[:32], expected)
+    np.testing.assert_array_equal(words[32:], expected)
+
+
+STRIDE = 24  # a padded row: 16 float16 + 8
+
+
+@jit
+def ldmatrix_both(X, words):
+    """Load a 16 x 16 tile (rows STRIDE apart in shared memory) with ldmatrix and ldmatrix.trans."""
+    tile = cuda.shared.array(384, float16, alignment=SHARED_ALIGN)  # 16 rows x STRIDE
+    lane = cuda.threadIdx.x
+    for e in range(lane, 256, 32):
+        tile[e // 16 * STRIDE + e % 16] = X[e // 16, e % 16]
+    cuda.syncthreads()
+    at = uint32(lane % 16 * STRIDE + lane // 16 * 8)  # lane l names row l % 16, columns from 8 (l // 16)
+    w0, w1, w2, w3 = ldmatrix_x4(tile, at)
+    words[lane, 0], words[lane, 1], words[lane, 2], words[lane, 3] = w0, w1, w2, w3
+    w0, w1, w2, w3 = ldmatrix_x4_trans(tile, at)
+    words[lane, 4], words[lane, 5], words[lane, 6], words[lane, 7] = w0, w1, w2, w3
+
+
+def _word(lo, hi):
+    return int(np.array([lo, hi], np.float16).view(np.uint32)[0])
+
+
+def test_ldmatrix_gives_the_a_and_b_fragments():
+    X = (np.arange(256).reshape(16, 16) % 2003).astype(np.float16)  # every element distinct
+    words = np.zeros((32, 8), np.uint32)
+    ldmatrix_both[1, 32](X, words)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        # non-transposed: the A fragment of X (a0 a1 a2 a3)
+        a = [_word(X[g, 2 * t], X[g, 2 * t + 1]), _word(X[g + 8, 2 * t], X[g + 8, 2 * t + 1]),
+             _word(X[g, 2 * t + 8], X[g, 2 * t + 9]), _word(X[g + 8, 2 * t + 8], X[g + 8, 2 * t + 9])]
+        assert list(words[lane, :4]) == a, f"lane {lane}"
+        # transposed, X as a k x n tile of B: b0 b1 of columns 0-7, then b0 b1 of columns 8-15
+        b = [_word(X[2 * t, g], X[2 * t + 1, g]), _word(X[2 * t + 8, g], X[2 * t + 9, g]),
+             _word(X[2 * t, g + 8], X[2 * t + 1, g + 8]), _word(X[2 * t + 8, g + 8], X[2 * t + 9, g + 8])]
+        assert list(words[lane, 4:]) == b, f"lane {lane}"
+
+
+# -- the family ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad,error,message", [
+    (lambda A, B: (A, B[:-1]), ValueError, "A's columns must equal B's rows"),
+    (lambda A, B: (A.astype(np.float32), B.astype(np.float32)), TypeError, "must be float16"),
+    (lambda A, B: (A, B.astype(np.float32)), TypeError, "must be float16"),
+    (lambda A, B: (A, B.T), ValueError, "not C-contiguous"),
+    (lambda A, B: (A.ravel(), B), ValueError, "2 dimension"),
+])
+@pytest.mark.parametrize("variant", HGEMM.variants, ids=lambda v: v.name)
+def test_bad_operands_are_refused(variant, bad, error, message):
+    A, B = HGEMM.make_inputs(IRREGULAR, seed=0)
+    with pytest.raises(error, match=message):
+        variant(*bad(A, B))
+
+
+@pytest.mark.parametrize("variant", HGEMM.variants, ids=lambda v: v.name)
+def test_uint32_indexing_limit_is_enforced_before_launch(variant):
+    huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (70_000, 70_000), (0, 0))
+    with pytest.raises(OutOfRange, match="2\\^32"):
+        variant.module.validate(huge, huge)
+
+
+def test_tolerance_grows_with_k_and_stays_below_float16_rounding():
+    assert HGEMM.tolerance(1) == 2e-6
+    assert HGEMM.tolerance((8, 8, 4096)) == HGEMM.tolerance(4096) == pytest.approx(3.05e-5, rel=1e-2)
+    assert HGEMM.tolerance(8192) < 1.4e-4  # a float16 output would be ~1.4e-4 off
+
+
+def test_whole_tiles_skip_the_padding():
+    padding.pad_kernel.last_launch = padding.crop_kernel.last_launch = None
+    A, B = HGEMM.make_inputs((128, 128, 32), seed=1)
+    assert harness.compare(HGEMM["v04"](A, B), HGEMM.reference(A, B), HGEMM.tolerance(32))[0]
+    assert padding.pad_kernel.last_launch is None and padding.crop_kernel.last_launch is None
+    A, B = HGEMM.make_inputs((128, 128, 31), seed=1)
+    assert harness.compare(HGEMM["v04"](A, B), HGEMM.reference(A, B), HGEMM.tolerance(31))[0]
+    assert padding.pad_kernel.last_launch is not None and padding.crop_kernel.last_launch is None
+
+
+def test_launch_on_device_arrays():
+    """What the timing harness and asv do: launch prepared device inputs."""
+    A, B = HGEMM.make_inputs(IRREGULAR, seed=5)
+    out = cuda.to_device(np.full((A.shape[0], B.shape[1]), np.nan, np.float32))
+    HGEMM["v03"].launch((cuda.to_device(A), cuda.to_device(B)), out)
+    assert harness.compare(out.copy_to_host(), HGEMM.reference(A, B), HGEMM.tolerance(IRREGULAR))[0]
+
+
+def test_tile_shapes():
+    assert valid(DEFAULT) and valid(Tiles(128, 128, 32, 64, 64)) and valid(Tiles(64, 64, 32, 32, 32))
+    assert not valid(Tiles(128, 128, 32, 64, 24))  # warp tile not a multiple of 16
+    assert not valid(Tiles(256, 128, 32, 64, 32))  # two buffers exceed 48 KB of static shared memory
+    with pytest.raises(ValueError, match="not valid"):
+        build(Tiles(128, 128, 24, 64, 32))
+
+
+def test_a_smaller_tile_shape_is_correct():
+    """A shape a later tuning step may pick (more warps along K-slices than the defaults)."""
+    tiles = Tiles(64, 64, 32, 32, 32)
+    A, B = HGEMM.make_inputs((70, 65, 40), seed=2)
+    out = cuda.to_device(np.full((70, 65), np.nan, np.float32))
+    launch_with(build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), out)
+    assert harness.compare(out.copy_to_host(), HGEMM.reference(A, B), HGEMM.tolerance(40))[0]
+
+
+# -- what the compiler made of it (no GPU needed: compiled offline for sm_90) --------------------
+@pytest.mark.skipif(compiled._tool("ptxas") is None or compiled._tool("nvdisasm") is None,
+                    reason="ptxas or nvdisasm missing: pip install -e '.[test]'")
+@pytest.mark.parametrize("step,wanted", [
+    ("v01", ("HMMA.16816.F32",)),
+    ("v03", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDG.E.128", "STS.128")),
+    ("v04", ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
+])
+def test_sass_shows_the_tensor_core_instructions(step, wanted):
+    r = run_zoo("show", "hgemm", step, "--sass")
+    assert r.returncode == 0, r.stderr[-2000:]
+    for opcode in wanted:
+        assert opcode in r.stdout, f"{step}: no {opcode} in the SASS"
+    assert "LDL" not in r.stdout and "STL" not in r.stdout, f"{step}: local memory (spills or a local array)"
+
+
+# -- on a GPU ---------------------------------------------------------------------------------------
+@pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: large sizes")
+@pytest.mark.parametrize("size", [(1, 1, 1), IRREGULAR, (4095, 4097, 1000)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", HGEMM.variants, ids=lambda v: v.name)
+def test_on_the_gpu(variant, size):
+    result = harness.check(variant, size, seed=3)
+    assert result.ok, result.detail
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: cuBLAS")
+def test_the_baseline_is_correct():
+    import cupy
+
+    A, B = HGEMM.make_inputs((300, 200, 100), seed=4)
+    out = cupy.full((300, 200), np.nan, np.float32)
+    HGEMM.baseline(cupy.asarray(A), cupy.asarray(B), out)
+    ok, err, detail = harness.compare(cupy.asnumpy(out), HGEMM.reference(A, B), HGEMM.tolerance(100))
+    assert ok, detail

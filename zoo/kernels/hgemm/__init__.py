@@ -1,0 +1,202 @@
+"""HGEMM on tensor cores, out = A @ B: float16 inputs, float32 accumulation and output.
+
+Why ``hgemm`` and not ``tensor_cores``: zoo's families are named after the
+operation (sgemm, transpose, reduce), and the technique is what the steps teach.
+The H is BLAS's prefix for half precision inputs; the output here is float32
+(in cuBLAS terms a ``cublasGemmEx`` with 16F A and B, 32F C and 32F compute),
+because a float32 result is what makes the tensor core comparable with the
+zoo's SGEMM and checkable to a tight tolerance.
+
+A GEMM is bound by arithmetic, and on a Hopper GPU float16 arithmetic lives in
+the tensor cores: one ``mma.sync`` instruction per warp does a 16 x 8 x 16
+multiply-accumulate (4096 FLOPs) where an FFMA does 2 per lane. numba has no
+tensor-core API, so ``zoo.mma`` emits the PTX through llvmlite inline assembly;
+the SASS shows ``HMMA.16816.F32`` (``python -m zoo show hgemm v01 --sass | grep
+HMMA``). The steps then do what keeps the tensor cores fed: shared-memory block
+tiles (v02), ``ldmatrix`` from a conflict-free padded layout with 128-bit
+global loads and larger block tiles (v03), asynchronous copies that load the
+next tile while the current one is multiplied (v04), and larger warp tiles
+(v05). No step is GPU_ONLY: in the simulator ``zoo.mma`` emulates each
+instruction over the warp (see its docstring), so the tests check every step's
+index arithmetic here, and ``tests/test_hgemm.py`` checks on a GPU that the
+hardware agrees with the fragment table below.
+
+The fragments of ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``
+----------------------------------------------------------------------
+Each of the 32 lanes holds fixed elements of every tile (PTX ISA, "Matrix
+Fragments for mma.m16n8k16 with floating point type"). With ``g = lane // 4``
+(PTX's groupID) and ``t = lane % 4`` (threadID_in_group)::
+
+    register   type              A is 16 x 16 (m x k), B is 16 x 8 (k x n), C and D are 16 x 8 (m x n)
+    a0         2 x f16 (uint32)  A[g,     2t], A[g,     2t+1]       low half first
+    a1         2 x f16 (uint32)  A[g + 8, 2t], A[g + 8, 2t+1]
+    a2         2 x f16 (uint32)  A[g,     2t+8], A[g,     2t+9]
+    a3         2 x f16 (uint32)  A[g + 8, 2t+8], A[g + 8, 2t+9]
+    b0         2 x f16 (uint32)  B[2t,     g], B[2t+1, g]           two k of one column
+    b1         2 x f16 (uint32)  B[2t + 8, g], B[2t+9, g]
+    c0, c1     f32, f32          C[g,     2t], C[g,     2t+1]       D likewise
+    c2, c3     f32, f32          C[g + 8, 2t], C[g + 8, 2t+1]
+
+(PTX numbers the eight float16 elements a0..a7; here a0..a3 name the four
+registers that hold them in pairs.) Which lane holds each element of an 8 x 8
+quarter of A, C or D (``lane = 4 row + col // 2``), the same in every quarter::
+
+    col:     0  1   2  3   4  5   6  7
+    row 0:   0  0   1  1   2  2   3  3
+    row 1:   4  4   5  5   6  6   7  7
+    row 2:   8  8   9  9  10 10  11 11
+     ...
+    row 7:  28 28  29 29  30 30  31 31
+
+A's quarters are a0 (rows 0-7, k 0-7), a1 (rows 8-15, k 0-7), a2 (rows 0-7,
+k 8-15), a3 (rows 8-15, k 8-15); C's are c0 c1 (rows 0-7) and c2 c3 (rows
+8-15), columns 0-7. B is the transpose: ``lane = 4 n + k // 2``, b0 for k 0-7
+and b1 for k 8-15. "row.col" in the instruction means A is read along its rows
+and B along its columns: a register always holds two neighbours in k, which for
+B stored row-major (K x N, as here) are N elements apart in memory, hence v01's
+packing, v02's transposed tile and v03's ``ldmatrix.trans``.
+
+Sizes, edges, checking
+----------------------
+Sizes are n (square) or M x N x K; every step takes any M, N, K >= 1 by
+zero-padding A and B to whole tiles and cropping the result (``padding.py``;
+the copies are inside the timed launch, and at the benchmark sizes there are
+none). The reference is the float64 NumPy product of the float16 inputs (they
+are float16 already, so nothing is rounded before it). Every product of two
+float16 numbers is exact in float32 (11 + 11 significant bits <= 24), so the
+only error is the float32 accumulation over K: about 2^-24 per addition,
+growing like sqrt(K) for these zero-mean inputs, and the tensor core's adder
+truncates rather than rounds some of its alignments. TOLERANCE(size) =
+max(2e-6, 2^-21 sqrt(K)) is 3e-5 at K = 4096, about six times the 5e-6 a
+one-warp-per-tile kernel measured there on an H200, and below the ~1.4e-4 that
+a float16 output would cost, so a kernel that rounds through float16 fails.
+
+The baseline is cuBLAS ``cublasGemmEx`` with float16 A and B, float32 output
+and CUBLAS_COMPUTE_32F (the same arithmetic as the steps; cuBLAS picks its
+tensor-core kernel). The row "cupy.matmul fp16 out" times ``cupy.matmul`` on the
+float16 matrices, which returns float16 (the ~620 TFLOP/s figure): it is timed
+as a ceiling, never checked, since its float16 output misses the tolerance.
+
+No TF32 step: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` is
+reachable the same way (float32 bit patterns in ``r`` registers, rounded with
+``cvt.rna.tf32.f32``), but its inputs are float32, its error against a float32
+reference is ~2^-11 per product, and a family has one dtype and one tolerance:
+it belongs in an ``sgemm`` step or a family of its own (see zoo/mma.py).
+
+Hopper's wgmma
+--------------
+sm_90 adds ``wgmma.mma_async``: a warpgroup (4 warps, 128 threads) issues one
+asynchronous MMA of up to 64 x 256 x 16 whose A and B operands are read straight
+from shared memory through 64-bit *matrix descriptors* (address, leading and
+stride byte offsets, swizzle mode), with only the accumulators in registers. It
+frees the registers and the issue slots that ``ldmatrix`` and ``mma.sync``
+spend, and with TMA (``cp.async.bulk.tensor``, one thread copies a whole tile,
+completion signalled on an ``mbarrier``) it is how cuBLAS reaches its figure:
+the FlashAttention-3 paper reports that ``mma.sync`` reaches only about two
+thirds of an H100's peak tensor-core rate. From
+numba it is reachable in part: numba-cuda 0.30 asks NVVM for ``sm_90a`` when it
+compiles for the H100 or H200 it runs on (``_ensure_cc`` in its codegen.py adds
+the "a" for cc >= 9.0), which wgmma needs, and the
+same inline-assembly route could emit ``wgmma.fence``, ``wgmma.mma_async``
+(64 float32 outputs per thread for a 64 x 128 tile: an asm statement with 64
+"=f" operands) and ``wgmma.commit_group``/``wait_group``, building descriptors
+with integer arithmetic on shared addresses. What numba lacks is the rest:
+TMA wants a ``CUtensorMap`` kernel parameter marked ``__grid_constant__`` (numba
+cannot mark one), shared tiles must be laid out in the swizzled pattern the
+descriptor names (1024-byte alignment of dynamic shared memory), mbarrier
+pipelines and ``setmaxnreg`` producer/consumer warp specialisation are all
+asm too, and the offline check in this repository compiles for plain sm_90,
+where ptxas refuses wgmma. So this family stops at ``mma.sync``; a wgmma step
+would be a project of its own.
+"""
+import math
+
+import numpy as np
+
+ORDER = 35  # right after sgemm (30): the same problem on the tensor cores
+INPUTS = ("A", "B")
+DTYPE = np.float16
+NDIM = 2
+TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31))
+GPU_TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31), (1000, 777, 333), (4095, 4097, 1000),
+                  (4096, 4096, 4096))
+BENCH_SIZES = (1024, 2048, 4096, 8192)
+HEADLINE_SIZE = 4096
+BASELINE = "cuBLAS GemmEx"
+SIZE_DIMS = (1, 3)  # n (square) or M x N x K
+
+
+def dims(size):
+    """(M, N, K) of a size: n means n x n x n."""
+    if isinstance(size, int):
+        return size, size, size
+    m, n, k = size
+    return m, n, k
+
+
+def TOLERANCE(size):
+    """Relative norm error of float32 accumulation over K (see the module docstring)."""
+    k = dims(size)[2]
+    return max(2e-6, 2.0**-21 * math.sqrt(k))
+
+
+def make_inputs(size, seed):
+    m, n, k = dims(size)
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, k), dtype=np.float32).astype(np.float16),
+            rng.standard_normal((k, n), dtype=np.float32).astype(np.float16))
+
+
+def reference(A, B):
+    return A.astype(np.float64) @ B.astype(np.float64)
+
+
+def output_for(A, B):
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         "A's columns must equal B's rows")
+    return (A.shape[0], B.shape[1]), np.float32
+
+
+def flops(size):
+    m, n, k = dims(size)
+    return 2 * m * n * k
+
+
+def bytes_moved(size):
+    m, n, k = dims(size)
+    return 2 * (m * k + k * n) + 4 * m * n
+
+
+def baseline(A, B, out):
+    """cublasGemmEx: float16 A and B, float32 out, float32 compute; row-major through the transpose trick."""
+    import cupy
+    from cupy_backends.cuda.api import runtime
+    from cupy_backends.cuda.libs import cublas
+
+    m, k = A.shape
+    n = B.shape[1]
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    try:
+        # cuBLAS is column-major: row-major out (M x N) is column-major out^T = B^T A^T, so B goes first.
+        cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
+                      one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, n,
+                      A.data.ptr, runtime.CUDA_R_16F, k,
+                      zero.ctypes.data, out.data.ptr, runtime.CUDA_R_32F, n,
+                      cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+    finally:
+        cublas.setPointerMode(handle, mode)
+
+
+def matmul_fp16_out(A, B, out):
+    """cupy.matmul on the float16 matrices: a float16 result (out is left alone)."""
+    import cupy
+
+    cupy.matmul(A, B)
+
+
+CEILINGS = {"cupy.matmul fp16 out": matmul_fp16_out}  # timed, never checked: its output is float16

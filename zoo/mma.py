@@ -1,0 +1,338 @@
+"""Tensor cores from numba: warp-level ``mma.sync``, ``ldmatrix`` and ``cp.async`` as intrinsics.
+
+numba has no WMMA API. These ``@intrinsic`` functions emit the PTX instructions
+through llvmlite's ``ir.InlineAsm`` (the way ``zoo.vector`` emits 128-bit loads
+through plain LLVM IR), so a kernel written in Python calls the tensor cores:
+
+    d0, d1, d2, d3 = mma_f16_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+is one ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: the 32 lanes of
+a warp together multiply a 16 x 16 float16 tile of A by a 16 x 8 float16 tile
+of B and add a 16 x 8 float32 tile C. Each lane holds a fixed part of every
+tile (the *fragments*, tabled in ``zoo.kernels.hgemm``): A as four 32-bit
+registers (two float16 each), B as two, C and D as four float32. The SASS
+instruction is ``HMMA.16816.F32``.
+
+The other intrinsics get float16 data into those registers:
+
+=========================================  =====================================================
+``load_half2(arr, i)``                      arr[i], arr[i+1] as one 32-bit word (i even): ``ld.b32``
+``load_half8(arr, i)``                      arr[i..i+7] as four words (i a multiple of 8): ``ld.v4.b32``
+``store_half8(arr, i, w0, w1, w2, w3)``     the reverse: ``st.v4.b32``
+``pack_half2(lo, hi)``                      two float16 values into one word, ``lo`` in the low half
+``ldmatrix_x4(tile, i)``                    ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``
+``ldmatrix_x4_trans(tile, i)``              the same with ``.trans`` (each 8 x 8 matrix transposed)
+``cp_async16(tile, i, src, j)``             ``cp.async.cg.shared.global``: 16 bytes global -> shared
+``cp_async_commit()``                       ``cp.async.commit_group``
+``cp_async_wait_all()``                     ``cp.async.wait_group 0``
+=========================================  =====================================================
+
+Arrays are 1-D float16 (a kernel indexes flat views of C-contiguous matrices);
+the ``tile`` of ``ldmatrix`` and ``cp_async16`` must be a ``cuda.shared.array``
+declared with ``alignment=SHARED_ALIGN`` (16 bytes on the GPU).
+Words are ``uint32`` with the lower-indexed float16 in bits 0-15, which is the
+order ``.f16x2`` registers use.
+
+``ldmatrix_x4``: lanes 8j .. 8j+7 each give the element index of one row of
+matrix j (eight consecutive float16, 16-byte aligned); each lane gets back one
+word of each matrix: word j holds row ``lane // 4``, columns ``2 (lane % 4)``
+and ``2 (lane % 4) + 1`` of matrix j, which is exactly the A and C fragment
+layout of ``mma``. With ``.trans`` it holds rows ``2 (lane % 4)`` and
+``2 (lane % 4) + 1`` of column ``lane // 4``: the B fragment, read from a B tile
+stored row-major (k-major) in shared memory.
+
+Why the asm statements are marked as they are: ``mma`` reads only registers, so
+it has no side effects and LLVM may schedule it freely. ``ldmatrix`` and the
+``cp.async`` family read or write shared memory behind LLVM's back, so they are
+``sideeffect`` with a ``~{memory}`` clobber; otherwise LLVM would treat an
+``ldmatrix`` at a loop-invariant address as loop-invariant and hoist it out of
+the K loop, across the barrier that refills the tile.
+
+In the simulator
+----------------
+The same names are Python functions with the instructions' semantics, so the
+kernels that use them run (slowly) in numba's CUDA simulator and their index
+arithmetic is checked there. ``mma_f16_f32`` and the ``ldmatrix`` functions are
+collective: every lane of the warp deposits its registers (or its row address)
+through the warp rendezvous of ``zoo._simwarp``, and each lane computes its own
+result from all of them (a float64 product rounded to float32; the tensor core
+adds with at least float32 precision). ``cp_async16`` copies at once and the
+commit and wait are no-ops, which is a legal schedule of the real instruction.
+What the simulator cannot check is that the hardware agrees with this module's
+reading of the PTX ISA; ``tests/test_hgemm.py`` runs the kernels on a GPU too.
+"""
+import numpy as np
+
+from zoo import SIMULATOR
+
+FULL_MASK = 0xFFFFFFFF
+# Pass as cuda.shared.array(..., alignment=SHARED_ALIGN): numba aligns a float16 shared array to
+# 2 bytes, but 128-bit stores, ldmatrix rows and cp.async need 16. The simulator refuses the
+# argument unless it is None (its arrays are NumPy's, aligned anyway).
+SHARED_ALIGN = None if SIMULATOR else 16
+
+if SIMULATOR:
+    def _bits(x):
+        return int(np.asarray(x, dtype=np.float16).view(np.uint16))
+
+    def _half(bits):
+        return np.array(bits & 0xFFFF, dtype=np.uint16).view(np.float16)[()]
+
+    def _unpack(word):
+        word = int(word)
+        return float(_half(word)), float(_half(word >> 16))
+
+    def pack_half2(lo, hi):
+        return np.uint32(_bits(lo) | _bits(hi) << 16)
+
+    def load_half2(arr, i):
+        i = int(i)
+        if i % 2:
+            raise IndexError(f"load_half2 at element {i}: not 4-byte aligned")
+        return pack_half2(arr[i], arr[i + 1])
+
+    def load_half8(arr, i):
+        i = int(i)
+        if i % 8:
+            raise IndexError(f"load_half8 at element {i}: not 16-byte aligned")
+        return tuple(pack_half2(arr[i + 2 * j], arr[i + 2 * j + 1]) for j in range(4))
+
+    def store_half8(arr, i, w0, w1, w2, w3):
+        i = int(i)
+        if i % 8:
+            raise IndexError(f"store_half8 at element {i}: not 16-byte aligned")
+        for j, w in enumerate((w0, w1, w2, w3)):
+            arr[i + 2 * j], arr[i + 2 * j + 1] = _unpack(w)
+
+    def _warp_exchange(kind, value):
+        from zoo._simwarp import _here
+
+        warp, lane = _here()
+        return warp.exchange(lane, FULL_MASK, kind, value), lane
+
+    def _full(rv, what):
+        if rv.arrived != FULL_MASK:
+            missing = [lane for lane in range(32) if not rv.arrived >> lane & 1]
+            raise RuntimeError(f"{what} needs all 32 lanes of the warp (.aligned); lanes {missing} did not take part")
+
+    def mma_f16_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        rv, lane = _warp_exchange("mma", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+        _full(rv, "mma.sync")
+        tiles = getattr(rv, "mma_result", None)
+        if tiles is None:  # the first lane here builds the tiles; the others reuse them
+            A, B, C = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
+            for src, regs in enumerate(rv.values):
+                g, t = src >> 2, src & 3
+                for reg, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
+                    A[row, col], A[row, col + 1] = _unpack(regs[reg])
+                for reg, k in enumerate((2 * t, 2 * t + 8)):
+                    B[k, g], B[k + 1, g] = _unpack(regs[4 + reg])
+                C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1] = regs[6:10]
+            tiles = rv.mma_result = (A @ B + C).astype(np.float32)
+        g, t = lane >> 2, lane & 3
+        return tiles[g, 2 * t], tiles[g, 2 * t + 1], tiles[g + 8, 2 * t], tiles[g + 8, 2 * t + 1]
+
+    def _ldmatrix(tile, i, trans):
+        i = int(i)
+        if i % 8:
+            raise IndexError(f"ldmatrix row at element {i}: not 16-byte aligned")
+        rv, lane = _warp_exchange("ldmatrix", (tile, i))
+        _full(rv, "ldmatrix")
+        g, t = lane >> 2, lane & 3
+        words = []
+        for j in range(4):
+            rows = [rv.values[8 * j + r] for r in range(8)]  # (array, first element) of each row of matrix j
+            if trans:
+                (arr0, r0), (arr1, r1) = rows[2 * t], rows[2 * t + 1]
+                words.append(pack_half2(arr0[r0 + g], arr1[r1 + g]))
+            else:
+                arr, r = rows[g]
+                words.append(pack_half2(arr[r + 2 * t], arr[r + 2 * t + 1]))
+        return tuple(words)
+
+    def ldmatrix_x4(tile, i):
+        return _ldmatrix(tile, i, False)
+
+    def ldmatrix_x4_trans(tile, i):
+        return _ldmatrix(tile, i, True)
+
+    def cp_async16(tile, i, src, j):
+        i, j = int(i), int(j)
+        if i % 8 or j % 8:
+            raise IndexError(f"cp_async16 from element {j} to {i}: not 16-byte aligned")
+        for e in range(8):
+            tile[i + e] = src[j + e]
+
+    def cp_async_commit():
+        pass
+
+    def cp_async_wait_all():
+        pass
+
+else:
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    _I32 = ir.IntType(32)
+    _F32 = ir.FloatType()
+
+    def _check_half_array(arr, what):
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float16):
+            raise TypeError(f"{what} needs a 1-D float16 array, got {arr}")
+
+    def _element_pointer(context, builder, arrty, arr, index, indexty):
+        data = context.make_array(arrty)(context, builder, arr).data
+        offset = context.cast(builder, index, indexty, types.intp)
+        return builder.gep(data, [offset])
+
+    def _word_pointer(context, builder, arrty, arr, index, indexty, words):
+        element = _element_pointer(context, builder, arrty, arr, index, indexty)
+        target = _I32 if words == 1 else ir.VectorType(_I32, words)
+        return builder.bitcast(element, target.as_pointer(element.type.addrspace))
+
+    def _shared_address(context, builder, arrty, arr, index, indexty):
+        """The 32-bit shared-window address of arr[index] (numba hands out generic pointers)."""
+        element = _element_pointer(context, builder, arrty, arr, index, indexty)
+        generic = builder.bitcast(element, ir.IntType(8).as_pointer(element.type.addrspace))
+        shared = builder.addrspacecast(generic, ir.IntType(8).as_pointer(3))
+        return builder.ptrtoint(shared, _I32)
+
+    def _global_address(context, builder, arrty, arr, index, indexty):
+        element = _element_pointer(context, builder, arrty, arr, index, indexty)
+        return builder.ptrtoint(element, ir.IntType(64))
+
+    def _as_i32(context, builder, value, ty):
+        return context.cast(builder, value, ty, types.uint32)
+
+    @intrinsic
+    def mma_f16_f32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        for r in (a0, a1, a2, a3, b0, b1):
+            if not isinstance(r, types.Integer):
+                raise TypeError(f"mma_f16_f32: A and B fragments are 32-bit words (uint32), got {r}")
+        sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+        def codegen(context, builder, sig, args):
+            words = [_as_i32(context, builder, v, t) for v, t in zip(args[:6], sig.args[:6])]
+            accs = [context.cast(builder, v, t, types.float32) for v, t in zip(args[6:], sig.args[6:])]
+            ftype = ir.FunctionType(ir.LiteralStructType([_F32] * 4), [_I32] * 6 + [_F32] * 4)
+            asm = ir.InlineAsm(
+                ftype,
+                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+                "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+                side_effect=False)  # registers only: LLVM may schedule it like arithmetic
+            result = builder.call(asm, words + accs)
+            parts = [builder.extract_value(result, j) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, parts)
+
+        return sig, codegen
+
+    @intrinsic
+    def pack_half2(typingctx, lo, hi):
+        sig = types.uint32(types.float16, types.float16)
+
+        def codegen(context, builder, sig, args):
+            # numba keeps a float16 as its 16 bits in an i16 (a bitcast covers an LLVM half too)
+            lo, hi = (builder.zext(builder.bitcast(v, ir.IntType(16)), _I32) for v in args)
+            return builder.or_(lo, builder.shl(hi, ir.Constant(_I32, 16)))  # lo in bits 0-15
+
+        return sig, codegen
+
+    @intrinsic
+    def load_half2(typingctx, arr, index):
+        _check_half_array(arr, "load_half2")
+        sig = types.uint32(arr, index)
+
+        def codegen(context, builder, sig, args):
+            ptr = _word_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1], 1)
+            return builder.load(ptr, align=4)
+
+        return sig, codegen
+
+    @intrinsic
+    def load_half8(typingctx, arr, index):
+        _check_half_array(arr, "load_half8")
+        sig = types.UniTuple(types.uint32, 4)(arr, index)
+
+        def codegen(context, builder, sig, args):
+            ptr = _word_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1], 4)
+            vec = builder.load(ptr, align=16)
+            parts = [builder.extract_element(vec, ir.Constant(_I32, j)) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, parts)
+
+        return sig, codegen
+
+    @intrinsic
+    def store_half8(typingctx, arr, index, w0, w1, w2, w3):
+        _check_half_array(arr, "store_half8")
+        sig = types.void(arr, index, w0, w1, w2, w3)
+
+        def codegen(context, builder, sig, args):
+            ptr = _word_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1], 4)
+            vec = ir.Constant(ir.VectorType(_I32, 4), None)
+            for j in range(4):
+                vec = builder.insert_element(vec, _as_i32(context, builder, args[2 + j], sig.args[2 + j]),
+                                             ir.Constant(_I32, j))
+            builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _ldmatrix(tile, index, trans):
+        _check_half_array(tile, "ldmatrix")
+        sig = types.UniTuple(types.uint32, 4)(tile, index)
+        op = "ldmatrix.sync.aligned.m8n8.x4" + (".trans" if trans else "") + ".shared.b16"
+
+        def codegen(context, builder, sig, args):
+            address = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            ftype = ir.FunctionType(ir.LiteralStructType([_I32] * 4), [_I32])
+            asm = ir.InlineAsm(ftype, op + " {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r,~{memory}",
+                               side_effect=True)
+            result = builder.call(asm, [address])
+            parts = [builder.extract_value(result, j) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, parts)
+
+        return sig, codegen
+
+    @intrinsic
+    def ldmatrix_x4(typingctx, tile, index):
+        return _ldmatrix(tile, index, False)
+
+    @intrinsic
+    def ldmatrix_x4_trans(typingctx, tile, index):
+        return _ldmatrix(tile, index, True)
+
+    @intrinsic
+    def cp_async16(typingctx, tile, index, src, src_index):
+        _check_half_array(tile, "cp_async16 (destination)")
+        _check_half_array(src, "cp_async16 (source)")
+        sig = types.void(tile, index, src, src_index)
+
+        def codegen(context, builder, sig, args):
+            dst = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            source = _global_address(context, builder, sig.args[2], args[2], args[3], sig.args[3])
+            ftype = ir.FunctionType(ir.VoidType(), [_I32, ir.IntType(64)])
+            # .cg: cache in L2 only (the tile is read once per block); 16 bytes, the only size .cg takes
+            asm = ir.InlineAsm(ftype, "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}",
+                               side_effect=True)
+            builder.call(asm, [dst, source])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _bare(text):
+        def codegen(context, builder, sig, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
+            builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    @intrinsic
+    def cp_async_commit(typingctx):
+        return _bare("cp.async.commit_group;")
+
+    @intrinsic
+    def cp_async_wait_all(typingctx):
+        return _bare("cp.async.wait_group 0;")
