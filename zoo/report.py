@@ -66,6 +66,11 @@ def family_table(fam, device_name, size, entries):
     return "\n".join(lines)
 
 
+def family_plot_path(slug, fam):
+    """The family's bar chart of steps; ``-steps`` keeps it apart from a sweep command of the same name."""
+    return PLOTS / f"{slug}-{fam.name}-steps.png"
+
+
 def plot(fam, slug, device_name, keys, by_size):
     """Bars of % of the baseline for each step (and extra baseline), one colour per kind of input."""
     try:
@@ -98,7 +103,7 @@ def plot(fam, slug, device_name, keys, by_size):
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     PLOTS.mkdir(parents=True, exist_ok=True)
-    path = PLOTS / f"{slug}-{fam.name}.png"
+    path = family_plot_path(slug, fam)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

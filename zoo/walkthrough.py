@@ -76,7 +76,7 @@ def _measured_tables(fam, all_results):
         keys = report.headline_keys(fam, by_size)
         for key in keys:
             parts.append(f"Size {key}:\n\n" + report.family_table(fam, name, key, by_size[key]))
-        png = report.PLOTS / f"{slug}-{fam.name}.png"
+        png = report.family_plot_path(slug, fam)
         if png.exists():
             parts.append(f"![{fam.name} on {name}](plots/{png.name})")
     return parts or ["Not measured on a GPU yet: `python -m zoo run --save`, then `python -m zoo report`."]

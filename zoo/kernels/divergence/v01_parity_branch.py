@@ -17,7 +17,12 @@ Why it is faster:
     the longest lane of that half is done, the data divergence of v04 and v05.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 16777216: 21,090 GFLOP/s (407 us a call), 72.3% of
+    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 15
+    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
+    free (m, c) by parity, then the per-lane loop: 1048576: 67.8%, 1048576@skewed:
+    72.6%, 4194304: 71.3%, 4194304@skewed: 87.9%, 16777216@skewed: 90.3%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

@@ -20,7 +20,12 @@ Why it is faster:
     at up to 256 FMAs per element the loads hardly matter.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 16777216: 36,016 GFLOP/s (239 us a call), 123.5% of
+    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 14
+    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
+    free (m, c) by parity, then the per-lane loop: 1048576: 81.7%, 1048576@skewed:
+    75.7%, 4194304: 121.6%, 4194304@skewed: 123.4%, 16777216@skewed: 127.7%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

@@ -18,7 +18,12 @@ Why it is faster:
     issues 256, frozen. It is the yardstick for v04 and v05, which stop early.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 16777216: 29,112 GFLOP/s (295 us a call), 99.8% of
+    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 16
+    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
+    free (m, c) by parity, then the per-lane loop: 1048576: 78.4%, 1048576@skewed:
+    78.1%, 4194304: 98.6%, 4194304@skewed: 93.1%, 16777216@skewed: 94.4%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

@@ -16,7 +16,12 @@ Why it is faster:
     the warps are not, which is what v05 changes.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 16777216: 27,974 GFLOP/s (307 us a call), 95.9% of
+    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 15
+    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
+    free (m, c) by parity, then the per-lane loop: 1048576: 77.5%, 1048576@skewed:
+    79.0%, 4194304: 93.9%, 4194304@skewed: 96.3%, 16777216@skewed: 98.5%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

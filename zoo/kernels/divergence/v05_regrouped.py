@@ -25,7 +25,12 @@ Why it is faster:
     touch all 8 of its 128-byte lines instead of 1, once per element.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 16777216: 22,517 GFLOP/s (381 us a call), 77.2% of
+    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 23
+    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
+    free (m, c) by parity, then the per-lane loop: 1048576: 68.1%, 1048576@skewed:
+    82.1%, 4194304: 74.8%, 4194304@skewed: 134.5%, 16777216@skewed: 143.2%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32, int32, uint32
 

@@ -16,7 +16,9 @@ Why it is faster:
     arithmetic.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 780 GB/s (344 us a call), 188.2% of cupy.take(TABLE,
+    packed, out=out), 12 registers, occupancy bound 100%. Other sizes, % of
+    cupy.take(TABLE, packed, out=out): 16777216: 153.9%. From results/nvidia-h200.json.
 """
 from numba import cuda, int32, uint8, uint32
 

@@ -20,7 +20,9 @@ Why it is faster:
     second. The SMs' issue slots, not DRAM, set the pace. v04 attacks that.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 1,969 GB/s (136 us a call), 474.8% of cupy.take(TABLE,
+    packed, out=out), 32 registers, occupancy bound 100%. Other sizes, % of
+    cupy.take(TABLE, packed, out=out): 16777216: 89.6%. From results/nvidia-h200.json.
 """
 from numba import cuda, uint32
 

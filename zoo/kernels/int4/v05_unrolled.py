@@ -19,7 +19,9 @@ Why it is faster:
     the elements.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 268435456: 3,415 GB/s (78.6 us a call), 823.5% of cupy.take(TABLE,
+    packed, out=out), 40 registers, occupancy bound 75%. Other sizes, % of
+    cupy.take(TABLE, packed, out=out): 16777216: 51.7%. From results/nvidia-h200.json.
 """
 from numba import cuda, uint8, uint32
 

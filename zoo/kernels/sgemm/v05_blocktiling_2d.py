@@ -16,9 +16,9 @@ Why it is faster:
     H200's 132 SMs, so half the chip idles (v03's 32 x 32 tiles make 1024).
 
 Measured:
-    NVIDIA H200, size 4096: 15,267 GFLOP/s (9,003 us a call), 30.0% of cuBLAS, 128
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 15.2%, 2048: 26.7%,
-    8192: 30.8%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 15,234 GFLOP/s (9,022 us a call), 30.1% of cuBLAS, 128
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 14.1%, 2048: 26.5%,
+    8192: 30.7%, 3000x5000x2000: 31.3%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

@@ -17,9 +17,9 @@ Why it is faster:
     bounds checks of v05 also leave the kernel.
 
 Measured:
-    NVIDIA H200, size 4096: 30,951 GFLOP/s (4,441 us a call), 60.9% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 23.3%, 2048: 53.9%,
-    8192: 63.2%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 29,539 GFLOP/s (4,653 us a call), 58.4% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 21.3%, 2048: 42.5%,
+    8192: 62.6%, 3000x5000x2000: 50.8%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

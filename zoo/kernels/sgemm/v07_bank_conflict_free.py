@@ -18,9 +18,9 @@ Why it is faster:
     consecutive threads read 128 contiguous bytes, one per bank.
 
 Measured:
-    NVIDIA H200, size 4096: 33,793 GFLOP/s (4,067 us a call), 66.5% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 26.9%, 2048: 53.6%,
-    8192: 67.0%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 32,490 GFLOP/s (4,230 us a call), 64.2% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 22.2%, 2048: 53.5%,
+    8192: 66.1%, 3000x5000x2000: 43.6%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

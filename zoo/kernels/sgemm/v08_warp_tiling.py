@@ -17,9 +17,9 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    NVIDIA H200, size 4096: 38,000 GFLOP/s (3,617 us a call), 74.8% of cuBLAS, 200
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 34.9%, 2048: 62.7%,
-    8192: 79.1%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 37,728 GFLOP/s (3,643 us a call), 74.6% of cuBLAS, 200
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 23.8%, 2048: 58.3%,
+    8192: 78.6%, 3000x5000x2000: 47.7%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

@@ -18,9 +18,9 @@ Why it is faster:
     #801). It caps each matrix at 2^32 elements, which ``validate`` enforces.
 
 Measured:
-    NVIDIA H200, size 4096: 40,797 GFLOP/s (3,369 us a call), 80.3% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 41.0%, 2048: 62.5%,
-    8192: 83.9%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 40,692 GFLOP/s (3,378 us a call), 80.4% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 37.8%, 2048: 63.3%,
+    8192: 83.5%, 3000x5000x2000: 59.6%. From results/nvidia-h200.json.
 """
 from typing import NamedTuple
 

@@ -21,9 +21,9 @@ Why it is faster:
     launch itself), so figures there measure the host as much as the kernel.
 
 Measured:
-    NVIDIA H200, size 4096: 40,730 GFLOP/s (3,374 us a call), 80.1% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 27.5%, 2048: 65.3%,
-    8192: 83.9%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 40,702 GFLOP/s (3,377 us a call), 80.5% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 25.5%, 2048: 64.5%,
+    8192: 83.3%, 3000x5000x2000: 58.0%. From results/nvidia-h200.json.
 """
 from zoo.kernels.sgemm import tune
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, build, launch_with, validate  # noqa: F401

@@ -36,7 +36,9 @@ Why it is faster:
     the scalar one with four LDG.E each.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 4096: 40,315 GFLOP/s (3,409 us a call), 79.7% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 21.4%, 2048: 63.3%,
+    8192: 82.9%, 3000x5000x2000: 80.4%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

@@ -20,7 +20,11 @@ Why it is faster:
     and safe: exp never sees a positive argument.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 4096x8192: 885 GB/s (303 us a call), 191.2% of CuPy ops: max,
+    exp(x - max), sum, divide, 22 registers, occupancy bound 100%. Other sizes, % of
+    CuPy ops: max, exp(x - max), sum, divide: 262144x31: 29.0%, 262144x31@large: 28.7%,
+    32768x1024: 200.4%, 32768x1024@large: 184.3%, 4096x8192@large: 147.3%. From
+    results/nvidia-h200.json.
 """
 import math
 

@@ -29,7 +29,11 @@ Why it is faster:
     traffic.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 4096x8192: 2,062 GB/s (130 us a call), 445.7% of CuPy ops: max,
+    exp(x - max), sum, divide, 31 registers, occupancy bound 100%. Other sizes, % of
+    CuPy ops: max, exp(x - max), sum, divide: 262144x31: 26.0%, 262144x31@large: 26.0%,
+    32768x1024: 366.3%, 32768x1024@large: 377.7%, 4096x8192@large: 447.6%. From
+    results/nvidia-h200.json.
 """
 import math
 

@@ -29,7 +29,10 @@ Why it is faster:
     short rows no longer leave most of a 256-thread block idle.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 4096x8192: 2,552 GB/s (105 us a call), 551.5% of CuPy ops: max,
+    exp(x - max), sum, divide. Other sizes, % of CuPy ops: max, exp(x - max), sum,
+    divide: 262144x31: 236.4%, 262144x31@large: 236.9%, 32768x1024: 640.4%,
+    32768x1024@large: 682.9%, 4096x8192@large: 556.2%. From results/nvidia-h200.json.
 """
 import functools
 import math
