@@ -1,4 +1,4 @@
-"""Sum of a 1-D float32 or int32 array: Harris's seven reductions, shuffles, one pass.
+"""Sum of a 1-D float32 or int32 array: Harris's reductions, shuffles, one pass, 128-bit loads.
 
 A reduction reads every element once and writes one number, so it is purely
 memory-bound: the lesson is how to keep the whole GPU busy on a problem whose
@@ -11,7 +11,8 @@ and a tree unrolled completely for a block size fixed at compile time. Each of
 those writes one partial per block and is launched again on the partials until
 one value is left. Step 7 makes each thread sum many elements (grid-stride) so
 the second launch is tiny; step 8 reduces with warp shuffles; step 9 needs one
-launch: the last block to finish sums the block partials.
+launch: the last block to finish sums the block partials; step 10 reads 128
+bits per load in that single pass.
 
 Bytes moved: 4 n + 4 (read x, write the sum); additions: n - 1, counted as n.
 The baseline is ``cupy.sum`` (CUB's device reduction) into ``out``; numba's
