@@ -36,7 +36,7 @@ INPUT_KINDS = ("float32", "int32")
 NDIM = 1
 TEST_SIZES = (1, 31, 33, 1000, 4099)
 GPU_TEST_SIZES = (1, 31, 33, 1000, 4099, 1_000_003, 1 << 24, (1 << 28) + 7)
-BENCH_SIZES = (1 << 24, 1 << 28)
+BENCH_SIZES = (1024, 1 << 24, 1 << 28)  # 1024: the one-block steps (v01-v03) have a figure too
 HEADLINE_SIZE = 1 << 28
 BASELINE = "cupy.cumsum(x, out=out)"
 
