@@ -21,7 +21,9 @@ Why it is faster:
     (at k = 5: banks 31, 1, 3, 5, ...).
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 1024: 0.301 GB/s (27.2 us a call), 75.1% of cupy.cumsum(x,
+    out=out), 25 registers, occupancy bound 100%. Other sizes, % of cupy.cumsum(x,
+    out=out): 1024@int32: 69.0%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, int32
 
