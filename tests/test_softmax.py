@@ -1,5 +1,5 @@
 """Softmax beyond the generic checks: safety at large magnitudes, rows summing to 1, the online merge rule,
-cached temporaries, and the register step's choice of layout, width and fallback."""
+cached temporaries, and the register steps' choice of layout, width and fallback."""
 import numpy as np
 import pytest
 from numba import cuda
@@ -114,34 +114,40 @@ def test_registers_plan_picks_a_warp_then_a_block_then_nothing():
     assert plan(block * 32 + 1, False) is None  # past the registers: v04's path
 
 
+REGISTER_STEPS = pytest.mark.parametrize("step", ["v05", "v06"])  # v06: v05's kernel on 2-D arrays
+
+
+@REGISTER_STEPS
 @pytest.mark.parametrize("size,wide", [((3, 1000), True), ((3, 31), False), ((2, 2044), True), ((2, 1030), False)])
-def test_registers_step_reads_float4_when_rows_allow(size, wide, monkeypatch):
+def test_registers_step_reads_float4_when_rows_allow(step, size, wide, monkeypatch):
     cols = size[1]
     group, loads = v05_row_in_registers.plan(cols, wide)
-    calls = _launched(v05_row_in_registers.build(group, loads, wide), monkeypatch)
+    calls = _launched(SOFTMAX[step].module.build(group, loads, wide), monkeypatch)
     (x,) = SOFTMAX.make_inputs(size, 6)
-    np.testing.assert_allclose(_run(SOFTMAX["v05"], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(_run(SOFTMAX[step], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
     assert calls, f"{size} should run the ({group}, {loads}, wide={wide}) kernel"
 
 
-def test_registers_step_reads_scalars_from_a_misaligned_view(monkeypatch):
+@REGISTER_STEPS
+def test_registers_step_reads_scalars_from_a_misaligned_view(step, monkeypatch):
     rows, cols = 3, 40
     (x,) = SOFTMAX.make_inputs((rows, cols), 7)
-    scalar = _launched(v05_row_in_registers.build(*v05_row_in_registers.plan(cols, False), False), monkeypatch)
+    scalar = _launched(SOFTMAX[step].module.build(*v05_row_in_registers.plan(cols, False), False), monkeypatch)
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x.ravel()]))
     view = backing[1:].reshape(rows, cols)  # 4 bytes past a 16-byte boundary
     out = cuda.device_array((rows, cols), np.float32)
-    SOFTMAX["v05"](view, out=out)
+    SOFTMAX[step](view, out=out)
     np.testing.assert_allclose(out.copy_to_host(), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
     assert scalar, "a misaligned view must take the scalar kernel"
 
 
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="the launch spy sees the simulator's kernels only")
-def test_registers_step_falls_back_to_online_past_its_registers(monkeypatch):
-    monkeypatch.setattr(v05_row_in_registers, "MAX_ELEMENTS", 1)  # 65 columns no longer fit
+@REGISTER_STEPS
+def test_registers_step_falls_back_to_online_past_its_registers(step, monkeypatch):
+    monkeypatch.setattr(v05_row_in_registers, "MAX_ELEMENTS", 1)  # 65 columns no longer fit (v06 shares plan)
     calls = _launched(v04_online.softmax_online, monkeypatch)
     (x,) = SOFTMAX.make_inputs((3, 65), 8, kind="large")
-    np.testing.assert_allclose(_run(SOFTMAX["v05"], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(_run(SOFTMAX[step], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
     assert calls == [(3, v04_online.BLOCK)]
 
 

@@ -1,8 +1,10 @@
 """128-bit loads and stores of four float32: ``load_float4`` and ``store_float4`` (``load_int4`` for int32).
 
 numba emits one 32-bit load per element access; it never merges four into one
-wide access. These intrinsics take a 1-D float32 (int32) array and an element index
-that must be a multiple of 4 (16-byte aligned), bitcast the element pointer to
+wide access. These intrinsics take a float32 (int32) array, 1-D or a C-contiguous
+array of any rank indexed by its flat element index (so a kernel needs no reshaped
+view, which costs host time at every launch), and an element index that must be
+a multiple of 4 (16-byte aligned), bitcast the element pointer to
 ``<4 x float>*`` with ``align 16``, and compile to ``ld.v4.f32`` / ``st.v4.f32``
 (global or shared memory, whichever the array lives in). In the simulator they
 are plain Python that also checks the alignment.
@@ -14,9 +16,13 @@ from zoo import SIMULATOR
 
 if SIMULATOR:
 
+    def _flat(arr):
+        return arr if arr.ndim == 1 else arr.reshape(-1)  # a view: C-contiguous like the device arrays
+
     def load_float4(arr, i):
         if i % 4:
             raise IndexError(f"load_float4 at element {i}: not 16-byte aligned")
+        arr = _flat(arr)
         return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
 
     load_int4 = load_float4
@@ -24,6 +30,7 @@ if SIMULATOR:
     def store_float4(arr, i, v0, v1, v2, v3):
         if i % 4:
             raise IndexError(f"store_float4 at element {i}: not 16-byte aligned")
+        arr = _flat(arr)
         arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = v0, v1, v2, v3
 
 else:
@@ -34,9 +41,9 @@ else:
     _VEC4 = ir.VectorType(ir.FloatType(), 4)
 
     def _check(arr, dtype=types.float32):
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == dtype):
-            raise TypeError(f"{'float4' if dtype == types.float32 else 'int4'} access needs a 1-D {dtype} "
-                            f"array, got {arr}")
+        if not (isinstance(arr, types.Array) and arr.dtype == dtype and (arr.ndim == 1 or arr.layout == "C")):
+            raise TypeError(f"{'float4' if dtype == types.float32 else 'int4'} access needs a 1-D or C-contiguous "
+                            f"{dtype} array, got {arr}")
 
     def _vector_pointer(context, builder, arrty, arr, index, indexty):
         data = context.make_array(arrty)(context, builder, arr).data
