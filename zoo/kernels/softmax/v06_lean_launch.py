@@ -14,7 +14,7 @@ Why it is faster:
     launch took about 90 us of host time. Each ``reshape`` of a device array
     builds a new array object, and numba has to type and marshal each fresh
     object and each scalar argument again. The GPU then waited for the host:
-    back-to-back calls ran at the host's pace (105 us), not the kernel's.
+    back-to-back calls ran at the host's pace (about 100 us), not the kernel's.
     Launching the caller's own two arrays costs about 27 us, less than the
     kernel, so calls queue up behind each other and the GPU never idles. The
     lesson applies to every kernel shorter than about 100 us: count the host
@@ -22,7 +22,10 @@ Why it is faster:
     that cost.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H200, size 4096x8192: 3,641 GB/s (73.7 us a call), 787.7% of CuPy ops: max,
+    exp(x - max), sum, divide. Other sizes, % of CuPy ops: max, exp(x - max), sum,
+    divide: 262144x31: 486.6%, 262144x31@large: 495.4%, 32768x1024: 923.5%,
+    32768x1024@large: 924.5%, 4096x8192@large: 775.4%. From results/nvidia-h200.json.
 """
 import functools
 import math
