@@ -1,6 +1,7 @@
 """Every variant of every family against its float64 reference.
 
-In the simulator at the family's TEST_SIZES; on a GPU at its GPU_TEST_SIZES.
+In the simulator at the family's TEST_SIZES (fewer for a kind named in KIND_TEST_SIZES); on a GPU at
+its GPU_TEST_SIZES, every kind.
 Each check draws fresh seeded inputs and poisons the output with NaN, so an
 unwritten element fails. Demonstrations (wrong on purpose) are left out.
 """
@@ -14,13 +15,13 @@ from zoo.results import size_key
 
 def _cases():
     for fam in zoo.families():
-        sizes = fam.TEST_SIZES if zoo.SIMULATOR else fam.GPU_TEST_SIZES
+        cases = fam.test_cases() if zoo.SIMULATOR else fam.cases(fam.GPU_TEST_SIZES)
         for v in fam:
             if v.demonstration:
                 continue
             marks = ([pytest.mark.skip(reason=f"needs a GPU: {v.gpu_only}")]
                      if v.gpu_only and zoo.SIMULATOR else [])
-            for i, (size, kind) in enumerate(fam.cases(sizes)):
+            for i, (size, kind) in enumerate(cases):
                 yield pytest.param(v, size, kind, 100 + i, marks=marks,
                                    id=f"{fam.name}-{v.name}-{size_key(size, kind, fam.kinds)}")
 
@@ -46,6 +47,15 @@ def test_family_spec_is_testable(fam):
         b = fam.inputs(sizes[-1], 2, kind)
         assert any((x != y).any() for x, y in zip(a, b)), f"make_inputs ignores its seed (kind {kind})"
         assert all(x.std() > 0 for x in a if x.size > 1), f"inputs must be random, not constant (kind {kind})"
+
+
+@pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)
+def test_fewer_sizes_for_a_kind_are_test_sizes_of_a_later_kind(fam):
+    fewer = getattr(fam.module, "KIND_TEST_SIZES", {})
+    assert set(fewer) <= set(fam.kinds[1:]), f"{fam.name}: KIND_TEST_SIZES names a kind other than a later one"
+    for kind, sizes in fewer.items():
+        assert set(sizes) <= set(fam.TEST_SIZES) and any(_irregular(s) for s in sizes), (fam.name, kind, sizes)
+    assert {k for _, k in fam.test_cases()} == set(fam.kinds)
 
 
 def _irregular(size):

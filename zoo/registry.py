@@ -51,6 +51,9 @@ OPTIONAL_SPEC = {
                        "each a row of its own beside the baseline",
     "CEILINGS": "{name: fn(*cupy_inputs, out)}: rows that time what bounds the family (a copy of the "
                 "same bytes, say) rather than compute its result: shown and timed, never checked",
+    "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind other than the first, each one "
+                       "of TEST_SIZES (the same code on other data need not pay for every size twice); "
+                       "`zoo check` and the GPU tests still check every kind at every size",
     "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
     "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
@@ -230,6 +233,13 @@ class Family:
     def cases(self, sizes):
         """(size, kind) for every size and every kind of input."""
         return [(size, kind) for size in sizes for kind in self.kinds]
+
+    def test_cases(self):
+        """(size, kind) the tests check in the simulator: every kind at TEST_SIZES, or at the fewer
+        sizes KIND_TEST_SIZES gives it."""
+        fewer = getattr(self.module, "KIND_TEST_SIZES", {})
+        return [(size, kind) for size in self.module.TEST_SIZES for kind in self.kinds
+                if size in fewer.get(kind, (size,))]
 
     def check_size(self, size):
         """ValueError, before anything is allocated, for a size this family cannot take or this machine cannot hold."""

@@ -35,6 +35,7 @@ DTYPE = (np.float32, np.int32)
 INPUT_KINDS = ("float32", "int32")
 NDIM = 1
 TEST_SIZES = (1, 31, 33, 1000, 4099)
+KIND_TEST_SIZES = {"int32": (1, 33, 1000)}  # the same kernels on other data: the GPU checks every size
 GPU_TEST_SIZES = (1, 31, 33, 1000, 4099, 1_000_003, 1 << 24, (1 << 28) + 7)
 BENCH_SIZES = (1024, 1 << 24, 1 << 28)  # 1024: the one-block steps (v01-v03) have a figure too
 HEADLINE_SIZE = 1 << 28
