@@ -426,3 +426,38 @@ def test_install_is_idempotent():
     before = (kernel.BlockManager.run, kernel.BlockThread.run, kernelapi.FakeCUDAModule.shfl_sync)
     zoo._simwarp.install()
     assert (kernel.BlockManager.run, kernel.BlockThread.run, kernelapi.FakeCUDAModule.shfl_sync) == before
+
+
+@sim_only
+def test_shared_array_is_one_array_even_when_threads_race_to_create_it(monkeypatch):
+    """numba's simulator creates a shared array on a line's first use with check-then-set and no lock;
+    zoo makes it one step. Creation is slowed here so that the second thread arrives mid-creation."""
+    import threading
+    import time
+
+    from numba.cuda.simulator import kernelapi
+
+    from zoo import _simwarp
+
+    class SlowNumpy:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def empty(*args, **kwargs):
+            time.sleep(0.05)
+            return np.empty(*args, **kwargs)
+
+    monkeypatch.setattr(_simwarp, "np", SlowNumpy())
+    shared = kernelapi.FakeCUDAShared(0)
+    got = []
+
+    def kernel_line():
+        got.append(shared.array(4, np.float32))  # one line: one shared array for every caller
+
+    threads = [threading.Thread(target=kernel_line) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got[0] is got[1]
