@@ -64,15 +64,28 @@ def plan(cols, wide):
     return None
 
 
+@jit(device=True)
+def read_flat(x, row, at, c):
+    """Element c of the row: x is flat here, ``at`` is its index (row * cols + c)."""
+    return x[at]
+
+
+@jit(device=True)
+def write_flat(out, row, at, c, value):
+    out[at] = value
+
+
 @functools.lru_cache(maxsize=None)
-def build(group, loads, wide):
-    """The kernel for one row layout (closure constants: loops unroll, untaken branches compile away)."""
+def row_softmax(group, loads, wide, read, write):
+    """The device function softmax of one row layout, ``(x, out, rows, cols)``: the row its group of
+    threads owns, read once into registers (closure constants: loops unroll, untaken branches compile
+    away). Scalar elements go through ``read`` and ``write``, float4 ones by flat index."""
     width = 4 if wide else 1
     elements = loads * width  # floats per thread
     rows_per_block = BLOCK // group
 
-    @jit
-    def softmax_registers(x, out, rows, cols):
+    @jit(device=True)
+    def softmax_row(x, out, rows, cols):
         vals = cuda.local.array(MAX_ELEMENTS, float32)  # constant indices only: registers
         max_part = cuda.shared.array(WARPS, float32)
         sum_part = cuda.shared.array(WARPS, float32)  # its own array: no barrier between the two reductions' reuse
@@ -97,7 +110,7 @@ def build(group, loads, wide):
                     for k in range(4):
                         vals[4 * j + k] = NEG_INF
             else:
-                vals[j] = x[base + c] if c < cols else NEG_INF
+                vals[j] = read(x, row, base + c, c) if c < cols else NEG_INF
         # The row maximum: this thread's, the warp's (butterfly: every lane gets it), the block's.
         m = NEG_INF
         for k in range(elements):
@@ -135,7 +148,19 @@ def build(group, loads, wide):
                     store_float4(out, base + c, vals[4 * j] * scale, vals[4 * j + 1] * scale,
                                  vals[4 * j + 2] * scale, vals[4 * j + 3] * scale)
                 else:
-                    out[base + c] = vals[j] * scale
+                    write(out, row, base + c, c, vals[j] * scale)
+
+    return softmax_row
+
+
+@functools.lru_cache(maxsize=None)
+def build(group, loads, wide):
+    """The kernel for one row layout, on flat views of x and out."""
+    softmax_row = row_softmax(group, loads, wide, read_flat, write_flat)
+
+    @jit
+    def softmax_registers(x, out, rows, cols):
+        softmax_row(x, out, rows, cols)
 
     return softmax_registers
 

@@ -6,7 +6,8 @@ Changes:
     ``reshape`` on every call plus two uint32 scalars. The float4 loads and
     stores take the 2-D array with a flat element index (``zoo.vector``
     accepts any C-contiguous array), and the scalar path indexes x[row, c].
-    The kernel body (registers, shuffles, the two barriers) is v05's.
+    The row's computation (registers, shuffles, the two barriers) is v05's
+    device function ``row_softmax``, given 2-D element accessors.
 
 Why it is faster:
     On the H200 v05's kernel alone takes 63 us at 4096 x 8192, which is the
@@ -28,93 +29,35 @@ Measured:
     32768x1024@large: 924.5%, 4096x8192@large: 775.4%. From results/nvidia-h200.json.
 """
 import functools
-import math
 
-import numpy as np
-from numba import cuda, float32, uint32
+from numba import uint32
 
 from zoo.jit import jit
 from zoo.kernels.softmax import aligned
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 from zoo.kernels.softmax import v04_online as online
-from zoo.kernels.softmax.v05_row_in_registers import BLOCK, MAX_ELEMENTS, plan
-from zoo.vector import load_float4, store_float4
+from zoo.kernels.softmax.v05_row_in_registers import BLOCK, plan, row_softmax
 
-WARPS = BLOCK // 32
-FULL_MASK = 0xFFFFFFFF
-NEG_INF = np.float32(-np.inf)  # padding past the row: max ignores it, exp turns it into 0
+
+@jit(device=True)
+def read_2d(x, row, at, c):
+    return x[row, c]
+
+
+@jit(device=True)
+def write_2d(out, row, at, c, value):
+    out[row, c] = value
 
 
 @functools.lru_cache(maxsize=None)
 def build(group, loads, wide):
-    """The kernel for one row layout, as v05's, on 2-D arrays."""
-    width = 4 if wide else 1
-    elements = loads * width  # floats per thread
-    rows_per_block = BLOCK // group
+    """The kernel for one row layout, as v05's, on the caller's 2-D arrays."""
+    softmax_row = row_softmax(group, loads, wide, read_2d, write_2d)
 
     @jit
     def softmax_lean(x, out):
-        rows = uint32(x.shape[0])  # read here, not passed: fewer arguments for the host to marshal
-        cols = uint32(x.shape[1])
-        vals = cuda.local.array(MAX_ELEMENTS, float32)  # constant indices only: registers
-        max_part = cuda.shared.array(WARPS, float32)
-        sum_part = cuda.shared.array(WARPS, float32)
-        t = uint32(cuda.threadIdx.x)
-        lane = t % uint32(32)
-        if group == 32:  # a warp per row
-            row = uint32(cuda.blockIdx.x) * uint32(rows_per_block) + t // uint32(32)
-            g = lane
-        else:  # a block per row
-            row = uint32(cuda.blockIdx.x)
-            g = t
-        if row >= rows:
-            return  # only a warp row past the end: the whole warp leaves, no shuffle misses a lane
-        base = row * cols  # the row's flat offset: float4 accesses index the C-contiguous array flat
-        for j in range(loads):
-            c = (uint32(j * group) + g) * uint32(width)
-            if wide:
-                if c < cols:
-                    vals[4 * j], vals[4 * j + 1], vals[4 * j + 2], vals[4 * j + 3] = load_float4(x, base + c)
-                else:
-                    for k in range(4):
-                        vals[4 * j + k] = NEG_INF
-            else:
-                vals[j] = x[row, c] if c < cols else NEG_INF
-        m = NEG_INF
-        for k in range(elements):
-            m = max(m, vals[k])
-        for k in range(5):
-            m = max(m, cuda.shfl_xor_sync(FULL_MASK, m, 16 >> k))
-        if group != 32:
-            if lane == 0:
-                max_part[t // uint32(32)] = m
-            cuda.syncthreads()  # every warp's max is in shared memory
-            m = max_part[0]
-            for w in range(1, WARPS):
-                m = max(m, max_part[w])
-        d = float32(0)
-        for k in range(elements):
-            e = math.exp(vals[k] - m)
-            vals[k] = e
-            d += e
-        for k in range(5):
-            d += cuda.shfl_xor_sync(FULL_MASK, d, 16 >> k)
-        if group != 32:
-            if lane == 0:
-                sum_part[t // uint32(32)] = d
-            cuda.syncthreads()  # every warp's sum is in shared memory
-            d = sum_part[0]
-            for w in range(1, WARPS):
-                d += sum_part[w]
-        scale = float32(1) / d
-        for j in range(loads):
-            c = (uint32(j * group) + g) * uint32(width)
-            if c < cols:
-                if wide:
-                    store_float4(out, base + c, vals[4 * j] * scale, vals[4 * j + 1] * scale,
-                                 vals[4 * j + 2] * scale, vals[4 * j + 3] * scale)
-                else:
-                    out[row, c] = vals[j] * scale
+        # the shape is read here, not passed: fewer arguments for the host to marshal
+        softmax_row(x, out, uint32(x.shape[0]), uint32(x.shape[1]))
 
     return softmax_lean
 
