@@ -24,6 +24,8 @@ limited by instruction issue rather than by copy bandwidth.
   compiler's fusion does); scale, bias, GELU and clamp stay separate.
 - v03 fuses the whole chain: one launch, 8n bytes.
 - v04 is v03 with 128-bit loads and stores and a grid-stride loop.
+- v05 uses what the fused chain reveals: sins two to four get a sine, in [-1, 1],
+  so they skip sinf's range reduction (a bare polynomial, within one ulp).
 
 Each step's docstring states its launches and bytes. ``bytes_moved`` is the
 fused kernel's 8n, so the GB/s column of an unfused step is an effective rate
@@ -48,6 +50,8 @@ missing or doubled op would give (tens of percent).
 import math
 
 import numpy as np
+
+from zoo import ceilings
 
 ORDER = 107  # after elementwise (105): the same streaming shape, then what fusion adds
 INPUTS = ("x",)
@@ -135,7 +139,7 @@ def copy_ceiling(x, out):
 
     Its result is x itself, so its 'correct' column reads no.
     """
-    out.data.copy_from_device_async(x.data, x.nbytes)
+    ceilings.device_copy(x, out)
 
 
 EXTRA_BASELINES = {"cupy_fuse": cupy_fuse}

@@ -1,11 +1,14 @@
 """sin applied four times: four launches through temporaries against one fused kernel.
 
 The fusion family's steps compute the whole chain; this sweep isolates its
-first lesson, ``sin(sin(sin(sin(x))))`` on n float32, in four ways:
+first lesson, ``sin(sin(sin(sin(x))))`` on n float32, in seven ways:
 
     four_launches   v01's sin_kernel launched four times, ping-ponging between
                     two cached temporaries: 4 launches, 4 x 8n = 32n bytes
     fused           v02's sin4_kernel: 1 launch, 8n bytes
+    fused_float4    the four sins in v04's loop (float4, four elements a thread): 1 launch, 8n
+    fused_bounded   the same with sins two to four as v05's polynomial (``ops.sin_unit``):
+                    their arguments are sines, in [-1, 1], so they skip range reduction
     fused_fastmath  the same kernel compiled with fastmath: sin becomes the hardware's
                     sin.approx.f32 (MUFU.SIN), a few instructions instead of sinf's 20 to 25;
                     its absolute error is about 1e-6 for |x| up to a few pi (these inputs lie
@@ -27,6 +30,7 @@ from zoo.jit import jit
 
 from zoo.kernels import fusion as spec
 from zoo.kernels.fusion import ops, v01_unfused_launches as v01, v02_fused_sin as v02
+from zoo.kernels.fusion import v03_fused_chain as v03, v04_fused_float4 as v04
 
 COMMAND = "fusion-sweep"
 HELP = "sin x4 (fusion family): four launches with temporaries against one fused kernel, and CuPy's two ways"
@@ -34,6 +38,8 @@ COLUMNS = ("size", "method", "launches", "bytes", "ms", "gbps", "speedup", "corr
 METHODS = {  # name: (launches, bytes moved per element)
     "four_launches": (4, 32),
     "fused": (1, 8),
+    "fused_float4": (1, 8),
+    "fused_bounded": (1, 8),
     "fused_fastmath": (1, 8),
     "cupy_ops": (4, 32),
     "cupy_fuse": (1, 8),
@@ -76,6 +82,24 @@ def four_launches(x, out):
 def fused(x, out):
     blocks = (x.size + v02.THREADS_PER_BLOCK - 1) // v02.THREADS_PER_BLOCK
     v02.sin4_kernel[blocks, v02.THREADS_PER_BLOCK](x, out)
+
+
+@jit(device=True)
+def sin4(v):
+    return ops.sin(ops.sin(ops.sin(ops.sin(v))))
+
+
+# (float4 kernel, the one-element kernel v04.launch_with falls back to for unaligned arrays)
+SIN4_WIDE = (v04.build(sin4), v02.sin4_kernel)
+SIN4_BOUNDED = (v04.build(ops.sin4_bounded), v03.build(ops.sin4_bounded))
+
+
+def fused_float4(x, out):
+    v04.launch_with(*SIN4_WIDE, x, out)
+
+
+def fused_bounded(x, out):
+    v04.launch_with(*SIN4_BOUNDED, x, out)
 
 
 @jit(fastmath=True)
@@ -124,6 +148,7 @@ def measure(args):
         out = cuda.device_array(n, np.float32)
         poison = np.full(n, np.nan, np.float32)
         calls = {"four_launches": (four_launches, sets, out), "fused": (fused, sets, out),
+                 "fused_float4": (fused_float4, sets, out), "fused_bounded": (fused_bounded, sets, out),
                  "fused_fastmath": (fused_fastmath, sets, out)}
         if not args.simulator:
             import cupy

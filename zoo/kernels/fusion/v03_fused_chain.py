@@ -36,13 +36,25 @@ def chain(v):
     return ops.clamp(ops.gelu(ops.bias(ops.scale(s))))
 
 
-@jit
-def fused_kernel(x, out):
-    i = cuda.grid(1)
-    if i < x.size:  # the last block sticks out past n
-        out[i] = chain(x[i])
+def build(element):
+    """The one-element-per-thread kernel applying the device function ``element``; v05 reuses it."""
+
+    @jit
+    def fused_kernel(x, out):
+        i = cuda.grid(1)
+        if i < x.size:  # the last block sticks out past n
+            out[i] = element(x[i])
+
+    return fused_kernel
+
+
+fused_kernel = build(chain)
+
+
+def launch_with(kernel, x, out):
+    blocks = (x.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+    kernel[blocks, THREADS_PER_BLOCK](x, out)
 
 
 def launch(x, out):
-    blocks = (x.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-    fused_kernel[blocks, THREADS_PER_BLOCK](x, out)
+    launch_with(fused_kernel, x, out)

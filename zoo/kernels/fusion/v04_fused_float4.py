@@ -40,18 +40,29 @@ BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
 LIMIT = 2**31  # elements; i + stride stays below 2^32
 
 
-@jit
-def fused4_kernel(x, out, n):
-    n4 = n // uint32(4)  # whole float4; the rest is the tail
-    i = uint32(cuda.grid(1))
-    stride = uint32(cuda.gridsize(1))  # every thread of the grid: no float4 is visited twice
-    while i < n4:
-        a, b, c, d = load_float4(x, i * uint32(4))  # element index a multiple of 4: 16-byte aligned
-        store_float4(out, i * uint32(4), chain(a), chain(b), chain(c), chain(d))
-        i += stride
-    t = n4 * uint32(4) + uint32(cuda.grid(1))  # the n % 4 leftovers, one thread each
-    if t < n:
-        out[t] = chain(x[t])
+def build(element):
+    """The float4 grid-stride kernel applying the device function ``element`` to every element.
+
+    v05 and the fusion sweep build theirs from the same loop with other functions.
+    """
+
+    @jit
+    def fused4_kernel(x, out, n):
+        n4 = n // uint32(4)  # whole float4; the rest is the tail
+        i = uint32(cuda.grid(1))
+        stride = uint32(cuda.gridsize(1))  # every thread of the grid: no float4 is visited twice
+        while i < n4:
+            a, b, c, d = load_float4(x, i * uint32(4))  # element index a multiple of 4: 16-byte aligned
+            store_float4(out, i * uint32(4), element(a), element(b), element(c), element(d))
+            i += stride
+        t = n4 * uint32(4) + uint32(cuda.grid(1))  # the n % 4 leftovers, one thread each
+        if t < n:
+            out[t] = element(x[t])
+
+    return fused4_kernel
+
+
+fused4_kernel = build(chain)
 
 
 def validate(x):
@@ -60,10 +71,16 @@ def validate(x):
                          f"got {x.size}")
 
 
-def launch(x, out):
+def launch_with(kernel, unaligned_kernel, x, out):
+    """Launch a ``build``-made kernel on x, a grid of at most BLOCKS_PER_SM blocks per SM, or v03's
+    ``build``-made ``unaligned_kernel`` of the same function where x or out is not 16-byte aligned."""
     if not (ops.aligned(x) and ops.aligned(out)):
-        scalar.launch(x, out)  # a float4 here would straddle a 16-byte boundary
+        scalar.launch_with(unaligned_kernel, x, out)  # a float4 here would straddle a 16-byte boundary
         return
     needed = (x.size // 4 + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
     blocks = max(1, min(needed, BLOCKS_PER_SM * sm_count()))
-    fused4_kernel[blocks, THREADS_PER_BLOCK](x, out, uint32(x.size))
+    kernel[blocks, THREADS_PER_BLOCK](x, out, uint32(x.size))
+
+
+def launch(x, out):
+    launch_with(fused4_kernel, scalar.fused_kernel, x, out)
