@@ -241,3 +241,62 @@ def test_large_irregular_shapes_on_the_gpu(step, size, request):
     request.getfixturevalue("no_copies")
     step.launch(dA, dB, dC, out, alpha=1.0, beta=0.5)
     _check(out, A, B, C, 1.0, 0.5)
+
+
+def test_shape_classes_follow_the_tile_count_and_the_narrow_side():
+    assert tune.shape_class(1024, 1024, 1024, sms=132) == "small"  # 64 tiles of 128 x 128 for 132 SMs
+    assert tune.shape_class(2048, 2048, 2048, sms=132) == "large"  # 256 tiles
+    assert tune.shape_class(4097, 4097, 4097, sms=132) == "large"
+    assert tune.shape_class(256, 4096, 4096, sms=132) == "skinny"
+    assert tune.shape_class(4096, 200, 64, sms=132) == "skinny"
+    assert {tune.shape_class(*shape, sms=132) for shape in tune.SHAPE_CLASSES.values()} == set(tune.SHAPE_CLASSES)
+    assert tune.shape_class(*tune.SHAPE_CLASSES["small"], sms=132) == "small"
+
+
+def test_waves_count_tiles_against_resident_blocks():
+    tiles, count = DEFAULT, 33 * 33  # 4097^2 in 128 x 128 tiles
+    assert tune.waves(4097, 4097, tiles, 2, sms=132) == (count, count / 264, (count / 264) / 5)
+    assert tune.waves(1024, 1024, tiles, 2, sms=132)[0] == 64
+
+
+def test_tiles_for_reads_each_class_and_the_old_single_shape_table(tmp_path, monkeypatch):
+    import json
+
+    table = tmp_path / "sgemm.json"
+    monkeypatch.setattr(tune, "path", lambda: table)
+    monkeypatch.setattr(tune, "sm_count", lambda: 132)  # an H200's: the simulator's own count is smaller
+    small = DEFAULT._replace(BM=64, BN=64, WM=32, WN=32, WN_ITER=1)
+    row = lambda t: {"tiles": t._asdict(), "ms": 1.0}  # noqa: E731
+    table.write_text(json.dumps({"classes": {"small": {"best": row(small)}, "large": {"best": row(DEFAULT)}}}))
+    tune._table.cache_clear()
+    try:
+        assert tune.tiles_for(1024, 1024, 1024) == small and tune.tiles_for(4096, 4096, 4096) == DEFAULT
+        assert tune.best_tiles("small") == small and tune.best_tiles("large") == DEFAULT
+        assert tune.best_tiles("skinny") is None and tune.tiles_for(256, 4096, 4096) == DEFAULT  # falls back to large
+        table.write_text(json.dumps({"size": 4096, "best": row(small)}))  # before classes: the large class's
+        tune._table.cache_clear()
+        assert tune.best_tiles("large") == small and tune.best_tiles("small") is None
+    finally:
+        tune._table.cache_clear()
+
+
+def test_v11_takes_the_matrices_unreshaped(monkeypatch):
+    """v11's launch passes the 2-D arrays themselves (no reshaped views, which cost host time per call)."""
+    from numba import cuda
+
+    A, B, C = operands(IRREGULAR, seed=3)
+    seen = []
+    kernel = v11.kernel_for(v11.TILES, False, False)
+    real = type(kernel).__getitem__
+
+    def spy(self, config):
+        launcher = real(self, config)
+        return lambda *args: (seen.append([getattr(a, "ndim", None) for a in args[:4]]), launcher(*args))[1]
+
+    monkeypatch.setattr(type(kernel), "__getitem__", spy)
+    out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
+    v11.launch(cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out, 0.5, -2.0)
+    assert seen == [[2, 2, 2, 2]]
+    ok, _, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0),
+                                    SGEMM.TOLERANCE)
+    assert ok, detail

@@ -309,21 +309,26 @@ def cmd_tune(args):
     if zoo.SIMULATOR:
         raise UsageError("tuning times kernels: it needs a GPU")
     sweep = importlib.import_module(name)
-    size = _sizes(fam, args.size, [4096])[0] if args.size else 4096
-    count = len(sweep.candidates())
+    shapes = None
+    if args.size:  # tune the class each size belongs to, at that size
+        shapes = {sweep.shape_class(*fam.dims(size)): fam.dims(size) for size in _sizes(fam, args.size, [])}
+    count = len(sweep.candidates()) * len(shapes or sweep.SHAPE_CLASSES)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("tuning", total=count)
-        table = sweep.sweep(size, progress=lambda t: progress.advance(task))
-    out = Table(title=f"{fam.name} tile sweep, size {size}, {table['device']} (fastest first)")
-    for col in ("tiles", "threads", "ms", "GFLOP/s", "registers", "local B", "note"):
-        out.add_column(col)
-    for row in table["rows"]:
-        note = row.get("error", "" if row.get("agrees", True) else "[red]disagrees with the others[/]")
-        out.add_row(" ".join(f"{k}={v}" for k, v in row["tiles"].items()), str(row.get("threads", "-")),
-                    _fmt(row.get("ms"), ".3f"), _fmt(row.get("gflops"), ",.0f"), str(row.get("registers", "-")),
-                    str(row.get("local_bytes", "-")), note)
-    console.print(out)
-    console.print(f"saved to {sweep.path().relative_to(results.ROOT)}; v10 launches the fastest shape")
+        table = sweep.sweep(shapes, progress=lambda *_: progress.advance(task))
+    for cls, entry in table["classes"].items():
+        shape = "x".join(map(str, entry["shape"]))
+        out = Table(title=f"{fam.name} tile sweep, class {cls} at {shape}, {table['device']} (fastest first)")
+        for col in ("tiles", "threads", "ms", "GFLOP/s", "registers", "blocks/SM", "waves", "last wave", "note"):
+            out.add_column(col)
+        for row in entry["rows"]:
+            note = row.get("error", "" if row.get("agrees", True) else "[red]disagrees with the others[/]")
+            out.add_row(" ".join(f"{k}={v}" for k, v in row["tiles"].items()), str(row.get("threads", "-")),
+                        _fmt(row.get("ms"), ".3f"), _fmt(row.get("gflops"), ",.0f"), str(row.get("registers", "-")),
+                        str(row.get("blocks_per_sm", "-")), _fmt(row.get("waves"), ".2f"),
+                        _fmt(row.get("last_wave_full"), ".0%"), note)
+        console.print(out)
+    console.print(f"saved to {sweep.path().relative_to(results.ROOT)}; v10 to v12 launch each class's fastest shape")
 
 
 # -- report / doctor ----------------------------------------------------------
@@ -413,7 +418,8 @@ def build_parser():
         s.set_defaults(func=func)
     s = sub.add_parser("tune", help="sweep a family's tile shapes on this GPU and save the table (sgemm)")
     s.add_argument("family")
-    s.add_argument("--size", action="append", help="size to tune at (default 4096)")
+    s.add_argument("--size", action="append", help="tune the shape class of this size, at this size "
+                   "(default: every class at its own shape)")
     s.set_defaults(func=cmd_tune)
     s = sub.add_parser("report", help="regenerate README tables, plots and Measured lines from results/")
     s.set_defaults(func=cmd_report)

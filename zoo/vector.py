@@ -11,6 +11,10 @@ are plain Python that also checks the alignment.
 
     a0, a1, a2, a3 = load_float4(A, i)      # A[i], A[i+1], A[i+2], A[i+3]
     store_float4(out, i, v0, v1, v2, v3)
+
+``load_flat(arr, i)`` and ``store_flat(arr, i, v)`` are the 32-bit companions: one
+element of a C-contiguous array of any rank by its flat index, so a kernel that
+takes 2-D matrices can mix scalar and 128-bit accesses on one flat index.
 """
 from zoo import SIMULATOR
 
@@ -26,6 +30,12 @@ if SIMULATOR:
         return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
 
     load_int4 = load_float4
+
+    def load_flat(arr, i):
+        return _flat(arr)[i]
+
+    def store_flat(arr, i, v):
+        _flat(arr)[i] = v
 
     def store_float4(arr, i, v0, v1, v2, v3):
         if i % 4:
@@ -45,10 +55,13 @@ else:
             raise TypeError(f"{'float4' if dtype == types.float32 else 'int4'} access needs a 1-D or C-contiguous "
                             f"{dtype} array, got {arr}")
 
-    def _vector_pointer(context, builder, arrty, arr, index, indexty):
+    def _element_pointer(context, builder, arrty, arr, index, indexty):
         data = context.make_array(arrty)(context, builder, arr).data
         offset = context.cast(builder, index, indexty, types.intp)
-        element = builder.gep(data, [offset])
+        return builder.gep(data, [offset])
+
+    def _vector_pointer(context, builder, arrty, arr, index, indexty):
+        element = _element_pointer(context, builder, arrty, arr, index, indexty)
         vec4 = ir.VectorType(context.get_data_type(arrty.dtype), 4)  # <4 x float> or <4 x i32>
         return builder.bitcast(element, vec4.as_pointer(element.type.addrspace))
 
@@ -84,6 +97,32 @@ else:
                 value = context.cast(builder, args[2 + j], sig.args[2 + j], types.float32)
                 vec = builder.insert_element(vec, value, ir.Constant(ir.IntType(32), j))
             builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _check_flat(arr):
+        if not (isinstance(arr, types.Array) and (arr.ndim == 1 or arr.layout == "C")):
+            raise TypeError(f"flat access needs a 1-D or C-contiguous array, got {arr}")
+
+    @intrinsic
+    def load_flat(typingctx, arr, index):
+        _check_flat(arr)
+        sig = arr.dtype(arr, index)
+
+        def codegen(context, builder, sig, args):
+            return builder.load(_element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1]))
+
+        return sig, codegen
+
+    @intrinsic
+    def store_flat(typingctx, arr, index, value):
+        _check_flat(arr)
+        sig = types.void(arr, index, value)
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            builder.store(context.cast(builder, args[2], sig.args[2], sig.args[0].dtype), ptr)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -1,24 +1,27 @@
-"""Autotuned: v09's kernel with the tile shape a sweep on this GPU measured fastest.
+"""Autotuned: v09's kernel with the tile shape a sweep on this GPU measured fastest for the call's shape class.
 
 Changes:
     No new kernel code. ``python -m zoo tune sgemm`` (``tune.sweep``) compiles
     v09's kernel for every valid tile shape in ``tune.candidates()`` (block
-    tile, warp tile, thread tile, BK), times each at 4096^3 and saves the table
-    to results/tune/<gpu>-sgemm.json. This variant launches with the fastest
-    shape recorded for the GPU it runs on, or v09's shape where the GPU has not
-    been tuned (the simulator, or a new card).
+    tile, warp tile, thread tile, BK) and times each on one shape per class:
+    small (fewer 128 x 128 output tiles than SMs, tuned at 1024^3), skinny (M
+    or N at most 256, tuned at 256 x 4096 x 4096) and large (tuned at 4096^3).
+    The table goes to results/tune/<gpu>-sgemm.json. Each call looks up its
+    class from its own M, N, K (``tune.tiles_for``) and launches the kernel
+    built for that class's fastest shape (compiled on first use, then kept),
+    or v09's shape where the GPU has not been tuned (the simulator, a new card).
 
 Why it is faster:
-    The best tile shape depends on the chip: registers per SM, shared memory
-    per SM, SM count against the number of output tiles (wave quantization),
-    and how much latency the warps must hide. A hand-picked shape from another
-    GPU is rarely the best one here; measuring beats reasoning about all of
-    these at once. On the H200 the sweep (results/tune/nvidia-h200-sgemm.json)
-    picked v09's own shape, 128 x 128 x 16 with 64 x 64 warp tiles, ahead of
-    15 others (31 to 40.8 TFLOP/s at 4096^3), so there v10 runs v09's kernel
-    and the two differ only by noise at large sizes. At 1024^3 a call is
-    shorter than numba's host-side launch path (argument checks, reshapes, the
-    launch itself), so figures there measure the host as much as the kernel.
+    The best tile shape depends on the chip (registers and shared memory per
+    SM, how much latency the warps must hide) and on the problem: a large tile
+    reuses each loaded value more, but a problem with few tiles leaves SMs idle
+    for the whole call (wave quantization: the tune table records, for each
+    shape, output tiles, resident blocks per SM and the waves they make).
+    Measuring beats reasoning about all of these at once. On the H200 the
+    large class keeps v09's 128 x 128 x 16 with 64 x 64 warp tiles; see the
+    tune table for the small and skinny classes. At 1024^3 a v10 call costs
+    more host time than its kernel (v09's launch path makes four reshaped
+    views and checks the padding on every call), which v11 removes.
 
 Measured:
     NVIDIA H200, size 4096: 40,702 GFLOP/s (3,377 us a call), 80.5% of cuBLAS, 212
@@ -29,9 +32,18 @@ Measured:
 from zoo.kernels.sgemm import tune
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, build, launch_with, validate  # noqa: F401
 
-TILES = tune.best_tiles() or DEFAULT  # read once, when the module is imported
-sgemm_kernel = build(TILES)
+TILES = tune.best_tiles("large") or DEFAULT  # the large class's shape: what the harness reports resources of
+_kernels = {TILES: build(TILES)}
+sgemm_kernel = _kernels[TILES]
+
+
+def kernel_for(tiles):
+    """v09's kernel built for ``tiles``: compiled on its first launch, then kept."""
+    if tiles not in _kernels:
+        _kernels[tiles] = build(tiles)
+    return _kernels[tiles]
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
-    launch_with(sgemm_kernel, TILES, A, B, C, out, alpha, beta)
+    tiles = tune.tiles_for(A.shape[0], B.shape[1], A.shape[1]) or DEFAULT
+    launch_with(kernel_for(tiles), tiles, A, B, C, out, alpha, beta)

@@ -18,17 +18,23 @@ Changes:
     read past N moves back to column N - 1, so it needs no branch, and the
     store loops exist twice (with C and without), each small enough for NVVM
     to unroll; one copy with a branch per element was not unrolled and sent
-    the 128 accumulators to a 512-byte stack. The tile shape is v10's
-    (``tune.best_tiles()``).
+    the 128 accumulators to a 512-byte stack. (5) The tile shape is v10's
+    pick for the call's shape class (``tune.tiles_for``). (6) The launch
+    passes the 2-D matrices themselves: the kernel indexes them by flat index
+    through ``zoo.vector`` (``load_flat``, ``load_float4``), where v10 made
+    four reshaped views per call, host work of about 30 us each.
 
 Why it is faster:
-    Only for shapes that are not whole tiles, where v10 allocated padded
+    For shapes that are not whole tiles, where v10 allocated padded
     buffers, copied A and B (and C) into them and cropped the result: three
     to four extra passes over memory plus allocations per call. Here those
-    shapes cost what the kernel costs. Whole-tile shapes run v10's hot loop:
-    the clamps are computed once before the K loop, and the added instructions
-    per step (a compare and a branch for the K edge) are few next to 2048
-    FMAs. Offline for sm_90 (``python -m zoo show sgemm v11 --sass --summary
+    shapes cost what the kernel costs. For small problems, where the kernel
+    takes about 100 us, the host's share of a call matters too: on the H200 at
+    1024^3 v11's call cost 159 us of host time with the reshapes, more than
+    its kernel, so back-to-back calls ran at the host's pace. Whole-tile
+    shapes run v10's hot loop: the clamps are computed once before the K
+    loop, and the added instructions per step (a compare and a branch for
+    the K edge) are few next to 2048 FMAs. Offline for sm_90 (``python -m zoo show sgemm v11 --sass --summary
     --size 256x256x64`` for the float4 kernel, the default size 70x129x31 for
     the scalar one): 208 and 214 registers (v10: 212), no spills, no stack;
     the same hot loop as v10, 151 SASS instructions for 128 FMAs (1.2 per
@@ -48,7 +54,7 @@ from zoo.errors import OutOfRange
 from zoo.jit import jit
 from zoo.kernels.sgemm import tune
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, LIMIT, Tiles
-from zoo.vector import load_float4, store_float4
+from zoo.vector import load_flat, load_float4, store_flat, store_float4
 
 # One warp per 32 x 32 block tile: the simulator runs every thread in Python, and its cost grows with
 # the block tile, not with the matrix. The GPU runs v10's tuned shape (checked at GPU_TEST_SIZES).
@@ -93,10 +99,10 @@ def build(tiles, vec_a, vec_b):
                 else:
                     v = load_float4(A, at)
             else:
-                v = (A[at] if not guard or k < K else zero,
-                     A[at + uint32(1)] if not guard or k + uint32(1) < K else zero,
-                     A[at + uint32(2)] if not guard or k + uint32(2) < K else zero,
-                     A[at + uint32(3)] if not guard or k + uint32(3) < K else zero)
+                v = (load_flat(A, at) if not guard or k < K else zero,
+                     load_flat(A, at + uint32(1)) if not guard or k + uint32(1) < K else zero,
+                     load_flat(A, at + uint32(2)) if not guard or k + uint32(2) < K else zero,
+                     load_flat(A, at + uint32(3)) if not guard or k + uint32(3) < K else zero)
             staged[4 * p], staged[4 * p + 1], staged[4 * p + 2], staged[4 * p + 3] = v
         for p in range(B_PASSES):
             k = k0 + b_k + uint32(p * B_ROWS_PER_PASS)
@@ -106,7 +112,8 @@ def build(tiles, vec_a, vec_b):
             elif vec_b:
                 v = load_float4(B, k * N + b_cols[0])
             else:
-                v = (B[k * N + b_cols[0]], B[k * N + b_cols[1]], B[k * N + b_cols[2]], B[k * N + b_cols[3]])
+                v = (load_flat(B, k * N + b_cols[0]), load_flat(B, k * N + b_cols[1]),
+                     load_flat(B, k * N + b_cols[2]), load_flat(B, k * N + b_cols[3]))
             staged[q], staged[q + 1], staged[q + 2], staged[q + 3] = v
 
     @jit(device=True, forceinline=True)
@@ -145,17 +152,17 @@ def build(tiles, vec_a, vec_b):
                         elif col < N:  # any row start: 32-bit stores, cut at column N
                             if with_c:
                                 last = row * N + N - uint32(1)
-                                r0 += beta * C[at]
-                                r1 += beta * C[min(at + uint32(1), last)]
-                                r2 += beta * C[min(at + uint32(2), last)]
-                                r3 += beta * C[min(at + uint32(3), last)]
-                            out[at] = r0
+                                r0 += beta * load_flat(C, at)
+                                r1 += beta * load_flat(C, min(at + uint32(1), last))
+                                r2 += beta * load_flat(C, min(at + uint32(2), last))
+                                r3 += beta * load_flat(C, min(at + uint32(3), last))
+                            store_flat(out, at, r0)
                             if col + uint32(1) < N:
-                                out[at + uint32(1)] = r1
+                                store_flat(out, at + uint32(1), r1)
                             if col + uint32(2) < N:
-                                out[at + uint32(2)] = r2
+                                store_flat(out, at + uint32(2), r2)
                             if col + uint32(3) < N:
-                                out[at + uint32(3)] = r3
+                                store_flat(out, at + uint32(3), r3)
 
     @jit
     def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
@@ -279,9 +286,11 @@ def launch_with(tiles, A, B, C, out, alpha, beta):
     vec_b = n % 4 == 0 and aligned(B) and aligned(out) and (beta == 0 or aligned(source))
     kernel = kernel_for(tiles, vec_a, vec_b)
     grid = ((n + tiles.BN - 1) // tiles.BN, (m + tiles.BM - 1) // tiles.BM)
-    kernel[grid, tiles.threads](A.reshape(m * k), B.reshape(k * n), source.reshape(m * n), out.reshape(m * n),
-                                uint32(m), uint32(n), uint32(k), float32(alpha), float32(beta))
+    # the matrices go in as they are: the kernel indexes them by flat index (zoo.vector), so no
+    # reshaped view is made per call (numba builds each one on the host, about 30 us apiece)
+    kernel[grid, tiles.threads](A, B, source, out, uint32(m), uint32(n), uint32(k), float32(alpha), float32(beta))
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
-    launch_with(TILES, A, B, C, out, alpha, beta)
+    tiles = SIMULATOR_TILES if SIMULATOR else (tune.tiles_for(A.shape[0], B.shape[1], A.shape[1]) or DEFAULT)
+    launch_with(tiles, A, B, C, out, alpha, beta)

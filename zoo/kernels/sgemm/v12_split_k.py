@@ -32,9 +32,9 @@ Why it is faster:
     over up to S times more SMs. What it costs: the ``out = beta * C`` pass
     (4 M N bytes written, plus 4 M N read when beta != 0), and S M N scalar
     atomics, which the L2 resolves but which also replace v11's 128-bit stores.
-    The plan assumes 2 blocks per SM, true for v10's tuned shape on the H200;
-    other tile shapes shift the break-even, which ``zoo tune`` does not yet
-    measure per shape class. Offline for sm_90 (``python -m zoo show sgemm
+    The tiles are v10's pick for the call's shape class (``tune.tiles_for``);
+    the plan assumes 2 blocks per SM, true for the large class's shape on the
+    H200, and smaller tiles (more blocks per SM) shift the break-even. Offline for sm_90 (``python -m zoo show sgemm
     v12 --sass --summary --size 256x256x1024``): the split kernel has 216
     registers (222 scalar), no spills, v11's hot loop (1.2 instructions per
     FMA), and 128 ``REDG.E.ADD.F32.FTZ`` per thread where v11 has 32 128-bit
@@ -48,9 +48,10 @@ Measured:
 """
 from numba import cuda, float32, uint32
 
+from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.jit import jit
-from zoo.kernels.sgemm import v11_edges_in_kernel as v11
+from zoo.kernels.sgemm import tune, v11_edges_in_kernel as v11
 from zoo.kernels.sgemm.v11_edges_in_kernel import TILES, aligned, validate  # noqa: F401
 from zoo.vector import load_float4, store_float4
 
@@ -296,8 +297,9 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
     m, k = A.shape
     n = B.shape[1]
-    split = plan(m, n, k)["split"]
+    tiles = TILES if SIMULATOR else (tune.tiles_for(m, n, k) or TILES)  # v10's pick for this shape class
+    split = plan(m, n, k, tiles)["split"]
     if split == 1:  # enough tiles to fill the GPU: v11, no atomics, no extra pass
-        v11.launch_with(TILES, A, B, C, out, alpha, beta)
+        v11.launch_with(tiles, A, B, C, out, alpha, beta)
     else:
-        launch_split(TILES, split, A, B, C, out, alpha, beta)
+        launch_split(tiles, split, A, B, C, out, alpha, beta)
