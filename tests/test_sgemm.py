@@ -300,3 +300,25 @@ def test_v11_takes_the_matrices_unreshaped(monkeypatch):
     ok, _, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0),
                                     SGEMM.TOLERANCE)
     assert ok, detail
+
+
+SMALL_CLASS_TILES = (DEFAULT._replace(BM=64, BN=128, WM=64, WN=32, WN_ITER=2),  # the H200's small/skinny pick
+                     DEFAULT._replace(BM=64, BN=64, BK=32, WM=32, WN=32, WN_ITER=1))
+
+
+@pytest.mark.parametrize("tiles", SMALL_CLASS_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("split", [None, 2], ids=["v11", "v12-split2"])
+def test_edge_steps_take_the_small_class_tiles(tiles, split):
+    """v11 and v12 launch whatever tiles the tune table picks for a shape class: each must be right."""
+    from numba import cuda
+
+    A, B, C = operands(IRREGULAR, seed=13)
+    out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
+    dA, dB, dC = (cuda.to_device(x) for x in (A, B, C))
+    if split is None:
+        v11.launch_with(tiles, dA, dB, dC, out, 0.5, -2.0)
+    else:
+        v12.launch_split(tiles, split, dA, dB, dC, out, 0.5, -2.0)
+    ok, err, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0),
+                                      SGEMM.TOLERANCE)
+    assert ok, detail
