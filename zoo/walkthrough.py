@@ -72,7 +72,10 @@ def _measured_tables(fam, all_results):
         if not by_size:
             continue
         name = data["device"]["name"]
-        parts.append(f"### {name}\n\nFrom `results/{slug}.json` (commit {data.get('commit', '?')}).")
+        commits = sorted({row.get("commit", "?") for rows in by_size.values() for row in rows.values()})
+        label = "commit" if len(commits) == 1 else "commits"
+        parts.append(f"### {name}\n\nFrom `results/{slug}.json` ({label} {', '.join(commits)}: the code each row "
+                     f"was measured at).")
         keys = report.headline_keys(fam, by_size)
         for key in keys:
             parts.append(f"Size {key}:\n\n" + report.family_table(fam, name, key, by_size[key]))

@@ -16,17 +16,19 @@ Why it is faster:
     needs a few MB in flight across its 132 SMs. With one float4 per thread a
     warp waits for its load before it can issue the next one; with two
     independent loads it has 32 bytes per thread outstanding. The grid matters
-    more than the unrolling, as the sweep shows on the H200 at 2^28 elements:
-    one pass moves 3,834 to 3,869 GB/s whatever the unrolling (1, 2 or 4 float4
-    a thread), a grid of 4 or 8 blocks per SM 3,473 to 3,657 GB/s. A looping
-    thread issues its next loads only after its stores; in a one-pass grid a
-    new block's loads go out as soon as a finished block frees its slot, so
-    the SMs never wait on one thread's turn around the loop.
+    more than the unrolling, as the sweep shows on the H200 at 2^28 elements
+    (results/sweeps/nvidia-h200-elementwise-sweep.csv): a one-pass grid moves
+    3,822 to 3,955 GB/s (90 to 94% of the copy) whatever the unrolling (1, 2,
+    4 or 8 float4 a thread), a grid of 4 to 16 blocks per SM 3,578 to 3,699
+    (85 to 88%). A looping thread issues its next loads only after its
+    stores; in a one-pass grid a new block's loads go out as soon as a
+    finished block frees its slot, so the SMs never wait on one thread's
+    turn around the loop.
 
 Measured:
-    NVIDIA H200, size 268435456: 3,638 GB/s (590 us a call), 227.1% of cupy.maximum(x,
-    0, out=out), 38 registers, occupancy bound 75%. Other sizes, % of cupy.maximum(x, 0,
-    out=out): 1048576: 13.1%, 16777216: 178.9%. From results/nvidia-h200.json.
+    NVIDIA H200, size 268435456: 3,848 GB/s (558 us a call), 229.8% of cupy.maximum(x,
+    0, out=out), 23 registers, occupancy bound 100%. Other sizes, % of cupy.maximum(x,
+    0, out=out): 1048576: 35.2%, 16777216: 159.9%. From results/nvidia-h200.json.
 """
 import functools
 

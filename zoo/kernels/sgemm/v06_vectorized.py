@@ -17,9 +17,9 @@ Why it is faster:
     bounds checks of v05 also leave the kernel.
 
 Measured:
-    NVIDIA H200, size 4096: 29,539 GFLOP/s (4,653 us a call), 58.4% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 21.3%, 2048: 42.5%,
-    4095: 52.4%, 4097: 50.2%, 8192: 62.6%, 3000x5000x2000: 50.8%. From
+    NVIDIA H200, size 4096: 30,150 GFLOP/s (4,558 us a call), 59.3% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 22.2%, 2048: 44.1%,
+    4095: 56.8%, 4097: 50.4%, 8192: 62.3%, 3000x5000x2000: 52.1%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

@@ -18,9 +18,9 @@ Why it is faster:
     consecutive threads read 128 contiguous bytes, one per bank.
 
 Measured:
-    NVIDIA H200, size 4096: 32,490 GFLOP/s (4,230 us a call), 64.2% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 22.2%, 2048: 53.5%,
-    4095: 54.9%, 4097: 51.3%, 8192: 66.1%, 3000x5000x2000: 43.6%. From
+    NVIDIA H200, size 4096: 33,368 GFLOP/s (4,119 us a call), 65.7% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 24.2%, 2048: 55.9%,
+    4095: 61.6%, 4097: 53.6%, 8192: 66.0%, 3000x5000x2000: 53.3%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

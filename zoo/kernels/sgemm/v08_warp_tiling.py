@@ -17,9 +17,9 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    NVIDIA H200, size 4096: 37,728 GFLOP/s (3,643 us a call), 74.6% of cuBLAS, 200
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 23.8%, 2048: 58.3%,
-    4095: 61.2%, 4097: 55.2%, 8192: 78.6%, 3000x5000x2000: 47.7%. From
+    NVIDIA H200, size 4096: 37,764 GFLOP/s (3,639 us a call), 74.3% of cuBLAS, 200
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 34.1%, 2048: 60.9%,
+    4095: 67.3%, 4097: 61.1%, 8192: 77.5%, 3000x5000x2000: 60.9%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

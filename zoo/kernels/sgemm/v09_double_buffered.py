@@ -18,9 +18,9 @@ Why it is faster:
     #801). It caps each matrix at 2^32 elements, which ``validate`` enforces.
 
 Measured:
-    NVIDIA H200, size 4096: 40,692 GFLOP/s (3,378 us a call), 80.4% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 37.8%, 2048: 63.3%,
-    4095: 63.1%, 4097: 62.0%, 8192: 83.5%, 3000x5000x2000: 59.6%. From
+    NVIDIA H200, size 4096: 38,818 GFLOP/s (3,541 us a call), 76.4% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 32.9%, 2048: 64.7%,
+    4095: 71.4%, 4097: 69.3%, 8192: 81.8%, 3000x5000x2000: 62.8%. From
     results/nvidia-h200.json.
 """
 from typing import NamedTuple

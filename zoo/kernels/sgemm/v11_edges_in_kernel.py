@@ -42,9 +42,9 @@ Why it is faster:
     the scalar one with four LDG.E each.
 
 Measured:
-    NVIDIA H200, size 4096: 40,315 GFLOP/s (3,409 us a call), 79.7% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 21.4%, 2048: 63.3%,
-    4095: 80.6%, 4097: 68.9%, 8192: 82.9%, 3000x5000x2000: 80.4%. From
+    NVIDIA H200, size 4096: 41,064 GFLOP/s (3,347 us a call), 80.8% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 58.3%, 2048: 72.1%,
+    4095: 82.6%, 4097: 70.3%, 8192: 82.3%, 3000x5000x2000: 87.3%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32

@@ -34,16 +34,21 @@ Why it is faster:
     atomics, which the L2 resolves but which also replace v11's 128-bit stores.
     The tiles are v10's pick for the call's shape class (``tune.tiles_for``);
     the plan assumes 2 blocks per SM, true for the large class's shape on the
-    H200, and smaller tiles (more blocks per SM) shift the break-even. Offline for sm_90 (``python -m zoo show sgemm
+    H200, and smaller tiles (more blocks per SM) shift the break-even. With
+    the small class's 64 x 128 tiles, 1024^3 makes 128 tiles and the plan
+    takes S = 2: on the H200 that call took 212 us against v11's 116 us,
+    so with tiles sized to the problem the extra pass and the atomics cost
+    more than the split gains there; split-K pays where even small tiles
+    leave SMs idle (a few tiles, a long K). Offline for sm_90 (``python -m zoo show sgemm
     v12 --sass --summary --size 256x256x1024``): the split kernel has 216
     registers (222 scalar), no spills, v11's hot loop (1.2 instructions per
     FMA), and 128 ``REDG.E.ADD.F32.FTZ`` per thread where v11 has 32 128-bit
     stores; the float atomics flush subnormal results to zero.
 
 Measured:
-    NVIDIA H200, size 4096: 40,388 GFLOP/s (3,403 us a call), 79.8% of cuBLAS, 216
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 25.0%, 2048: 62.3%,
-    4095: 80.7%, 4097: 69.5%, 8192: 82.7%, 3000x5000x2000: 72.3%. From
+    NVIDIA H200, size 4096: 40,928 GFLOP/s (3,358 us a call), 80.5% of cuBLAS, 16
+    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 31.8%, 2048: 72.2%,
+    4095: 82.3%, 4097: 70.1%, 8192: 82.0%, 3000x5000x2000: 80.3%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
