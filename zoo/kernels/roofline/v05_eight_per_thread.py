@@ -21,7 +21,12 @@ Why it is faster:
     roofline``), where the looping grid moved 3,495 GB/s (83%) in a timing of
     the same kernel. A looping thread issues its next loads only after its
     stores, while a fresh block's loads go out as soon as a finished block
-    frees its slot. At k = 500 the two grids are equal (60 TFLOP/s).
+    frees its slot. At k = 500 the two grids are equal (60 TFLOP/s). Near the
+    ridge it costs a little: at k = 50 and 100 the sweep measured 3% and 4%
+    less than with the looping grid (41.6 and 50.5 TFLOP/s), and the family's
+    benchmark at k = 100 13% less (46.6 against 53.5), since each block now
+    retires after one group of eight elements and the SM refills block by
+    block; the step keeps the one-pass grid for the memory-bound end.
 
 Measured:
     NVIDIA H200, size 67108864: 46,605 GFLOP/s (288 us a call), 222.3% of CuPy
