@@ -322,3 +322,24 @@ def test_edge_steps_take_the_small_class_tiles(tiles, split):
     ok, err, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0),
                                       SGEMM.TOLERANCE)
     assert ok, detail
+
+
+def test_zoo_tune_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
+    """The GPU path of ``zoo tune sgemm --size``, with the timing replaced: which shapes reach the sweep."""
+    import argparse
+
+    from zoo import cli
+
+    seen = []
+
+    def fake_sweep(shapes, progress=None):
+        seen.append(shapes)
+        return {"device": "test", "classes": {c: {"shape": list(s), "rows": []} for c, s in shapes.items()}}
+
+    monkeypatch.setattr(zoo, "SIMULATOR", False)
+    monkeypatch.setattr(tune, "sweep", fake_sweep)
+    monkeypatch.setattr(tune, "sm_count", lambda: 132)
+    cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "2000x5000x64", "200x4096x4096"]))
+    assert seen == [{"small": (1024, 1024, 1024), "large": (2000, 5000, 64), "skinny": (200, 4096, 4096)}]
+    with pytest.raises(cli.UsageError, match="both of class small"):
+        cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "300x5000x64"]))  # 120 tiles: small too

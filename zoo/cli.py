@@ -311,7 +311,14 @@ def cmd_tune(args):
     sweep = importlib.import_module(name)
     shapes = None
     if args.size:  # tune the class each size belongs to, at that size
-        shapes = {sweep.shape_class(*fam.dims(size)): fam.dims(size) for size in _sizes(fam, args.size, [])}
+        dims = getattr(fam.module, "dims", lambda size: (size,) * 3)  # (M, N, K) of a size; n is n x n x n
+        shapes = {}
+        for size in _sizes(fam, args.size, []):
+            cls = sweep.shape_class(*dims(size))
+            if cls in shapes:
+                raise UsageError(f"{'x'.join(map(str, shapes[cls]))} and {'x'.join(map(str, dims(size)))} are both "
+                                 f"of class {cls}: a class is tuned at one size")
+            shapes[cls] = dims(size)
     count = len(sweep.candidates()) * len(shapes or sweep.SHAPE_CLASSES)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("tuning", total=count)
