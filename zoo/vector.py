@@ -50,8 +50,11 @@ else:
 
     _VEC4 = ir.VectorType(ir.FloatType(), 4)
 
+    def _flat_indexable(arr):
+        return isinstance(arr, types.Array) and (arr.ndim == 1 or arr.layout == "C")
+
     def _check(arr, dtype=types.float32):
-        if not (isinstance(arr, types.Array) and arr.dtype == dtype and (arr.ndim == 1 or arr.layout == "C")):
+        if not (_flat_indexable(arr) and arr.dtype == dtype):
             raise TypeError(f"{'float4' if dtype == types.float32 else 'int4'} access needs a 1-D or C-contiguous "
                             f"{dtype} array, got {arr}")
 
@@ -102,7 +105,7 @@ else:
         return sig, codegen
 
     def _check_flat(arr):
-        if not (isinstance(arr, types.Array) and (arr.ndim == 1 or arr.layout == "C")):
+        if not _flat_indexable(arr):
             raise TypeError(f"flat access needs a 1-D or C-contiguous array, got {arr}")
 
     @intrinsic

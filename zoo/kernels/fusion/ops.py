@@ -55,6 +55,12 @@ def sin_unit(v):
 
 
 @jit(device=True)
+def sin4(v):
+    """sin applied four times, each a full libdevice sinf: the seeds' example."""
+    return sin(sin(sin(sin(v))))
+
+
+@jit(device=True)
 def sin4_bounded(v):
     """sin applied four times, the last three through sin_unit: their arguments are sines."""
     return sin_unit(sin_unit(sin_unit(sin(v))))

@@ -41,12 +41,16 @@ def path():
     return results.RESULTS_DIR / "tune" / f"{slug()}-sgemm.json"
 
 
+def output_tiles(m, n, bm, bn):
+    """Blocks of a grid that covers an M x N output with BM x BN tiles, partial ones included."""
+    return -(-m // bm) * -(-n // bn)
+
+
 def shape_class(m, n, k, sms=None):
     """'skinny', 'small' or 'large' for an M x N x K product (see the module docstring)."""
     if min(m, n) <= SKINNY_SIDE:
         return "skinny"
-    tiles = math.ceil(m / CLASS_TILE) * math.ceil(n / CLASS_TILE)
-    return "small" if tiles < (sms or sm_count()) else "large"
+    return "small" if output_tiles(m, n, CLASS_TILE, CLASS_TILE) < (sms or sm_count()) else "large"
 
 
 def valid(t):
@@ -94,7 +98,7 @@ def candidates():
 
 def waves(m, n, tiles, blocks_per_sm, sms=None):
     """Wave quantization of one launch: (output tiles, waves of resident blocks, fullness of the last wave)."""
-    count = math.ceil(m / tiles.BM) * math.ceil(n / tiles.BN)
+    count = output_tiles(m, n, tiles.BM, tiles.BN)
     slots = (sms or sm_count()) * max(1, blocks_per_sm)
     w = count / slots
     return count, w, w / math.ceil(w)
@@ -102,22 +106,21 @@ def waves(m, n, tiles, blocks_per_sm, sms=None):
 
 @functools.lru_cache(maxsize=None)
 def _table():
+    """(the table as saved, {class: fastest Tiles}), read and parsed once: tiles_for runs on every call.
+
+    A table written before classes existed holds one best shape, tuned at 4096^3: the large class's."""
+    from zoo.kernels.sgemm.v09_double_buffered import Tiles
+
     p = path()
-    return json.loads(p.read_text()) if p.exists() else None
+    data = json.loads(p.read_text()) if p.exists() else {}
+    entries = data.get("classes", {"large": data} if data else {})
+    best = {cls: Tiles(**e["best"]["tiles"]) for cls, e in entries.items() if e.get("best")}
+    return data, best
 
 
 def best_tiles(shape_class_name="large"):
-    """The fastest tiles recorded for this device and class, or None. A table written before classes
-    existed holds one best shape, tuned at 4096^3: it counts as the large class's."""
-    from zoo.kernels.sgemm.v09_double_buffered import Tiles
-
-    data = _table()
-    if not data:
-        return None
-    if "classes" not in data:
-        return Tiles(**data["best"]["tiles"]) if shape_class_name == "large" and data.get("best") else None
-    entry = data["classes"].get(shape_class_name) or {}
-    return Tiles(**entry["best"]["tiles"]) if entry.get("best") else None
+    """The fastest tiles recorded for this device and class, or None."""
+    return _table()[1].get(shape_class_name)
 
 
 def tiles_for(m, n, k):
@@ -150,7 +153,9 @@ def sweep(shapes=None, progress=None):
                 progress(name, t)
             if m % t.BM or n % t.BN or k % t.BK:
                 continue  # the class shapes are whole tiles of every candidate
-            kernel = kernels.get(t) or kernels.setdefault(t, build(t))
+            if t not in kernels:  # compiled once, timed at every class's shape
+                kernels[t] = build(t)
+            kernel = kernels[t]
             grid = (n // t.BN, m // t.BM)
 
             def launch(i, kernel=kernel, grid=grid, t=t):
@@ -178,7 +183,7 @@ def sweep(shapes=None, progress=None):
         table["classes"][name] = {"shape": [m, n, k], "best": timed[0] if timed else None,
                                   "rows": timed + [r for r in rows if r not in timed]}
     p = path()
-    old = _table() or {}
+    old = _table()[0]
     if "classes" in old and set(shapes) != set(SHAPE_CLASSES):  # tuning some classes keeps the others
         table["classes"] = {**old["classes"], **table["classes"]}
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -34,8 +34,8 @@ Why it is faster:
     its kernel, so back-to-back calls ran at the host's pace. Whole-tile
     shapes run v10's hot loop: the clamps are computed once before the K
     loop, and the added instructions per step (a compare and a branch for
-    the K edge) are few next to 2048 FMAs. Offline for sm_90 (``python -m zoo show sgemm v11 --sass --summary
-    --size 256x256x64`` for the float4 kernel, the default size 70x129x31 for
+    the K edge) are few next to 2048 FMAs. Offline for sm_90 (``python -m
+    zoo show sgemm v11 --sass --summary --size 256x256x64`` for the float4 kernel, the default size 70x129x31 for
     the scalar one): 208 and 214 registers (v10: 212), no spills, no stack;
     the same hot loop as v10, 151 SASS instructions for 128 FMAs (1.2 per
     FMA: 6 LDS.128, 16 integer). The float4 kernel stages with LDG.E.128,
@@ -291,6 +291,10 @@ def launch_with(tiles, A, B, C, out, alpha, beta):
     kernel[grid, tiles.threads](A, B, source, out, uint32(m), uint32(n), uint32(k), float32(alpha), float32(beta))
 
 
+def tiles_for(m, n, k):
+    """The tiles a call of this shape launches with: v10's pick for its class (v12 asks here too)."""
+    return SIMULATOR_TILES if SIMULATOR else (tune.tiles_for(m, n, k) or DEFAULT)
+
+
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
-    tiles = SIMULATOR_TILES if SIMULATOR else (tune.tiles_for(A.shape[0], B.shape[1], A.shape[1]) or DEFAULT)
-    launch_with(tiles, A, B, C, out, alpha, beta)
+    launch_with(tiles_for(A.shape[0], B.shape[1], A.shape[1]), A, B, C, out, alpha, beta)

@@ -39,8 +39,8 @@ Why it is faster:
     takes S = 2: on the H200 that call took 212 us against v11's 116 us,
     so with tiles sized to the problem the extra pass and the atomics cost
     more than the split gains there; split-K pays where even small tiles
-    leave SMs idle (a few tiles, a long K). Offline for sm_90 (``python -m zoo show sgemm
-    v12 --sass --summary --size 256x256x1024``): the split kernel has 216
+    leave SMs idle (a few tiles, a long K). Offline for sm_90 (``python -m
+    zoo show sgemm v12 --sass --summary --size 256x256x1024``): the split kernel has 216
     registers (222 scalar), no spills, v11's hot loop (1.2 instructions per
     FMA), and 128 ``REDG.E.ADD.F32.FTZ`` per thread where v11 has 32 128-bit
     stores; the float atomics flush subnormal results to zero.
@@ -53,7 +53,6 @@ Measured:
 """
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.jit import jit
 from zoo.kernels.sgemm import tune, v11_edges_in_kernel as v11
@@ -272,7 +271,7 @@ def plan(m, n, k, tiles=TILES, sms=None):
     """How a call is launched: a dict with the tile count, the block slots of one wave, the split S,
     the K slice each block takes, the blocks launched and the waves they make (see the docstring)."""
     sms = sm_count() if sms is None else sms
-    tile_count = -(-m // tiles.BM) * -(-n // tiles.BN)
+    tile_count = tune.output_tiles(m, n, tiles.BM, tiles.BN)
     slots = sms * BLOCKS_PER_SM
     steps = -(-k // tiles.BK)
     split = max(1, min(slots // tile_count, steps // MIN_SLICE_STEPS, MAX_SPLIT))
@@ -302,7 +301,7 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
     m, k = A.shape
     n = B.shape[1]
-    tiles = TILES if SIMULATOR else (tune.tiles_for(m, n, k) or TILES)  # v10's pick for this shape class
+    tiles = v11.tiles_for(m, n, k)  # v10's pick for this shape class
     split = plan(m, n, k, tiles)["split"]
     if split == 1:  # enough tiles to fill the GPU: v11, no atomics, no extra pass
         v11.launch_with(tiles, A, B, C, out, alpha, beta)
