@@ -3,8 +3,8 @@
 The inputs are made for the sweep, not by ``make_inputs``: the vector is cut
 into groups of 32 consecutive elements (one warp's in index order) and in each
 group exactly ``long_lanes`` elements, at random lanes, are long (|x| in
-[31/32, 1): all 32 chunks, 256 steps); the others are short (|x| below 1/32:
-one chunk, 8 steps). Signs are random. ``long_lanes`` runs over 0, 1, 2, 4, 8,
+[31/32, 1): all 32 chunks, 512 steps); the others are short (|x| below 1/32:
+one chunk, 16 steps). Signs are random. ``long_lanes`` runs over 0, 1, 2, 4, 8,
 16 and 32, so the fraction of long lanes goes from 0 to 1.
 
 For each step (and the CuPy baseline, where CuPy is installed) and each
@@ -13,14 +13,14 @@ fraction the kernel runs on n = 2^24 elements and is timed with CUDA events
 
     long_lanes    long elements in each group of 32
     fraction      long_lanes / 32
-    work          steps the data asks for over 256 n: (1 + 31 fraction) / 32
+    work          steps the data asks for over 512 n: (1 + 31 fraction) / 32
     ms            median time of one call
     gflops        2 x (steps the data asks for) / time: useful work, not the
                   spec's full-count figure
     correct       the output against the float64 reference (a sample of 2^16
                   elements on the GPU, every element in the simulator)
 
-What to expect: v03 runs 256 steps for every lane whatever the data, a flat
+What to expect: v03 runs 512 steps for every lane whatever the data, a flat
 line. v04 stops each lane at its own count but a warp runs until its longest
 lane is done, so it is cheap at 0 and pays nearly the full price from 1/32 on:
 one long lane is enough. v05 sorts each block of 256 elements by count, so a
@@ -82,7 +82,7 @@ def inputs(n, long_lanes, seed=0):
 
 
 def work(long_lanes):
-    """Steps the data asks for, over the full 256 an element (ignoring a partial last group)."""
+    """Steps the data asks for, over the full 512 an element (ignoring a partial last group)."""
     return (long_lanes * spec.N_CHUNKS + (WARP - long_lanes)) / (WARP * spec.N_CHUNKS)
 
 
@@ -179,7 +179,7 @@ def plot(rows, device_name):
             ax.plot(range(len(counts)), [best * work(c) for c in counts], color="grey", linestyle=":",
                     label="time in proportion to the work")
         ax.set_xticks(range(len(counts)), [f"{c}/{WARP}" for c in counts])
-        ax.set_xlabel("long lanes per warp (at random lanes; the others short: 8 steps against 256)")
+        ax.set_xlabel("long lanes per warp (at random lanes; the others short: 16 steps against 512)")
         ax.set_ylabel("ms per call")
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8, loc="best")

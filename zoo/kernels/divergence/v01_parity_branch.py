@@ -4,7 +4,7 @@ Changes:
     The first kernel: thread ``i = blockIdx.x * blockDim.x + threadIdx.x``
     takes element i, works out its trip count T = ``trips(x[i])`` chunks, then
     branches on ``i % 2``. The even arm runs T chunks of z <- z x + A, the odd
-    arm T chunks of z <- z B + x; a chunk is CHUNK = 8 FMAs, unrolled.
+    arm T chunks of z <- z B + x; a chunk is CHUNK = 16 FMAs, unrolled.
     ceil(n / 256) blocks of 256 threads, one element per thread.
 
 Why it is faster:
@@ -12,8 +12,8 @@ Why it is faster:
     are 32 consecutive indices, 16 of each parity, so every warp takes both
     arms: it runs the even arm with the odd lanes masked off, then the odd arm
     with the even lanes masked off. Half of each FMA instruction's lanes are
-    idle: on uniform inputs (every lane 256 steps) a warp issues 512 FMA
-    instructions for 256 steps of work. Inside each arm the loop runs until
+    idle: on uniform inputs (every lane 512 steps) a warp issues 1024 FMA
+    instructions for 512 steps of work. Inside each arm the loop runs until
     the longest lane of that half is done, the data divergence of v04 and v05.
 
 Measured:

@@ -1,29 +1,32 @@
-"""No branch at all: select (m, c) by parity, run all 32 chunks, freeze z once a lane's count is done.
+"""No branch at all: both arms rewritten as w <- w m + 1, m selected by parity, every lane runs all 32 chunks.
 
 Changes:
     From v02, back to one element per thread in index order: no remapping
-    and no ``if`` on the parity. Each lane picks its multiplier and constant
-    with selects, ``m = B if odd else x`` and ``c = x if odd else A``, then
-    runs a loop of a constant N_CHUNKS = 32 chunks. In chunk k a lane whose
-    count T is done (k >= T) uses (m, c) = (1, 0) instead, and z * 1 + 0 = z
-    exactly, so its result is that of T chunks.
+    and no ``if`` on the parity. The arms z <- z x + A and z <- z B + x are
+    one recurrence once z is written as c w (see the spec): w <- w m + 1 from
+    w = 0, then z = c w. So each lane selects ``m = B if odd else x`` and
+    ``c = x if odd else A`` and runs the same instructions as every other lane.
+    The trip count is made branch-free too: every lane runs all N_CHUNKS = 32
+    chunks, and after chunk k it keeps w if k is its own count T
+    (``kept = w if k == T else kept``, a compare and a select). Its result is
+    c times the kept w.
 
 Why it is faster:
-    Both arms are one instruction stream, so no warp is ever split and no
-    remapping is needed: a select is one instruction on values that are
-    already in registers, not a path to run. Every lane runs all 256 steps, so
-    the warp issues 256 FMA instructions whatever the data: on uniform inputs
-    it matches v02, and the loop is fully unrolled (no counter, no branch).
-    On skewed inputs it wastes the most: a lane that needed 8 steps still
-    issues 256, frozen. It is the yardstick for v04 and v05, which stop early.
+    No warp is ever split, and no remapping is needed: a select is one
+    instruction on values that are already in registers, not a path to run.
+    Rewriting the arms matters as much as removing the branch. Selecting
+    (m, c) and running z <- z m + c (the previous version of this step)
+    measured 23% slower than v02 on uniform inputs: every FMA then reads three
+    registers (z, m, c), where v02's arms read two and an immediate. v02 with
+    its constants passed in registers was 30% slower too. In w <- w m + 1 the
+    added one is an immediate again. Every lane issues 512 FMAs whatever its
+    count, plus a compare and a select per chunk of 16: within a few percent
+    of v02 on uniform inputs. On skewed inputs it wastes the most, since a lane
+    that needed 16 steps still issues 512: the yardstick for v04 and v05,
+    which stop early.
 
 Measured:
-    NVIDIA H200, size 16777216: 29,112 GFLOP/s (295 us a call), 99.8% of
-    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 16
-    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
-    free (m, c) by parity, then the per-lane loop: 1048576: 78.4%, 1048576@skewed:
-    78.1%, 4194304: 98.6%, 4194304@skewed: 93.1%, 16777216@skewed: 94.4%. From
-    results/nvidia-h200.json.
+    (filled in by ``zoo report`` from the results file)
 """
 from numba import cuda, float32, uint32
 
@@ -42,10 +45,10 @@ def trips(v):
 
 
 @jit(device=True)
-def chunk(z, m, c):
+def geometric_chunk(w, m):
     for _ in range(CHUNK):  # a constant trip count: unrolled into CHUNK dependent FMAs
-        z = z * m + c  # contracted into one fma.rn.f32
-    return z
+        w = w * m + float32(1)  # one fma.rn.f32 with an immediate 1.0
+    return w
 
 
 @jit
@@ -57,13 +60,14 @@ def branch_free_kernel(x, out):
         m = float32(B) if odd else v  # selects (selp.f32): both values are in registers, nothing to jump over
         c = v if odd else float32(A)
         t = trips(v)
-        z = float32(0)
+        w = float32(0)
+        kept = float32(0)
         k = uint32(0)
         while k < uint32(N_CHUNKS):  # a constant count: every lane of every warp runs all 32 chunks
-            live = k < t
-            z = chunk(z, m if live else float32(1), c if live else float32(0))  # (1, 0) freezes z exactly
+            w = geometric_chunk(w, m)
             k = uint32(k + uint32(1))  # numba widens uint32 + uint32 to 64 bits: cast back
-        out[i] = z
+            kept = w if k == t else kept  # a select, not a branch: w after the lane's own count
+        out[i] = c * kept
 
 
 def launch(x, out):

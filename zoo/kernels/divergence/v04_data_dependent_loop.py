@@ -1,19 +1,21 @@
 """Branch-free selection, but each lane stops at its own count: the warp runs as long as its longest lane.
 
 Changes:
-    From v03: the loop runs ``trips(x[i])`` chunks instead of all N_CHUNKS,
-    so nothing needs freezing. The (m, c) selects stay.
+    From v03: the loop runs ``trips(x[i])`` chunks of w <- w m + 1 instead of
+    all N_CHUNKS, so there is nothing to keep aside: w after the loop is the
+    lane's. The selects of m and c stay.
 
 Why it is faster:
-    A lane that needs 8 steps stops after 8. Lanes that stop early do not
+    A lane that needs 16 steps stops after 16. Lanes that stop early do not
     free the warp, though: the loop branch diverges, the finished lanes are
     masked off, and the warp keeps issuing until its longest lane is done.
     The time of a warp is that of its longest lane. On uniform inputs every
-    lane needs all 256 steps, so it runs like v03 (plus a loop counter). On
-    skewed inputs, where one element in 16 is long, 1 - (15/16)^32 = 87% of
-    warps hold a long lane and run all 256 steps: the work drops to about a
-    seventh of v03's but the time only by about a tenth. The lanes are free;
-    the warps are not, which is what v05 changes.
+    lane needs all 512 steps, so it runs like v03 (a loop counter and a
+    branch a chunk instead of a compare and a select). On skewed inputs, where
+    one element in 16 is long, 1 - (15/16)^32 = 87% of warps hold a long lane
+    and run all 512 steps: the work drops to about a seventh of v03's but the
+    time only by about a tenth. The lanes are free; the warps are not, which
+    is what v05 changes.
 
 Measured:
     NVIDIA H200, size 16777216: 27,974 GFLOP/s (307 us a call), 95.9% of
@@ -40,10 +42,10 @@ def trips(v):
 
 
 @jit(device=True)
-def chunk(z, m, c):
+def geometric_chunk(w, m):
     for _ in range(CHUNK):  # a constant trip count: unrolled into CHUNK dependent FMAs
-        z = z * m + c  # contracted into one fma.rn.f32
-    return z
+        w = w * m + float32(1)  # one fma.rn.f32 with an immediate 1.0
+    return w
 
 
 @jit
@@ -52,15 +54,15 @@ def data_loop_kernel(x, out):
     if i < x.size:  # the last block sticks out past n
         v = x[i]
         odd = i % 2 == 1
-        m = float32(B) if odd else v  # selects (selp.f32): both values are in registers, nothing to jump over
+        m = float32(B) if odd else v  # selects (selp.f32), as in v03: the arms' common form w <- w m + 1
         c = v if odd else float32(A)
         t = trips(v)
-        z = float32(0)
+        w = float32(0)
         k = uint32(0)
         while k < t:  # each lane its own count: finished lanes idle until the warp's longest ends
-            z = chunk(z, m, c)
+            w = geometric_chunk(w, m)
             k = uint32(k + uint32(1))  # numba widens uint32 + uint32 to 64 bits: cast back
-        out[i] = z
+        out[i] = c * w
 
 
 def launch(x, out):

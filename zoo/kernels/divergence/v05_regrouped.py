@@ -8,18 +8,19 @@ Changes:
     element and takes a place in its count's bucket with a shared atomic add
     (the returned old value is its rank in the bucket); warp 0 turns the 32
     bucket sizes into starting offsets; each thread stores its x and its
-    index in the block at offset + rank. The (m, c) selects and the
-    per-lane loop are v04's, with the parity of the original index.
+    index in the block at offset + rank. The selects of m and c and the
+    per-lane loop of w <- w m + 1 are v04's, with the parity of the original
+    index.
 
 Why it is faster:
     The work is the same as v04's; what changes is which lanes share a warp.
     A warp costs as much as its longest lane, so lanes with the same count
     belong together: after the sort a block's long elements sit in one or
     two warps and the other warps finish after a few chunks. On skewed inputs
-    (about 16 long elements per block) one warp in eight runs 256 steps
+    (about 16 long elements per block) one warp in eight runs 512 steps
     instead of nearly all of them, and the time follows the work the data
     asks for. The sort costs a few shared-memory operations per element and
-    four barriers per block, against up to 256 FMAs an element; it buys
+    four barriers per block, against up to 512 FMAs an element; it buys
     nothing on uniform inputs, where every warp is full of long lanes anyway.
     Results go out of order within the block's 1 KB span: a warp's store may
     touch all 8 of its 128-byte lines instead of 1, once per element.
@@ -50,10 +51,10 @@ def trips(v):
 
 
 @jit(device=True)
-def chunk(z, m, c):
+def geometric_chunk(w, m):
     for _ in range(CHUNK):  # a constant trip count: unrolled into CHUNK dependent FMAs
-        z = z * m + c  # contracted into one fma.rn.f32
-    return z
+        w = w * m + float32(1)  # one fma.rn.f32 with an immediate 1.0
+    return w
 
 
 @jit
@@ -98,12 +99,12 @@ def regrouped_kernel(x, out):
         m = float32(B) if odd else v  # selects (selp.f32), as in v04: no parity branch
         c = v if odd else float32(A)
         t = trips(v)
-        z = float32(0)
+        w = float32(0)
         k = uint32(0)
         while k < t:  # the warp still runs as long as its longest lane, now a close one
-            z = chunk(z, m, c)
+            w = geometric_chunk(w, m)
             k = uint32(k + uint32(1))  # numba widens uint32 + uint32 to 64 bits: cast back
-        out[i] = z  # scattered within the block's span: each index written once
+        out[i] = c * w  # scattered within the block's span: each index written once
 
 
 def launch(x, out):
