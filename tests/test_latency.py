@@ -174,3 +174,36 @@ def test_sweep_plot_says_when_nothing_was_timed():
 def test_sweep_refuses_bad_lists():
     with pytest.raises(ValueError, match="positive integers"):
         sweep._numbers("1,x")
+
+
+def test_measured_knee_interpolates_where_the_best_point_reaches_90_percent():
+    rows = [dict(x=1, y=10.0), dict(x=2, y=50.0), dict(x=2, y=20.0), dict(x=4, y=100.0), dict(x=8, y=95.0)]
+    knee, top = sweep.measured_knee(rows, "x", "y")
+    assert top == 100.0
+    assert knee == pytest.approx(2 * 2 ** ((90 - 50) / (100 - 50)))  # between 2 (best 50) and 4 (100), in log x
+    assert sweep.measured_knee([dict(x=3, y=5.0)], "x", "y") == (3.0, 5.0)  # saturated from the first point
+    assert sweep.little_knee(500.0, 4000.0, 100) == pytest.approx(4000.0 * 500.0 / 200)  # GB/s x ns = bytes
+
+
+def test_findings_compare_the_knees_with_the_loaded_latency():
+    rows = _gpu_rows()
+    rows.insert(1, dict(series="chase-dram-loaded", footprint_bytes=1 << 30, steps=1024, ns_per_step=2100.0,
+                        gbps=3900.0))
+    text = "\n".join(sweep.findings(rows))
+    assert "700 ns unloaded; 2,100 ns (3.0x) while copies stream at 3,900 GB/s" in text
+    unloaded, loaded = (f"{sweep.little_knee(ns, 4100.0, 132) / 1024:.1f} KB" for ns in (700.0, 2100.0))
+    assert f"{unloaded} with the unloaded latency, {loaded} with the loaded one" in text
+    knee, _ = sweep.measured_knee([r for r in rows if r["series"] == "bandwidth"], "bytes_in_flight_per_sm", "gbps")
+    assert f"at {knee / 1024:.1f} KB per SM" in text
+    fig = sweep.plot(rows, "NVIDIA H200")
+    labels = [line.get_label() for line in fig.axes[1].lines]
+    assert any(label.startswith("Little with the loaded latency, 2,100 ns") for label in labels)
+    assert any(label.startswith("measured: 90%") for label in labels)
+    assert len(fig.axes[0].patches) == 4
+
+
+def test_sweeps_ask_a_module_for_findings_only_if_it_has_them():
+    from zoo import sweeps
+
+    assert sweeps.findings(object(), []) == []  # a sweep module without findings: nothing to add
+    assert sweeps.findings(sweep, _gpu_rows()) == sweep.findings(_gpu_rows())

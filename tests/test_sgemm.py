@@ -177,8 +177,9 @@ def test_alignment_picks_the_kernel():
     """float4 where K % 4 and N % 4 and the bases allow it; scalar loads for a view starting 4 bytes in."""
     from numba import cuda
 
-    t = v11.TILES
+    t = v11.tiles_for(20, 12, 16)  # on a GPU, the tuned pick for this shape's class
     A, B, C, dA, dB, dC, out = _device_operands((20, 12, 16), seed=2)
+    v11.kernel_for(t, True, True).last_launch = None
     v11.launch(dA, dB, None, out)
     assert v11.kernel_for(t, True, True).last_launch is not None
     _check(out, A, B, None, 1.0, 0.0)
@@ -192,6 +193,8 @@ def test_alignment_picks_the_kernel():
     _check(out, A, B, C, 2.0, 1.0)
 
     A, B, C, dA, dB, dC, out = _device_operands((9, 13, 7), seed=3)  # K and N odd: scalar on both sides
+    t = v11.tiles_for(9, 13, 7)
+    v11.kernel_for(t, False, False).last_launch = None
     v11.launch(dA, dB, dC, out, alpha=1.0, beta=2.0)
     assert v11.kernel_for(t, False, False).last_launch is not None
     _check(out, A, B, C, 1.0, 2.0)

@@ -376,6 +376,8 @@ def cmd_sweep(args):
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in module.COLUMNS))
     console.print(table)
+    for line in sweeps.findings(module, rows):
+        console.print(f"- {line}")
     device_slug = sweeps.SIMULATOR_SLUG if zoo.SIMULATOR else slug()
     csv_file = sweeps.write_csv(sweeps.csv_path(device_slug, args.command, args.out), module.COLUMNS, rows)
     png = sweeps.draw(module, rows, properties()["name"], sweeps.png_path(device_slug, args.command, args.out))

@@ -166,12 +166,16 @@ def _sweep_sections(all_results, sections):
         sections.append(f"### Sweeps on {name}")
         for command, path in found:
             module = modules[command]
-            png = sweeps.draw(module, sweeps.read_csv(path), name, sweeps.png_path(slug, command))
+            rows = sweeps.read_csv(path)
+            png = sweeps.draw(module, rows, name, sweeps.png_path(slug, command))
             rel_csv = path.relative_to(results.ROOT).as_posix()
             text = f"#### `python -m zoo {command}`\n\n{module.HELP} Data: `{rel_csv}`."
             if png:
                 text += f"\n\n![{command} on {name}]({png.relative_to(results.ROOT).as_posix()})"
                 yield f"plot {png.relative_to(results.ROOT)}"
+            found = sweeps.findings(module, rows)
+            if found:
+                text += "\n\n" + "\n".join(f"- {line}" for line in found)
             sections.append(text)
 
 

@@ -10,10 +10,12 @@ one is a subcommand of ``python -m zoo`` with no list to edit. A sweep module ha
     def measure(args) -> list[dict]           # the rows; args.simulator is True in the
                                               # simulator: tiny sizes, correctness only
     def plot(rows, device_name) -> matplotlib.figure.Figure   # from the rows alone
+    def findings(rows) -> list[str]           # optional: a few sentences drawn from the rows
 
-The CLI runs ``measure``, prints the rows, writes ``results/sweeps/<gpu>-<command>.csv``
+The CLI runs ``measure``, prints the rows (and the findings, if the module has them), writes ``results/sweeps/<gpu>-<command>.csv``
 and ``docs/plots/<gpu>-<command>.png``. ``zoo report`` redraws every PNG from its
-committed CSV and shows it in the README, so the pictures follow the data. Files
+committed CSV and shows it in the README with its findings, so the pictures and the
+sentences follow the data. Files
 written in the simulator carry the simulator's name and are ignored by git.
 """
 import csv
@@ -87,6 +89,11 @@ def _number(text):
         except (TypeError, ValueError):
             pass
     return None if text == "" else text
+
+
+def findings(module, rows):
+    """The module's findings for these rows, or [] if it has none."""
+    return list(module.findings(rows)) if hasattr(module, "findings") else []
 
 
 def draw(module, rows, device_name, path):

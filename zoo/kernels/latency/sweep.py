@@ -18,6 +18,10 @@ Three experiments, one CSV (the ``series`` column tells them apart):
    the copy-in. Cycles = ns x the SM clock the driver reports (the boost
    clock; the clock during the run may differ). The DRAM figure includes TLB
    misses, as random accesses over 1 GiB do in any real kernel.
+   ``chase-dram-loaded`` (GPU only) chases the same way while device-to-device
+   copies on another stream hold memory at the copy ceiling: the latency a
+   load sees when every queue between the SM and DRAM is full, which is the
+   latency a kernel at the ceiling lives with. Its ``gbps`` is the copies'.
 2. Bytes in flight (series ``bandwidth``). The latency family's v04 kernel
    (out = 2x + 1 with ``loads_per_thread`` float4 issued before any use), on
    2^28 floats, for each threads per block x blocks per SM x loads per thread.
@@ -43,6 +47,14 @@ Three experiments, one CSV (the ``series`` column tells them apart):
    ``fma-latency`` row times one warp, one chain, for the latency; ``little``
    is then min(2 x fmas_in_flight_per_sm x SMs / latency, peak) with the peak
    from ``zoo.ceilings.fp32_peak()``.
+
+``findings`` (printed under the table, and under the plot in the README)
+puts the knees side by side: where Little's line meets the ceiling, with the
+unloaded and with the loaded latency, and where the measured points first
+reach 90% of their highest value. The unloaded line bends too early: at
+4 KB per SM the points reach only 58% of it, because latency grows with the
+traffic (bytes in flight / bandwidth gives about 0.46 us at 1 KB per SM and
+1.2 us at 16 KB). The loaded latency is the one to plan with.
 
 What occupancy is for: hiding latency. A warp that waits on a load or an FMA
 result leaves its scheduler idle unless another warp (occupancy) or another
@@ -80,7 +92,8 @@ SIM_SHARED_THREADS = 32
 
 GPU = dict(dram_bytes=1 << 30, l2_bytes=16 << 20, dram_steps=1 << 16, l2_steps=1 << 16, shared_steps=1 << 16,
            size=1 << 28, threads="64,256,1024", blocks="1,2,4,8,16,32", loads="1,2,4,8",
-           chains="1,2,4,8", fma_blocks="1,2,4,8", iterations=4096)
+           chains="1,2,4,8", fma_blocks="1,2,4,8", iterations=4096,
+           loaded_steps=1 << 10, loaded_copies=24, loaded_repeats=5)
 SIM = dict(dram_bytes=1 << 17, l2_bytes=1 << 16, dram_steps=64, l2_steps=64, shared_steps=64,
            size=1031, threads="32,64", blocks="1,2", loads="1,2",
            chains="1,2", fma_blocks="1", iterations=2)
@@ -215,6 +228,60 @@ def _chases(cfg, simulator, clock_khz):
         row.update(ns_per_step=ns, cycles_per_step=ns * clock_khz / 1e6 if clock_khz else None)
     rows.append(row)
     return rows
+
+
+def _loaded_chase(cfg, clock_khz):
+    """DRAM latency while device-to-device copies keep memory at the copy ceiling (GPU only).
+
+    Each repeat queues ``loaded_copies`` copies of a 1 GiB buffer on one stream,
+    then chases S and 2S steps on another; the chase is one thread, so it finds
+    room on an SM beside the copies and runs while they do. Its loads wait in
+    the same queues as the copy's: the difference per step is the latency a
+    request sees at full load. The row's gbps is the copies' bandwidth in the
+    meantime; a repeat whose chase outlasted the copies is not counted.
+    """
+    import cupy
+
+    from zoo import ceilings
+
+    table, order = chase_array(cfg["dram_bytes"], seed=4)
+    d_table = cuda.to_device(table)
+    src = cupy.zeros(cfg["dram_bytes"] // 4, np.float32)
+    dst = cupy.empty_like(src)
+    out = cuda.device_array(1, np.uint32)
+    steps, copies = cfg["loaded_steps"], cfg["loaded_copies"]
+    background, chasing = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    numba_chasing = cuda.external_stream(chasing.ptr)
+    per_step, gbps, correct = [], [], True
+    for rep in range(cfg["loaded_repeats"]):
+        # S steps from one node, 2S from S nodes further on: neither chase finds the other's lines in L2
+        first, second = (order[(rep * 3 * steps + k * steps) % len(order)] for k in (0, 1))
+        marks = [cupy.cuda.Event() for _ in range(5)]
+        marks[0].record(background)
+        with background:
+            for _ in range(copies):
+                ceilings.device_copy(src, dst)
+        marks[1].record(background)
+        marks[2].record(chasing)
+        chase_kernel[1, 1, numba_chasing](d_table, uint32(steps), uint32(first), out)
+        marks[3].record(chasing)
+        chase_kernel[1, 1, numba_chasing](d_table, uint32(2 * steps), uint32(second), out)
+        marks[4].record(chasing)
+        marks[4].synchronize()
+        marks[1].synchronize()
+        correct &= int(out.copy_to_host()[0]) == follow(table, second, 2 * steps)
+        if cupy.cuda.get_elapsed_time(marks[4], marks[1]) <= 0:
+            continue  # the copies ended before the chase did: part of it ran unloaded
+        short = cupy.cuda.get_elapsed_time(marks[2], marks[3])
+        long = cupy.cuda.get_elapsed_time(marks[3], marks[4])
+        per_step.append((long - short) * 1e6 / steps)
+        gbps.append(copies * 2 * src.nbytes / cupy.cuda.get_elapsed_time(marks[0], marks[1]) / 1e6)
+    row = dict(series="chase-dram-loaded", footprint_bytes=cfg["dram_bytes"], steps=steps, correct=correct)
+    if per_step:
+        ns = float(np.median(per_step))
+        row.update(ns_per_step=ns, cycles_per_step=ns * clock_khz / 1e6 if clock_khz else None,
+                   gbps=float(np.median(gbps)))
+    return row
 
 
 # -- 2. bandwidth against bytes in flight ---------------------------------------------
@@ -393,6 +460,8 @@ def measure(args):
     sms = sm_count()
     rows = _chases(cfg, simulator, clock_khz)
     dram_ns = rows[0].get("ns_per_step")
+    if not simulator:
+        rows.append(_loaded_chase(cfg, clock_khz))
     copy = ceilings.copy_bandwidth()  # None in the simulator
     rows += _bandwidth(cfg, args, simulator, sms, props, dram_ns, copy)
     peak = ceilings.fp32_peak()
@@ -402,6 +471,77 @@ def measure(args):
 
 def _num(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+SATURATED = 0.9  # a measured curve saturates where its best point first reaches 90% of its highest
+
+
+def _series(rows, name, key="ns_per_step"):
+    return next((r[key] for r in rows if r.get("series") == name and _num(r.get(key))), None)
+
+
+def measured_knee(points, x_key, y_key):
+    """(x where the best y per x first reaches SATURATED of the highest y, interpolated in log x; that highest y)."""
+    best = {}
+    for r in points:
+        best[r[x_key]] = max(best.get(r[x_key], 0.0), r[y_key])
+    xs = sorted(best)
+    if not xs:
+        return None, None
+    top = max(best.values())
+    goal = SATURATED * top
+    for lo, hi in zip([None] + xs, xs):
+        if best[hi] >= goal:
+            if lo is None or best[hi] == best[lo]:
+                return float(hi), top
+            frac = (goal - best[lo]) / (best[hi] - best[lo])
+            return float(lo * (hi / lo) ** frac), top
+    return None, top
+
+
+def little_knee(latency_ns, ceiling, sms, per_unit=2):
+    """Work in flight per SM where Little's line per_unit x work x SMs / latency meets the ceiling."""
+    return ceiling * latency_ns / (per_unit * sms)
+
+
+def findings(rows):
+    """Latency unloaded and loaded, and where Little's law and the measurements put the knees."""
+    lines = []
+    unloaded, loaded = _series(rows, "chase-dram"), _series(rows, "chase-dram-loaded")
+    load_gbps = _series(rows, "chase-dram-loaded", "gbps")
+    if unloaded and loaded:
+        lines.append(f"DRAM latency {unloaded:,.0f} ns unloaded; {loaded:,.0f} ns ({loaded / unloaded:.1f}x) while "
+                     f"copies stream at {load_gbps:,.0f} GB/s: requests queue behind the copy's")
+    points = [r for r in rows if r.get("series") == "bandwidth" and _num(r.get("gbps"))
+              and _num(r.get("bytes_in_flight_per_sm"))]
+    copy = next((r["ceiling"] for r in points if _num(r.get("ceiling"))), None)
+    sms = next((r["sms"] for r in points if _num(r.get("sms"))), None)
+    knee, top = measured_knee(points, "bytes_in_flight_per_sm", "gbps")
+    if unloaded and copy and sms and knee:
+        predicted = [("unloaded", little_knee(unloaded, copy, sms))]
+        said = [f"{predicted[0][1] / 1024:.1f} KB with the unloaded latency"]
+        if loaded:
+            predicted.append(("loaded", little_knee(loaded, copy, sms)))
+            said.append(f"{predicted[1][1] / 1024:.1f} KB with the loaded one")
+        lines.append("Little's law knee (reads in flight per SM where the line meets the copy ceiling, "
+                     f"{copy:,.0f} GB/s): " + ", ".join(said))
+        lines.append(f"measured: the best point first reaches {SATURATED:.0%} of the highest bandwidth "
+                     f"({top:,.0f} GB/s) at {knee / 1024:.1f} KB per SM, "
+                     + ", ".join(f"{knee / k:.2f}x the {name} prediction" for name, k in predicted))
+    fma_ns = _series(rows, "fma-latency")
+    fmas = [r for r in rows if r.get("series") == "fma" and _num(r.get("tflops")) and _num(r.get("fmas_in_flight_per_sm"))]
+    peak = next((r["ceiling"] for r in fmas if _num(r.get("ceiling"))), None)
+    knee, top = measured_knee(fmas, "fmas_in_flight_per_sm", "tflops")
+    if fma_ns and peak and sms and knee:
+        predicted = little_knee(fma_ns, peak * 1e3, sms)  # TFLOP/s x ns = thousands of FLOPs
+        low = min(fmas, key=lambda r: r["fmas_in_flight_per_sm"])
+        line = _little(2 * low["fmas_in_flight_per_sm"] * sms / fma_ns / 1e3, peak)
+        lines.append(f"FMA (latency {fma_ns:.2f} ns, peak {peak:.1f} TFLOP/s): below Little's knee of "
+                     f"{predicted:,.0f} FMAs in flight per SM the points follow the line ({low['tflops']:.1f} of "
+                     f"{line:.1f} TFLOP/s at {low['fmas_in_flight_per_sm']:,}); they reach {SATURATED:.0%} of the "
+                     f"highest ({top:.1f}) only at {knee:,.0f}, where more chains per thread have amortised each "
+                     "loop pass's counter and branch")
+    return lines
 
 
 def plot(rows, device_name):
@@ -418,9 +558,13 @@ def plot(rows, device_name):
         return fig
 
     chases = [r for r in rows if str(r.get("series")).startswith("chase") and _num(r.get("ns_per_step"))]
-    labels = {"chase-dram": "DRAM", "chase-l2": "L2", "chase-shared": "shared"}
+    labels = {"chase-dram": "DRAM", "chase-dram-loaded": "DRAM under\na copy", "chase-l2": "L2",
+              "chase-shared": "shared"}
+    colors = {"chase-dram": "tab:red", "chase-dram-loaded": "darkred", "chase-l2": "tab:orange",
+              "chase-shared": "tab:green"}
+    chases.sort(key=lambda r: list(labels).index(r["series"]) if r["series"] in labels else len(labels))
     bars = ax_lat.bar([labels.get(r["series"], r["series"]) for r in chases], [r["ns_per_step"] for r in chases],
-                      color=["tab:red", "tab:orange", "tab:green"][: len(chases)])
+                      color=[colors.get(r["series"], "grey") for r in chases])
     for bar, r in zip(bars, chases):
         cycles = f"\n{r['cycles_per_step']:.0f} cycles" if _num(r.get("cycles_per_step")) else ""
         ax_lat.annotate(f"{r['ns_per_step']:.0f} ns{cycles}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -443,6 +587,15 @@ def plot(rows, device_name):
                           max(r["bytes_in_flight_per_sm"] for r in points), 200)
         ax_bw.plot(xs / 1024, [_little(2 * b * sms / dram, copy) for b in xs], color="black", linewidth=1,
                    label=f"Little: 2 x bytes x {sms} SMs / {dram:.0f} ns, capped at copy")
+        loaded = next((r["ns_per_step"] for r in rows if r.get("series") == "chase-dram-loaded"
+                       and _num(r.get("ns_per_step"))), None)
+        if loaded:
+            ax_bw.plot(xs / 1024, [_little(2 * b * sms / loaded, copy) for b in xs], color="tab:red",
+                       linewidth=1, linestyle="-.", label=f"Little with the loaded latency, {loaded:,.0f} ns")
+        knee, top = measured_knee(points, "bytes_in_flight_per_sm", "gbps")
+        if knee:
+            ax_bw.axvline(knee / 1024, color="tab:purple", linestyle=":", linewidth=1,
+                          label=f"measured: {SATURATED:.0%} of {top:,.0f} GB/s at {knee / 1024:.1f} KB")
     if copy:
         ax_bw.axhline(copy, color="grey", linestyle="--", linewidth=1, label=f"copy {copy:,.0f} GB/s")
     ax_bw.set_xscale("log", base=2)
