@@ -17,12 +17,11 @@ Why it is faster:
     the longest lane of that half is done, the data divergence of v04 and v05.
 
 Measured:
-    NVIDIA H200, size 16777216: 21,090 GFLOP/s (407 us a call), 72.3% of
-    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 15
-    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
-    free (m, c) by parity, then the per-lane loop: 1048576: 67.8%, 1048576@skewed:
-    72.6%, 4194304: 71.3%, 4194304@skewed: 87.9%, 16777216@skewed: 90.3%. From
-    results/nvidia-h200.json.
+    NVIDIA H200, size 16777216: 23,825 GFLOP/s (721 us a call), 49.8% of
+    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 15 registers,
+    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
+    m + 1 per lane, z = c w: 1048576: 50.8%, 1048576@skewed: 61.5%, 4194304: 51.2%,
+    4194304@skewed: 64.3%, 16777216@skewed: 60.0%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

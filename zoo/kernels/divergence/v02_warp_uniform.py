@@ -20,12 +20,11 @@ Why it is faster:
     at up to 512 FMAs per element the loads hardly matter.
 
 Measured:
-    NVIDIA H200, size 16777216: 36,016 GFLOP/s (239 us a call), 123.5% of
-    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 14
-    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
-    free (m, c) by parity, then the per-lane loop: 1048576: 81.7%, 1048576@skewed:
-    75.7%, 4194304: 121.6%, 4194304@skewed: 123.4%, 16777216@skewed: 127.7%. From
-    results/nvidia-h200.json.
+    NVIDIA H200, size 16777216: 40,104 GFLOP/s (428 us a call), 83.9% of
+    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 14 registers,
+    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
+    m + 1 per lane, z = c w: 1048576: 85.7%, 1048576@skewed: 87.2%, 4194304: 92.3%,
+    4194304@skewed: 93.7%, 16777216@skewed: 91.5%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 

@@ -18,12 +18,11 @@ Why it is faster:
     is what v05 changes.
 
 Measured:
-    NVIDIA H200, size 16777216: 27,974 GFLOP/s (307 us a call), 95.9% of
-    cupy.ElementwiseKernel: branch-free (m, c) by parity, then the per-lane loop, 15
-    registers, occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: branch-
-    free (m, c) by parity, then the per-lane loop: 1048576: 77.5%, 1048576@skewed:
-    79.0%, 4194304: 93.9%, 4194304@skewed: 96.3%, 16777216@skewed: 98.5%. From
-    results/nvidia-h200.json.
+    NVIDIA H200, size 16777216: 42,435 GFLOP/s (405 us a call), 88.8% of
+    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 15 registers,
+    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
+    m + 1 per lane, z = c w: 1048576: 88.6%, 1048576@skewed: 86.1%, 4194304: 94.9%,
+    4194304@skewed: 93.3%, 16777216@skewed: 98.0%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 
