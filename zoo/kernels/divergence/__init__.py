@@ -40,11 +40,14 @@ block's warps start together, so they wait for their loads together: a fixed
 cost per element that dilutes the instruction count's ratio. At 256 steps v01
 measured only 1.70x v02 on the H200 (2^24 elements, one input buffer timed
 over and over, as ``zoo divergence`` does) although it issues twice the
-instructions; at 512 steps 1.85x, at 1024 1.87x. ``zoo run`` rotates copies
-of the input so that every launch reads it from DRAM: there the wait is
-longer and v01 measures 1.68x v02 at 2^24 (1.80x at 2^22). The remedy would
-be to load the next element before computing this one; the steps leave it
-out to stay about divergence.
+instructions; at 512 steps 1.85x, at 1024 1.87x. Two ``zoo run``s measured
+1.68x and 1.75x at 2^24 (1.80x at 2^22): v02 came out at 425-428 us there,
+where timing it on one buffer or on two rotated ones gives 366-385 us (and
+v01/v02 1.84-1.87x). In one process, zoo's measure_variant timed v02 at 412
+us in one round and 368 in the next. The cause is not pinned down (not the
+rotation, not where the buffers land, not v02's half-filled store sectors:
+staging its stores through shared memory did not change it); the sweep,
+which times every step on the same inputs, is the figure to compare.
 
 Inputs come in two kinds. ``uniform``: |x| in [0.97, 1), so every element runs the
 full 512 steps; only the parity divergence shows (v01 ~2x v02; v03 ~ v02; v04 ~ v03).
