@@ -51,10 +51,11 @@ Three experiments, one CSV (the ``series`` column tells them apart):
 ``findings`` (printed under the table, and under the plot in the README)
 puts the knees side by side: where Little's line meets the ceiling, with the
 unloaded and with the loaded latency, and where the measured points first
-reach 90% of their highest value. The unloaded line bends too early: at
-4 KB per SM the points reach only 58% of it, because latency grows with the
-traffic (bytes in flight / bandwidth gives about 0.46 us at 1 KB per SM and
-1.2 us at 16 KB). The loaded latency is the one to plan with.
+reach 90% of their highest value. On the H200 the unloaded line bends too
+early: at 4 KB per SM the points reach only 59% of it, because latency grows
+with the traffic (bytes in flight / read bandwidth, the latency the points
+imply, is about 0.5 us at 1 KB per SM and 1.2 us at 16 KB). The loaded
+latency is the one to plan with.
 
 What occupancy is for: hiding latency. A warp that waits on a load or an FMA
 result leaves its scheduler idle unless another warp (occupancy) or another
@@ -573,7 +574,7 @@ def plot(rows, device_name):
     ax_lat.set_ylabel("ns per dependent load")
     ax_lat.set_title("pointer-chase latency")
 
-    dram = next((r["ns_per_step"] for r in chases if r["series"] == "chase-dram"), None)
+    dram = _series(rows, "chase-dram")
     points = [r for r in rows if r.get("series") == "bandwidth" and _num(r.get("gbps"))
               and _num(r.get("bytes_in_flight_per_sm"))]
     for loads in sorted({r["loads_per_thread"] for r in points}):
@@ -587,8 +588,7 @@ def plot(rows, device_name):
                           max(r["bytes_in_flight_per_sm"] for r in points), 200)
         ax_bw.plot(xs / 1024, [_little(2 * b * sms / dram, copy) for b in xs], color="black", linewidth=1,
                    label=f"Little: 2 x bytes x {sms} SMs / {dram:.0f} ns, capped at copy")
-        loaded = next((r["ns_per_step"] for r in rows if r.get("series") == "chase-dram-loaded"
-                       and _num(r.get("ns_per_step"))), None)
+        loaded = _series(rows, "chase-dram-loaded")
         if loaded:
             ax_bw.plot(xs / 1024, [_little(2 * b * sms / loaded, copy) for b in xs], color="tab:red",
                        linewidth=1, linestyle="-.", label=f"Little with the loaded latency, {loaded:,.0f} ns")
