@@ -6,7 +6,7 @@ import pytest
 from numba import cuda, uint32
 
 import zoo
-from zoo import sweeps
+from zoo import results, sweeps
 from zoo.errors import OutOfRange
 from zoo.kernels.latency import sweep, v01_low_occupancy, v02_full_occupancy, v04_float4_in_flight
 
@@ -207,3 +207,18 @@ def test_sweeps_ask_a_module_for_findings_only_if_it_has_them():
 
     assert sweeps.findings(object(), []) == []  # a sweep module without findings: nothing to add
     assert sweeps.findings(sweep, _gpu_rows()) == sweep.findings(_gpu_rows())
+
+
+def test_report_puts_the_findings_under_the_sweep_plot(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from zoo import report
+
+    table = sweeps.write_csv(tmp_path / "nvidia-h200-latency.csv", sweep.COLUMNS, _gpu_rows())
+    monkeypatch.setattr(sweeps, "saved", lambda: [("nvidia-h200", "latency", table)])
+    monkeypatch.setattr(sweeps, "png_path", lambda slug, command, root=None: tmp_path / f"{slug}-{command}.png")
+    monkeypatch.setattr(results, "ROOT", tmp_path)
+    sections = []
+    list(report._sweep_sections({}, sections))
+    (text,) = [s for s in sections if s.startswith("#### `python -m zoo latency`")]
+    found = sweep.findings(sweeps.read_csv(table))
+    assert found and text.endswith("\n".join(f"- {line}" for line in found))

@@ -162,6 +162,10 @@ def plot(rows, device_name):
     ax.plot([r["n"] for r in rows], [r["ok"] for r in rows])
     ax.set_title(device_name)
     return fig
+
+
+def findings(rows):
+    return [f"{sum(r['ok'] for r in rows):.0f} of {len(rows)} sizes scaled right"]
 '''
 
 
@@ -180,6 +184,7 @@ def test_a_sweep_module_is_a_command_that_writes_csv_and_png(tmp_path, zoo_cli):
         assert written[0].startswith(slug)
     rows = sweeps.read_csv(next(out.glob("*.csv")))
     assert rows == [{"n": 1, "ok": 1, "label": "plain"}, {"n": 33, "ok": 1, "label": "plain"}]
+    assert "- 2 of 2 sizes scaled right" in r.stdout  # the module's findings, under the table
     with open(next(out.glob("*.csv"))) as f:
         assert next(csv.reader(f)) == ["n", "ok", "label"]
     assert "scale-sweep" in zoo_cli("--help", env=env).stdout
