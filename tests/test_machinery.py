@@ -195,3 +195,22 @@ def test_a_sweep_module_missing_a_name_fails_loudly(tmp_path, zoo_cli):
     (pkg / "sweep.py").write_text(SWEEP.replace('COLUMNS = ("n", "ok", "label")', ""))
     r = zoo_cli("list", env={"ZOO_KERNEL_PATH": str(tmp_path)})
     assert r.returncode != 0 and "lacks COLUMNS" in r.stderr
+
+
+def test_launches_are_numbered_so_a_step_built_kernel_is_found():
+    """A kernel a step builds at run time (an lru_cache'd build, a memo dict) is no module attribute; the
+    harness finds it as the kernel launched last since it took the count."""
+    from zoo import jit as zoo_jit
+    from zoo.kernels.transpose import v07_diagonal
+
+    before = zoo_jit.launch_count()
+    assert zoo_jit.launched_since(before) is None
+    a = np.random.default_rng(0).standard_normal((5, 9), dtype=np.float32)
+    out = np.full((9, 5), np.nan, np.float32)
+    v07_diagonal.launch(a, out)
+    built = zoo_jit.launched_since(before)
+    assert built is v07_diagonal.build(*v07_diagonal.widths(a, out))  # the cached kernel it launched
+    assert built not in zoo.family("transpose")["v07"].kernels  # not reachable by module attribute
+    assert built.launch_number == zoo_jit.launch_count() > before
+    assert zoo_jit.launched_since(zoo_jit.launch_count()) is None
+    np.testing.assert_array_equal(out, a.T)

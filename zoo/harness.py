@@ -12,6 +12,7 @@ import numpy as np
 from numba import cuda
 
 from zoo import SIMULATOR, arrays
+from zoo import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
 
 
@@ -206,6 +207,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params
     host_inputs = fam.inputs(size, seed, kind)
     _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
     sets, out = benchmark_buffers(variant, host_inputs, shape, dtype)
+    launches_before = zoo_jit.launch_count()
     variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
     if not variant.demonstration:
@@ -216,7 +218,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params
     timing = time_launches(lambda i: variant.launch(sets[i % len(sets)], out, **params))
     gflops, gbps = _rates(fam, size, timing.median_ms)
     m = Measurement(variant.name, size, timing.median_ms, timing.spread, gflops, gbps,
-                    correct=correct, error=err, resources=resources(variant))
+                    correct=correct, error=err, resources=resources(variant, since=launches_before))
     if baseline_ms:
         m.ratio = baseline_ms / timing.median_ms
     return m
@@ -252,14 +254,21 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
 
 
 # -- resources (GPU) ----------------------------------------------------------
-def resources(variant):
-    """Registers, shared and local memory, and occupancy of the variant's last launched kernel."""
+def resources(variant, since=None):
+    """Registers, shared and local memory, and occupancy of the variant's last launched kernel.
+
+    With ``since`` (a ``zoo.jit.launch_count()`` taken before the variant ran), that is
+    whichever kernel was launched last after it, even one the step built at run
+    time and cached; without, the last launched of the kernels its file names.
+    """
     if SIMULATOR:
         return {}
-    launched = [k for k in variant.kernels if k.last_launch is not None]
-    if not launched:
-        return {}
-    kernel = launched[-1]
+    kernel = zoo_jit.launched_since(since) if since is not None else None
+    if kernel is None:
+        launched = [k for k in variant.kernels if k.last_launch is not None]
+        if not launched:
+            return {}
+        kernel = launched[-1]
     compiled = kernel.compiled()
     launch = kernel.last_launch
     cufunc = compiled._codelibrary.get_cufunc()

@@ -8,10 +8,14 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
 * A kernel (not a device function) comes back wrapped in :class:`Kernel`, which
   launches the same way (``kernel[blocks, threads](...)``) and remembers its
   last launch configuration, so the harness can report registers, shared
-  memory and occupancy for exactly the configuration a variant chose.
+  memory and occupancy for exactly the configuration a variant chose. Launches
+  are numbered across all kernels, so the harness can also ask which kernel
+  ran last (``launched_since``), including one that a step built at run time
+  and keeps in a cache rather than under a module-level name.
 """
 import functools
 import inspect
+import itertools
 
 from numba import cuda
 
@@ -53,12 +57,27 @@ def _dim3(d):
     return d + (1,) * (3 - len(d))
 
 
+_numbers = itertools.count(1)
+_latest = None  # the Kernel launched most recently, by any step
+
+
+def launch_count():
+    """How many zoo kernels have been launched so far in this process."""
+    return _latest.launch_number if _latest else 0
+
+
+def launched_since(count):
+    """The kernel launched last, if it was launched after ``launch_count()`` returned ``count``; else None."""
+    return _latest if _latest is not None and _latest.launch_number > count else None
+
+
 class Kernel:
     """A compiled-on-first-launch kernel that records how it was launched."""
 
     def __init__(self, dispatcher):
         self.dispatcher = dispatcher
         self.last_launch = None
+        self.launch_number = 0
         functools.update_wrapper(self, dispatcher.py_func)
 
     def __getitem__(self, config):
@@ -66,7 +85,10 @@ class Kernel:
         configured = self.dispatcher[config]
 
         def run(*args):
+            global _latest
             self.last_launch = launch
+            self.launch_number = next(_numbers)
+            _latest = self
             return configured(*args)
 
         return run
