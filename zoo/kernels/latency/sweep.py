@@ -571,6 +571,8 @@ def plot(rows, device_name):
         ax_lat.annotate(f"{r['ns_per_step']:.0f} ns{cycles}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         ha="center", va="bottom", fontsize=8)
     ax_lat.set_yscale("log")
+    if chases:
+        ax_lat.set_ylim(top=3 * max(r["ns_per_step"] for r in chases))  # room above the tallest bar's label
     ax_lat.set_ylabel("ns per dependent load")
     ax_lat.set_title("pointer-chase latency")
 
