@@ -38,3 +38,15 @@ def test_the_simulator_refuses_a_float4_off_a_16_byte_boundary():
     with pytest.raises(IndexError, match="not 16-byte aligned"):
         store_float4(x, 6, 1.0, 2.0, 3.0, 4.0)
     assert load_float4(x, 4) == (0.0, 0.0, 0.0, 0.0)  # a flat index into a 2-D array: row 0, columns 4-5 and row 1
+
+
+def test_aligned_reads_the_first_element_address_of_host_and_device_arrays():
+    from numba import cuda
+
+    from zoo.vector import aligned
+
+    base = np.zeros(12, np.float32)
+    start = (-base.ctypes.data % 16) // 4  # the first element of base on a 16-byte boundary
+    assert aligned(base[start:]) and not aligned(base[start + 1:])
+    device = cuda.to_device(np.zeros(12, np.float32))  # allocations start on at least 16 bytes
+    assert aligned(device) and not aligned(device[1:])  # a view 4 bytes past the start

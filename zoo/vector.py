@@ -15,8 +15,18 @@ are plain Python that also checks the alignment.
 ``load_flat(arr, i)`` and ``store_flat(arr, i, v)`` are the 32-bit companions: one
 element of a C-contiguous array of any rank by its flat index, so a kernel that
 takes 2-D matrices can mix scalar and 128-bit accesses on one flat index.
+
+``aligned(arr)`` is the host-side check a launch makes before choosing them:
+whether the array's first element sits on a 16-byte boundary.
 """
 from zoo import SIMULATOR
+
+
+def aligned(arr):
+    """Whether arr starts on a 16-byte boundary: a device, CuPy or NumPy array (the simulator's are host memory)."""
+    interface = getattr(arr, "__cuda_array_interface__", None)
+    address = interface["data"][0] if interface else arr.ctypes.data
+    return address % 16 == 0
 
 if SIMULATOR:
 

@@ -24,7 +24,7 @@ from numba import cuda, float32, uint32
 from zoo.device import sm_count
 from zoo.jit import jit
 from zoo.kernels.elementwise import v03_grid_stride as scalar
-from zoo.vector import load_float4, store_float4
+from zoo.vector import aligned, load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8
@@ -48,13 +48,6 @@ def relu4_kernel(x, out, n):
     t = n4 * uint32(4) + uint32(cuda.grid(1))  # the n % 4 leftovers, one thread each
     if t < n:
         out[t] = relu(x[t])
-
-
-def aligned(arr):
-    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0
 
 
 def launch(x, out):

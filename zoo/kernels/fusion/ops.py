@@ -121,8 +121,3 @@ def release():
     _TEMPS.clear()
 
 
-def aligned(arr):
-    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0

@@ -30,10 +30,9 @@ from numba import cuda, uint32
 from zoo.device import sm_count
 from zoo.errors import OutOfRange
 from zoo.jit import jit
-from zoo.kernels.fusion import ops
 from zoo.kernels.fusion import v03_fused_chain as scalar
 from zoo.kernels.fusion.v03_fused_chain import chain
-from zoo.vector import load_float4, store_float4
+from zoo.vector import aligned, load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
@@ -74,7 +73,7 @@ def validate(x):
 def launch_with(kernel, unaligned_kernel, x, out):
     """Launch a ``build``-made kernel on x, a grid of at most BLOCKS_PER_SM blocks per SM, or v03's
     ``build``-made ``unaligned_kernel`` of the same function where x or out is not 16-byte aligned."""
-    if not (ops.aligned(x) and ops.aligned(out)):
+    if not (aligned(x) and aligned(out)):
         scalar.launch_with(unaligned_kernel, x, out)  # a float4 here would straddle a 16-byte boundary
         return
     needed = (x.size // 4 + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK

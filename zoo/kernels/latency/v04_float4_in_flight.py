@@ -32,7 +32,7 @@ from numba import cuda, float32, uint32
 from zoo.device import sm_count
 from zoo.jit import jit
 from zoo.kernels.latency import v03_four_loads as scalar
-from zoo.vector import load_float4, store_float4
+from zoo.vector import aligned, load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 UNROLL = 4  # float4 per thread per pass: 64 bytes in flight per thread
@@ -76,13 +76,6 @@ def build(unroll):
 
 
 axpb4_kernel = build(UNROLL)
-
-
-def aligned(arr):
-    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0
 
 
 def grid_blocks(n, unroll, blocks_per_sm, threads_per_block=THREADS_PER_BLOCK):

@@ -28,7 +28,7 @@ from zoo.device import sm_count
 from zoo.jit import jit
 from zoo.kernels.reduce import v09_single_pass as single_pass
 from zoo.arrays import scratch
-from zoo.vector import load_float4, load_int4
+from zoo.vector import aligned, load_float4, load_int4
 
 BLOCK = single_pass.BLOCK
 BLOCKS_PER_SM = 8
@@ -64,13 +64,6 @@ def _build(T, load4):
 
 reduce_float32 = _build(float32, load_float4)
 reduce_int32 = _build(int32, load_int4)
-
-
-def aligned(arr):
-    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0
 
 
 def launch(x, out):

@@ -54,7 +54,7 @@ from zoo.errors import OutOfRange
 from zoo.jit import jit
 from zoo.kernels.sgemm import tune
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, LIMIT, Tiles
-from zoo.vector import load_flat, load_float4, store_flat, store_float4
+from zoo.vector import aligned, load_flat, load_float4, store_flat, store_float4
 
 # One warp per 32 x 32 block tile: the simulator runs every thread in Python, and its cost grows with
 # the block tile, not with the matrix. The GPU runs v10's tuned shape (checked at GPU_TEST_SIZES).
@@ -261,12 +261,6 @@ def kernel_for(tiles, vec_a, vec_b):
 
 sgemm_kernel = kernel_for(TILES, True, True)  # module-level, so the harness reports their resources
 sgemm_kernel_scalar = kernel_for(TILES, False, False)
-
-
-def aligned(x):
-    """True when the array's first element sits on a 16-byte boundary (device, CuPy or host array)."""
-    face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
-    return face["data"][0] % 16 == 0
 
 
 def validate(A, B, C=None, alpha=1.0, beta=0.0):

@@ -135,13 +135,6 @@ def check_index_range(x):
                          f"got {x.size}")
 
 
-def aligned(arr):
-    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0
-
-
 def baseline(x, out):
     import cupy
 

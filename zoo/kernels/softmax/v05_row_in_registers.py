@@ -42,10 +42,9 @@ from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
 from zoo.jit import jit
-from zoo.kernels.softmax import aligned
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 from zoo.kernels.softmax import v04_online as online
-from zoo.vector import load_float4, store_float4
+from zoo.vector import aligned, load_float4, store_float4
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32

@@ -33,10 +33,10 @@ import functools
 from numba import uint32
 
 from zoo.jit import jit
-from zoo.kernels.softmax import aligned
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 from zoo.kernels.softmax import v04_online as online
 from zoo.kernels.softmax.v05_row_in_registers import BLOCK, plan, row_softmax
+from zoo.vector import aligned
 
 
 @jit(device=True)

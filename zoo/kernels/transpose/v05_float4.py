@@ -26,7 +26,7 @@ from numba import cuda, float32, uint32
 
 from zoo.jit import jit
 from zoo.kernels.transpose import v04_elements_per_thread as scalar
-from zoo.vector import load_float4, store_float4
+from zoo.vector import aligned, load_float4, store_float4
 
 TILE = 64
 PADDED = TILE + 1  # rows start one bank apart, as in v03
@@ -73,17 +73,10 @@ def transpose4_kernel(a, out, rows, cols):
         row0 += step
 
 
-def _aligned(arr):
-    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0
-
-
 def launch(a, out):
     rows, cols = a.shape
     flat_a, flat_out = a.reshape(a.size), out.reshape(out.size)
-    if rows % 4 or cols % 4 or not (_aligned(a) and _aligned(out)):
+    if rows % 4 or cols % 4 or not (aligned(a) and aligned(out)):
         scalar.launch(a, out)  # float4 would straddle rows or misalign: v04's scalar kernel
         return
     grid = ((cols + TILE - 1) // TILE, min((rows + TILE - 1) // TILE, MAX_GRID_Y))

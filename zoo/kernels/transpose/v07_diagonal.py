@@ -40,7 +40,7 @@ from numba import cuda, float32, uint32
 
 from zoo.errors import OutOfRange
 from zoo.jit import jit
-from zoo.vector import load_float4, store_float4
+from zoo.vector import aligned, load_float4, store_float4
 
 TILE = 64
 PADDED = TILE + 1  # rows start one bank apart
@@ -122,17 +122,10 @@ def build(wide_load, wide_store):
     return transpose_kernel
 
 
-def _aligned(arr):
-    """Whether arr starts on a 16-byte boundary (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0
-
-
 def widths(a, out):
     """(wide_load, wide_store): which sides can move float4 for this shape and these addresses."""
     rows, cols = a.shape
-    return cols % 4 == 0 and _aligned(a), rows % 4 == 0 and _aligned(out)
+    return cols % 4 == 0 and aligned(a), rows % 4 == 0 and aligned(out)
 
 
 def validate(a):
