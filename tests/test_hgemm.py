@@ -186,6 +186,40 @@ def test_a_smaller_tile_shape_is_correct():
     assert harness.compare(out.copy_to_host(), HGEMM.reference(A, B), HGEMM.tolerance(40))[0]
 
 
+@pytest.mark.parametrize("step", ["v06_multistage_swizzled", "v07_fragments_double_buffered"])
+def test_the_multistage_pipeline_rotates_its_buffers(step):
+    """One-warp tiles and more K steps than stages: every buffer is refilled while the others are read."""
+    import importlib
+
+    mod = importlib.import_module(f"zoo.kernels.hgemm.{step}")
+    for stages, steps in ((2, 5), (3, 5), (3, 1), (4, 7)):
+        tiles = mod.Tiles(BM=16, BN=32, BK=32, WM=16, WN=32, STAGES=stages)
+        k = 32 * steps - 5  # a partial last step: padded with zeros
+        A, B = HGEMM.make_inputs((16, 32, k), seed=stages)
+        out = cuda.to_device(np.full((16, 32), np.nan, np.float32))
+        mod.launch_with(mod.build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), out)
+        ok, err, detail = harness.compare(out.copy_to_host(), HGEMM.reference(A, B), HGEMM.tolerance(k))
+        assert ok, f"{stages} stages, K = {k}: {detail}"
+
+
+def test_swizzle_spreads_eight_rows_over_eight_bank_groups():
+    from zoo.kernels.hgemm.v06_multistage_swizzled import swizzle
+
+    for chunks in (2, 4, 8, 16, 32):
+        div, mod = swizzle(chunks)
+        for c in range(chunks):
+            for first in range(0, 32, 8):  # any 8 consecutive rows from a multiple of 8, as ldmatrix reads
+                groups = {(r * chunks + (c ^ (r // div % mod))) % 8 for r in range(first, first + 8)}
+                assert len(groups) == 8, (chunks, c, first)
+    assert not v06_valid(dict(WN=16)) and not v06_valid(dict(STAGES=1)) and v06_valid(dict(BN=256, STAGES=4))
+
+
+def v06_valid(changes):
+    from zoo.kernels.hgemm import v06_multistage_swizzled as v06
+
+    return v06.valid(v06.Tiles()._replace(**changes))
+
+
 # -- what the compiler made of it (no GPU needed: compiled offline for sm_90) --------------------
 @pytest.mark.skipif(compiled._tool("ptxas") is None or compiled._tool("nvdisasm") is None,
                     reason="ptxas or nvdisasm missing: pip install -e '.[test]'")
@@ -193,6 +227,7 @@ def test_a_smaller_tile_shape_is_correct():
     ("v01", ("HMMA.16816.F32",)),
     ("v03", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDG.E.128", "STS.128")),
     ("v04", ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
+    ("v07", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
 ])
 def test_sass_shows_the_tensor_core_instructions(step, wanted):
     r = run_zoo("show", "hgemm", step, "--sass")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import zoo
+from numba import cuda, float32  # after zoo, which picks the simulator or the GPU
 from tmpfamily import SPEC, good, load, make_family
 from zoo import harness, results, sweeps
 from zoo.errors import NeedsGPU
@@ -214,3 +215,26 @@ def test_launches_are_numbered_so_a_step_built_kernel_is_found():
     assert built.launch_number == zoo_jit.launch_count() > before
     assert zoo_jit.launched_since(zoo_jit.launch_count()) is None
     np.testing.assert_array_equal(out, a.T)
+
+
+def _fill_and_sum_dynamic_shared(values, out):
+    shared = cuda.shared.array(0, float32)  # as large as the launch asks
+    i = cuda.threadIdx.x
+    for j in range(i, values.size, cuda.blockDim.x):
+        shared[j] = values[j]
+    cuda.syncthreads()  # every element is in before any thread reads its neighbour's
+    for j in range(i, values.size, cuda.blockDim.x):
+        out[j] = shared[j] + shared[values.size - 1 - j]
+
+
+def test_a_launch_past_48_kib_of_dynamic_shared_memory_opts_in():
+    """Without the opt-in (zoo.jit raises the kernel's limit first) the driver refuses this launch."""
+    from zoo import jit as zoo_jit
+
+    kernel = zoo_jit.jit(_fill_and_sum_dynamic_shared)
+    n = 25_000  # 100,000 bytes of float32: twice the default limit
+    values = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    out = np.full(n, np.nan, np.float32)
+    kernel[1, 256, 0, 4 * n](values, out)
+    np.testing.assert_array_equal(out, values + values[::-1])
+    assert kernel.last_launch.shared_bytes == 4 * n > zoo_jit.DEFAULT_SHARED_LIMIT

@@ -12,6 +12,11 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
   are numbered across all kernels, so the harness can also ask which kernel
   ran last (``launched_since``), including one that a step built at run time
   and keeps in a cache rather than under a module-level name.
+* A launch that asks for more than 48 KiB of dynamic shared memory
+  (``kernel[blocks, threads, stream, shared_bytes]``) first raises the
+  kernel's limit (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``), as a
+  CUDA C program calls ``cudaFuncSetAttribute``: without that the driver
+  refuses the launch. Hopper lets a block opt in to 227 KiB.
 """
 import functools
 import inspect
@@ -57,6 +62,8 @@ def _dim3(d):
     return d + (1,) * (3 - len(d))
 
 
+DEFAULT_SHARED_LIMIT = 48 * 1024  # bytes of shared memory a block gets without opting in
+
 _numbers = itertools.count(1)
 _latest = None  # the Kernel launched most recently, by any step
 
@@ -78,6 +85,7 @@ class Kernel:
         self.dispatcher = dispatcher
         self.last_launch = None
         self.launch_number = 0
+        self._shared_opt_in = {}  # compiled overload -> dynamic shared bytes allowed so far
         functools.update_wrapper(self, dispatcher.py_func)
 
     def __getitem__(self, config):
@@ -89,9 +97,23 @@ class Kernel:
             self.last_launch = launch
             self.launch_number = next(_numbers)
             _latest = self
+            if launch.shared_bytes > DEFAULT_SHARED_LIMIT and not SIMULATOR:
+                self._allow_shared(args, launch.shared_bytes)
             return configured(*args)
 
         return run
+
+    def _allow_shared(self, args, nbytes):
+        """Raise the compiled kernel's dynamic shared memory limit to ``nbytes`` (compiles it first)."""
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        compiled = self.dispatcher.compile(tuple(self.dispatcher.typeof_pyval(a) for a in args))
+        if self._shared_opt_in.get(id(compiled), 0) >= nbytes:
+            return
+        cufunc = compiled._codelibrary.get_cufunc()
+        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.cuKernelSetAttribute(attr, nbytes, cufunc.handle, cufunc.device.id)
+        self._shared_opt_in[id(compiled)] = nbytes
 
     def compiled(self):
         """The most recently compiled specialisation (GPU only), or None."""

@@ -25,6 +25,8 @@ The other intrinsics get float16 data into those registers:
 ``cp_async16(tile, i, src, j)``             ``cp.async.cg.shared.global``: 16 bytes global -> shared
 ``cp_async_commit()``                       ``cp.async.commit_group``
 ``cp_async_wait_all()``                     ``cp.async.wait_group 0``
+``cp_async_wait_group(n)``                  ``cp.async.wait_group n``: all but the newest n groups
+                                            have landed (n a compile-time constant)
 =========================================  =====================================================
 
 Arrays are 1-D float16 (a kernel indexes flat views of C-contiguous matrices);
@@ -167,6 +169,9 @@ if SIMULATOR:
         pass
 
     def cp_async_wait_all():
+        pass
+
+    def cp_async_wait_group(n):
         pass
 
 else:
@@ -336,3 +341,12 @@ else:
     @intrinsic
     def cp_async_wait_all(typingctx):
         return _bare("cp.async.wait_group 0;")
+
+    @intrinsic
+    def cp_async_wait_group(typingctx, n):
+        # the count is an immediate in the instruction: only a compile-time constant will do
+        # (numba retries with the literal type when the plain one is refused)
+        if not isinstance(n, types.IntegerLiteral):
+            return None
+        sig, codegen = _bare(f"cp.async.wait_group {int(n.literal_value)};")
+        return types.void(n), codegen

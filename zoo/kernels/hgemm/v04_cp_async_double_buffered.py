@@ -31,9 +31,10 @@ from numba import cuda, float32, uint32
 from numba.core.types import float16
 
 from zoo.jit import jit
+from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
 from zoo.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_all, ldmatrix_x4,
-                     ldmatrix_x4_trans, mma_f16_f32)
+                     ldmatrix_x4_trans)
 
 
 class Tiles(NamedTuple):
@@ -76,6 +77,8 @@ def build(tiles):
     THREADS = tiles.threads
     MT = WM // 16
     NT = WN // 8
+    multiply_tile = warp_tile.multiply(MT, NT)  # acc += a warp tile of mma
+    store_tile = warp_tile.store(MT, NT)
     ACC = MT * NT * 4
     A_FRAG = MT * 4
     B_FRAG = NT * 2
@@ -151,20 +154,9 @@ def build(tiles):
                 for j in range(NT // 2):
                     b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
                         b_tiles, b_at + uint32(kk * B_STRIDE + j * 16))
-                for i in range(MT):
-                    for j in range(NT):
-                        c = 4 * (i * NT + j)
-                        acc[c], acc[c + 1], acc[c + 2], acc[c + 3] = mma_f16_f32(
-                            a_frag[4 * i], a_frag[4 * i + 1], a_frag[4 * i + 2], a_frag[4 * i + 3],
-                            b_frag[2 * j], b_frag[2 * j + 1], acc[c], acc[c + 1], acc[c + 2], acc[c + 3])
+                multiply_tile(acc, a_frag, 0, b_frag, 0)
 
-        for i in range(MT):
-            for j in range(NT):
-                c = 4 * (i * NT + j)
-                at = (row0 + warp_row + uint32(i * 16) + g) * N + col0 + warp_col + uint32(j * 8) + t * uint32(2)
-                out[at], out[at + uint32(1)] = acc[c], acc[c + 1]
-                at += uint32(8) * N
-                out[at], out[at + uint32(1)] = acc[c + 2], acc[c + 3]
+        store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)
 
     return hgemm_kernel
 
