@@ -19,8 +19,8 @@ Why it is faster:
     B's 16-bit loads are strided, so memory, not the tensor core, sets the pace.
 
 Measured:
-    NVIDIA H200, size 4096: 19,213 GFLOP/s (7,153 us a call), 3.0% of cuBLAS GemmEx, 32
-    registers, occupancy bound 100%. Other sizes, % of cuBLAS GemmEx: 1024: 18.4%, 2048:
+    NVIDIA H200, size 4096: 19,524 GFLOP/s (7,039 us a call), 3.1% of cuBLAS GemmEx, 32
+    registers, occupancy bound 100%. Other sizes, % of cuBLAS GemmEx: 1024: 18.8%, 2048:
     2.8%, 8192: 3.1%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32

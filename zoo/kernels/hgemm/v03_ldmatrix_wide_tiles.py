@@ -24,9 +24,9 @@ Why it is faster:
     and each B fragment four times.
 
 Measured:
-    NVIDIA H200, size 4096: 157,663 GFLOP/s (872 us a call), 24.4% of cuBLAS GemmEx, 128
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 22.6%, 2048:
-    21.3%, 8192: 33.1%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 173,995 GFLOP/s (790 us a call), 27.2% of cuBLAS GemmEx, 128
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 24.3%, 2048:
+    22.3%, 8192: 32.3%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 from numba.core.types import float16

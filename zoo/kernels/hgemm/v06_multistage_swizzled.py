@@ -18,9 +18,17 @@ Why it is faster:
     tensor cores wait less at the barrier. Padding would have cost
     3 x 3 KiB, which the 48 KiB that a block gets without opting in cannot
     hold; the swizzle keeps ``ldmatrix`` conflict-free at no cost in bytes.
+    One more thing changed with it: 207 registers a thread (v05: 166) leave
+    room for two blocks an SM instead of three, so 4096^2 is 3.9 waves of
+    1024 tiles over 264 slots (nearly four whole waves) instead of 2.6.
+    Timed one after another on an H200 at 4096: v05 26.9% of cuBLAS, this
+    kernel with two stages 35.6%, with three 39.2%, with four 27.8%; at 8192
+    two, three and four stages all gave 51%.
 
 Measured:
-    Not yet measured on a GPU.
+    NVIDIA H200, size 4096: 280,222 GFLOP/s (490 us a call), 43.8% of cuBLAS GemmEx, 207
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 14.4%, 2048:
+    19.0%, 8192: 51.1%. From results/nvidia-h200.json.
 """
 from typing import NamedTuple
 
