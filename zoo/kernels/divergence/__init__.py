@@ -44,7 +44,10 @@ instructions; at 512 steps 1.85x, at 1024 1.87x. Two ``zoo run``s measured
 1.68x and 1.75x at 2^24 (1.80x at 2^22): v02 came out at 425-428 us there,
 where timing it on one buffer or on two rotated ones gives 366-385 us (and
 v01/v02 1.84-1.87x). In one process, zoo's measure_variant timed v02 at 412
-us in one round and 368 in the next. The cause is not pinned down (not the
+us in one round and 368 in the next; in a process that runs only v01 to v04
+at 2^24 uniform, three rounds each, it gave v02 367 us every round and v01
+679-728 us (1.85-1.98x), so the slow v02 figure needs the rest of ``zoo
+run`` around it (the other sizes and kinds before it). The cause is not pinned down (not the
 rotation, not where the buffers land, not v02's half-filled store sectors:
 staging its stores through shared memory did not change it); the sweep,
 which times every step on the same inputs, is the figure to compare.

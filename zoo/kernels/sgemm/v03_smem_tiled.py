@@ -15,7 +15,7 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 4096: 7,821 GFLOP/s (17,574 us a call), 15.4% of cuBLAS, 32
-    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 20.9%, 2048: 16.2%,
+    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 20.3%, 2048: 16.2%,
     4095: 16.6%, 4097: 17.3%, 8192: 15.3%, 3000x5000x2000: 19.7%. From
     results/nvidia-h200.json.
 """

@@ -17,7 +17,7 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 4096: 15,115 GFLOP/s (9,093 us a call), 29.7% of cuBLAS, 128
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 15.5%, 2048: 28.8%,
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 14.9%, 2048: 28.8%,
     4095: 32.9%, 4097: 31.0%, 8192: 30.6%, 3000x5000x2000: 33.0%. From
     results/nvidia-h200.json.
 """

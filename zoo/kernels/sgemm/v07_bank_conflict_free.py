@@ -19,7 +19,7 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 4096: 33,368 GFLOP/s (4,119 us a call), 65.7% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 24.2%, 2048: 55.9%,
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 23.5%, 2048: 55.9%,
     4095: 61.6%, 4097: 53.6%, 8192: 66.0%, 3000x5000x2000: 53.3%. From
     results/nvidia-h200.json.
 """

@@ -43,7 +43,7 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 4096: 41,064 GFLOP/s (3,347 us a call), 80.8% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 58.3%, 2048: 72.1%,
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 56.8%, 2048: 72.1%,
     4095: 82.6%, 4097: 70.3%, 8192: 82.3%, 3000x5000x2000: 87.3%. From
     results/nvidia-h200.json.
 """

@@ -47,7 +47,7 @@ Why it is faster:
 
 Measured:
     NVIDIA H200, size 4096: 40,928 GFLOP/s (3,358 us a call), 80.5% of cuBLAS, 16
-    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 31.8%, 2048: 72.2%,
+    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 32.4%, 2048: 72.2%,
     4095: 82.3%, 4097: 70.1%, 8192: 82.0%, 3000x5000x2000: 80.3%. From
     results/nvidia-h200.json.
 """

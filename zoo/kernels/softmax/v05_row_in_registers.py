@@ -29,10 +29,11 @@ Why it is faster:
     short rows no longer leave most of a 256-thread block idle.
 
 Measured:
-    NVIDIA H200, size 4096x8192: 2,768 GB/s (97 us a call), 598.9% of CuPy ops: max,
-    exp(x - max), sum, divide. Other sizes, % of CuPy ops: max, exp(x - max), sum,
-    divide: 262144x31: 244.6%, 262144x31@large: 239.5%, 32768x1024: 673.9%,
-    32768x1024@large: 652.1%, 4096x8192@large: 605.5%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096x8192: 2,304 GB/s (117 us a call), 497.2% of CuPy ops: max,
+    exp(x - max), sum, divide, 64 registers, occupancy bound 50%. Other sizes, % of CuPy
+    ops: max, exp(x - max), sum, divide: 262144x31: 243.9%, 262144x31@large: 244.9%,
+    32768x1024: 551.3%, 32768x1024@large: 728.8%, 4096x8192@large: 587.7%. From
+    results/nvidia-h200.json.
 """
 import functools
 import math
