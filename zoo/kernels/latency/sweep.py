@@ -55,7 +55,13 @@ reach 90% of their highest value. On the H200 the unloaded line bends too
 early: at 4 KB per SM the points reach only 59% of it, because latency grows
 with the traffic (bytes in flight / read bandwidth, the latency the points
 imply, is about 0.5 us at 1 KB per SM and 1.2 us at 16 KB). The loaded
-latency is the one to plan with.
+latency is the one to plan with. Its line's corner is where it meets the
+copy ceiling, a bandwidth this kernel never reaches (its points top out near
+90% of the copy), so the corner and the measured 90% point answer questions
+at two different bandwidths. The last finding asks the same one of both:
+how many bytes in flight Little's line with the loaded latency needs for the
+bandwidth where the measured knee is read (90% of the highest point), against
+the bytes the measured points needed for it.
 
 What occupancy is for: hiding latency. A warp that waits on a load or an FMA
 result leaves its scheduler idle unless another warp (occupancy) or another
@@ -529,6 +535,11 @@ def findings(rows):
         lines.append(f"measured: the best point first reaches {SATURATED:.0%} of the highest bandwidth "
                      f"({top:,.0f} GB/s) at {knee / 1024:.1f} KB per SM, "
                      + ", ".join(f"{knee / k:.2f}x the {name} prediction" for name, k in predicted))
+        if loaded:  # the same question at the same bandwidth: the line's corner sits at the ceiling, not there
+            needed = little_knee(loaded, SATURATED * top, sms)
+            lines.append(f"at equal bandwidth: Little's line with the loaded latency needs {needed / 1024:.1f} KB "
+                         f"per SM for {SATURATED * top:,.0f} GB/s ({SATURATED:.0%} of the highest); the "
+                         f"measured points got there with {knee / needed:.2f}x that")
     fma_ns = _series(rows, "fma-latency")
     fmas = [r for r in rows if r.get("series") == "fma" and _num(r.get("tflops")) and _num(r.get("fmas_in_flight_per_sm"))]
     peak = next((r["ceiling"] for r in fmas if _num(r.get("ceiling"))), None)
