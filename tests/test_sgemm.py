@@ -8,6 +8,7 @@ from zoo import harness
 from zoo.kernels.sgemm import padding, tune
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
+from zoo.kernels.sgemm import v13_split_last_wave as v13
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, build, launch_with
 
 SGEMM = zoo.family("sgemm")
@@ -164,7 +165,7 @@ def no_copies(monkeypatch):
         monkeypatch.setattr(cuda, name, refuse)
 
 
-@pytest.mark.parametrize("step", [v11, v12], ids=["v11", "v12"])
+@pytest.mark.parametrize("step", [v11, v12, v13], ids=["v11", "v12", "v13"])
 @pytest.mark.parametrize("size", EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_edges_in_the_kernel_without_copies(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size))
@@ -237,7 +238,7 @@ GPU_EDGE_SHAPES = ((1, 1, 1), (4095, 4095, 4095), (4097, 4097, 4097), (3000, 500
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
-@pytest.mark.parametrize("step", [v11, v12], ids=["v11", "v12"])
+@pytest.mark.parametrize("step", [v11, v12, v13], ids=["v11", "v12", "v13"])
 @pytest.mark.parametrize("size", GPU_EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_large_irregular_shapes_on_the_gpu(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size) % 1000)
@@ -346,3 +347,40 @@ def test_zoo_tune_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
     assert seen == [{"small": (1024, 1024, 1024), "large": (2000, 5000, 64), "skinny": (200, 4096, 4096)}]
     with pytest.raises(cli.UsageError, match="both of class small"):
         cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "300x5000x64"]))  # 120 tiles: small too
+
+
+# -- v13: whole waves through v11, the leftover tile rows split along K -------------------------------------
+
+
+def test_last_wave_plan_on_an_h200():
+    """The docstring's arithmetic: 132 SMs, 2 blocks each, 128 x 128 x 16 tiles."""
+    def plan(*mnk):
+        p = v13.plan(*mnk, tiles=DEFAULT, sms=132)
+        return p["rows"], p["split"], p["waves"], p["v11_waves"]
+
+    assert plan(4097, 4097, 4097) == (32, 8, 4.125, 5)  # four whole waves, then one tile row split 8 ways
+    assert plan(4096, 4096, 4096) == (32, 1, 4, 4)  # whole waves already: v11 as it is
+    assert plan(8192, 8192, 8192) == (64, 1, 16, 16)
+    assert plan(3000, 5000, 2000)[:2] == (24, 1)  # 200 leftover tiles: no room to split them
+    assert plan(1024, 1024, 1024) == (0, 4, 0.25, 1)  # under one wave: v12's split of every tile
+    for m, n, k in ((4097, 4097, 4097), (5000, 3000, 100), (1, 1, 1), (4225, 128, 4096), (8193, 8193, 64)):
+        p = v13.plan(m, n, k, tiles=DEFAULT, sms=132)
+        assert p["waves"] <= p["v11_waves"]
+        assert p["split"] == 1 or p["waves"] <= p["v11_waves"] - v13.WORTH
+        assert p["rows"] * -(-n // DEFAULT.BN) <= p["v11_waves"] * p["slots"]
+
+
+@pytest.mark.parametrize("size,rows,split", [((70, 45, 40), 1, 3), ((70, 45, 40), 0, 2), ((97, 33, 17), 2, 4),
+                                             ((65, 1, 9), 2, 2), ((33, 7, 64), 1, 8)],
+                         ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else str(p))
+def test_last_wave_split_adds_up(size, rows, split, request):
+    """Forced plans (the simulator's SM count would never make them): the cut lands inside the matrices,
+    at their last tile row, or at row 0; beta * C is counted once on each side of the cut; a second call
+    into the same output gives the same result."""
+    A, B, C, dA, dB, dC, out = _device_operands(size, seed=rows + 7 * split)
+    request.getfixturevalue("no_copies")
+    for _ in range(2):
+        v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, dC, out, 0.75, -1.5)
+        _check(out, A, B, C, 0.75, -1.5)
+    v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, None, out, 2.0, 0.0)
+    _check(out, A, B, None, 2.0, 0.0)
