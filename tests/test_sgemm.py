@@ -354,17 +354,22 @@ def test_zoo_tune_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
 
 def test_last_wave_plan_on_an_h200():
     """The docstring's arithmetic: 132 SMs, 2 blocks each, 128 x 128 x 16 tiles."""
-    def plan(*mnk):
-        p = v13.plan(*mnk, tiles=DEFAULT, sms=132)
+    def plan(*mnk, gflops=41_476):  # the large class's rate in the H200's tune table
+        p = v13.plan(*mnk, tiles=DEFAULT, sms=132, gflops=gflops)
         return p["rows"], p["split"], p["waves"], p["v11_waves"]
 
     assert plan(4097, 4097, 4097) == (32, 8, 4.125, 5)  # four whole waves, then one tile row split 8 ways
+    assert v13.plan(4097, 4097, 4097, DEFAULT, 132, 41_476)["saved_us"] == pytest.approx(0.875 * 854, rel=1e-3)
     assert plan(4096, 4096, 4096) == (32, 1, 4, 4)  # whole waves already: v11 as it is
     assert plan(8192, 8192, 8192) == (64, 1, 16, 16)
     assert plan(3000, 5000, 2000)[:2] == (24, 1)  # 200 leftover tiles: no room to split them
-    assert plan(1024, 1024, 1024) == (0, 4, 0.25, 1)  # under one wave: v12's split of every tile
+    # the same waves saved, but worth less kernel time than the split costs the host: v11
+    assert plan(1025, 4097, 256) == (9, 1, 2, 2) and plan(1025, 4097, 256, gflops=None) == (8, 4, 1.25, 2)
+    assert plan(1024, 1024, 1024) == (8, 1, 1, 1)
+    assert plan(1024, 1024, 1024, gflops=None) == (0, 4, 0.25, 1)  # under one wave: v12's split of every tile
+    assert plan(512, 512, 65536) == (0, 16, 0.0625, 1)  # a long K: the split is worth its host time
     for m, n, k in ((4097, 4097, 4097), (5000, 3000, 100), (1, 1, 1), (4225, 128, 4096), (8193, 8193, 64)):
-        p = v13.plan(m, n, k, tiles=DEFAULT, sms=132)
+        p = v13.plan(m, n, k, tiles=DEFAULT, sms=132, gflops=41_476)
         assert p["waves"] <= p["v11_waves"]
         assert p["split"] == 1 or p["waves"] <= p["v11_waves"] - v13.WORTH
         assert p["rows"] * -(-n // DEFAULT.BN) <= p["v11_waves"] * p["slots"]
@@ -384,3 +389,17 @@ def test_last_wave_split_adds_up(size, rows, split, request):
         _check(out, A, B, C, 0.75, -1.5)
     v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, None, out, 2.0, 0.0)
     _check(out, A, B, None, 2.0, 0.0)
+
+
+def test_tuned_gflops_is_the_best_agreeing_rate_of_those_tiles(monkeypatch):
+    row = lambda tiles, gflops, agrees=True: {"tiles": tiles._asdict(), "gflops": gflops, "agrees": agrees}
+    other = DEFAULT._replace(BK=8)
+    data = {"classes": {"large": {"rows": [row(DEFAULT, 40_000.0), row(other, 45_000.0)]},
+                        "small": {"rows": [row(DEFAULT, 41_000.0), row(DEFAULT, 90_000.0, agrees=False)]}}}
+    monkeypatch.setattr(tune, "_table", lambda: (data, {}))
+    tune.tuned_gflops.cache_clear()
+    try:
+        assert tune.tuned_gflops(DEFAULT) == 41_000.0  # the wrong answer's rate does not count
+        assert tune.tuned_gflops(DEFAULT._replace(BM=64)) is None
+    finally:
+        tune.tuned_gflops.cache_clear()

@@ -123,6 +123,15 @@ def best_tiles(shape_class_name="large"):
     return _table()[1].get(shape_class_name)
 
 
+@functools.lru_cache(maxsize=None)
+def tuned_gflops(tiles):
+    """The highest GFLOP/s the sweep recorded for ``tiles`` at any class's shape on this device, or None."""
+    data, _ = _table()
+    rates = [row["gflops"] for entry in data.get("classes", {}).values() for row in entry.get("rows", [])
+             if row.get("tiles") == tiles._asdict() and row.get("agrees", True) and row.get("gflops")]
+    return max(rates, default=None)
+
+
 def tiles_for(m, n, k):
     """The tuned tiles for an M x N x K call: its class's, else the large class's, else None."""
     return best_tiles(shape_class(m, n, k)) or best_tiles("large")

@@ -16,9 +16,15 @@ Changes:
     ``out[:r]``, ``A[r:]``...), so neither kernel changes: a row-major slice of
     whole rows is itself a row-major matrix. The plan is taken only when its
     waves, ``ceil(rows * across / P) + ceil(leftover * S / P) / S``, beat
-    ``ceil(T / P)`` by a quarter of a wave or more; otherwise the call is v11
-    (whole-wave shapes such as 4096^3 and 8192^3) or, for a grid smaller than
-    one wave (no whole waves: ``rows = 0``), v12's split of every tile.
+    ``ceil(T / P)`` by a quarter of a wave or more, and only when the kernel
+    time those waves are worth (a wave's FLOPs at the rate ``zoo tune``
+    recorded for these tiles) exceeds the host time the split adds to a call
+    (``SPLIT_HOST_US``: a second launch, the ``beta * C`` pass and the row
+    slices, 340 to 540 us measured on the H200's host). Otherwise the call is
+    v11: whole-wave shapes such as 4096^3 and 8192^3, and short calls such as
+    1025 x 4097 x 256, where splitting saves 40 us of kernel for 536 us of host
+    time. A grid under one wave has no whole waves (``rows = 0``), and the plan
+    becomes v12's split of every tile when the time allows.
 
 Why it is faster:
     v12 splits all the tiles of a problem, which pays only when the whole grid
@@ -38,19 +44,26 @@ Measured:
 from math import ceil
 
 from zoo.device import sm_count
-from zoo.kernels.sgemm import v11_edges_in_kernel as v11, v12_split_k as v12
+from zoo.kernels.sgemm import tune, v11_edges_in_kernel as v11, v12_split_k as v12
 from zoo.kernels.sgemm.v11_edges_in_kernel import TILES, validate  # noqa: F401
 
 WORTH = 0.25  # waves the split plan must save over v11's grid before it is taken
+# Host time the split adds to a call (a second kernel launch, the beta * C pass, four row slices): on the
+# H200's host, 336 to 536 us over v11's call. The GPU time the plan saves must exceed it, or a short call
+# gets slower: at 1025 x 4097 x 256 the split saves 40 us of kernel and cost 536 us of host.
+SPLIT_HOST_US = 500
 
 
-def plan(m, n, k, tiles=TILES, sms=None):
+def plan(m, n, k, tiles=TILES, sms=None, gflops=None):
     """How a call runs: v11's whole-wave rows and v12's split leftover (see the docstring).
 
     Returns a dict: ``rows`` tile rows for v11 (all of them when the plan is not worth it), ``split`` S for
-    the rows below (1 when there are none), and the waves each way: ``waves`` (this plan) and ``v11_waves``.
+    the rows below (1 when there are none), the waves each way (``waves`` for this plan, ``v11_waves``) and
+    ``saved_us``, the kernel time the split saves at ``gflops`` (the tune table's rate for these tiles;
+    where there is none, as in the simulator, the plan goes by waves alone).
     """
     sms = sm_count() if sms is None else sms
+    gflops = tune.tuned_gflops(tiles) if gflops is None else gflops
     slots = sms * v12.BLOCKS_PER_SM
     across, down = -(-n // tiles.BN), -(-m // tiles.BM)
     tiles_total = across * down
@@ -61,10 +74,13 @@ def plan(m, n, k, tiles=TILES, sms=None):
     split = max(1, min(slots // max(leftover, 1), steps // v12.MIN_SLICE_STEPS, v12.MAX_SPLIT))
     split = v12.slices(k, tiles.BK, split)[1]  # rounding the slice up may drop empty slices
     waves = ceil(rows * across / slots) + ceil(leftover * split / slots) / split
-    if split < 2 or waves > plain - WORTH:
-        return {"rows": down, "split": 1, "leftover_tiles": 0, "slots": slots, "waves": plain, "v11_waves": plain}
-    return {"rows": rows, "split": split, "leftover_tiles": leftover, "slots": slots, "waves": waves,
-            "v11_waves": plain}
+    wave_us = slots * tiles.BM * tiles.BN * 2 * k / (gflops * 1e3) if gflops else None  # one full wave's kernel
+    saved_us = (plain - waves) * wave_us if wave_us else None
+    p = {"rows": rows, "split": split, "leftover_tiles": leftover, "slots": slots, "waves": waves,
+         "v11_waves": plain, "saved_us": saved_us}
+    if split < 2 or waves > plain - WORTH or (saved_us is not None and saved_us < SPLIT_HOST_US):
+        p.update(rows=down, split=1, leftover_tiles=0, waves=plain)
+    return p
 
 
 def launch_plan(p, tiles, A, B, C, out, alpha, beta):
