@@ -364,9 +364,9 @@ def test_last_wave_plan_on_an_h200():
     assert plan(8192, 8192, 8192) == (64, 1, 16, 16)
     assert plan(3000, 5000, 2000)[:2] == (24, 1)  # 200 leftover tiles: no room to split them
     # the same waves saved, but worth less kernel time than the split costs the host: v11
-    assert plan(1025, 4097, 256) == (9, 1, 2, 2) and plan(1025, 4097, 256, gflops=None) == (8, 4, 1.25, 2)
+    assert plan(1025, 4097, 256) == (9, 1, 2, 2) and plan(1025, 4097, 256, gflops=0) == (8, 4, 1.25, 2)
     assert plan(1024, 1024, 1024) == (8, 1, 1, 1)
-    assert plan(1024, 1024, 1024, gflops=None) == (0, 4, 0.25, 1)  # under one wave: v12's split of every tile
+    assert plan(1024, 1024, 1024, gflops=0) == (0, 4, 0.25, 1)  # no rate: by waves, v12's split of every tile
     assert plan(512, 512, 65536) == (0, 16, 0.0625, 1)  # a long K: the split is worth its host time
     for m, n, k in ((4097, 4097, 4097), (5000, 3000, 100), (1, 1, 1), (4225, 128, 4096), (8193, 8193, 64)):
         p = v13.plan(m, n, k, tiles=DEFAULT, sms=132, gflops=41_476)

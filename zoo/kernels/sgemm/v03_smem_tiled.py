@@ -14,9 +14,9 @@ Why it is faster:
     and shared memory, though on chip, cannot feed the FMA units that fast.
 
 Measured:
-    NVIDIA H200, size 4096: 7,821 GFLOP/s (17,574 us a call), 15.4% of cuBLAS, 32
-    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 20.3%, 2048: 16.2%,
-    4095: 16.6%, 4097: 17.3%, 8192: 15.3%, 3000x5000x2000: 19.7%. From
+    NVIDIA H200, size 4096: 7,767 GFLOP/s (17,696 us a call), 15.4% of cuBLAS, 32
+    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 20.1%, 2048: 16.4%,
+    4095: 16.3%, 4097: 17.0%, 8192: 15.3%, 3000x5000x2000: 18.7%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

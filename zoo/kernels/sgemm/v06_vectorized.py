@@ -17,9 +17,9 @@ Why it is faster:
     bounds checks of v05 also leave the kernel.
 
 Measured:
-    NVIDIA H200, size 4096: 30,150 GFLOP/s (4,558 us a call), 59.3% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 23.7%, 2048: 44.1%,
-    4095: 56.8%, 4097: 50.4%, 8192: 62.3%, 3000x5000x2000: 52.1%. From
+    NVIDIA H200, size 4096: 30,855 GFLOP/s (4,454 us a call), 61.0% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 23.4%, 2048: 52.5%,
+    4095: 55.6%, 4097: 49.7%, 8192: 62.5%, 3000x5000x2000: 41.0%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

@@ -17,9 +17,9 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    NVIDIA H200, size 4096: 37,764 GFLOP/s (3,639 us a call), 74.3% of cuBLAS, 200
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 32.2%, 2048: 60.9%,
-    4095: 67.3%, 4097: 61.1%, 8192: 77.5%, 3000x5000x2000: 60.9%. From
+    NVIDIA H200, size 4096: 37,858 GFLOP/s (3,630 us a call), 74.9% of cuBLAS, 200
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 28.9%, 2048: 47.8%,
+    4095: 63.2%, 4097: 61.1%, 8192: 78.6%, 3000x5000x2000: 45.5%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

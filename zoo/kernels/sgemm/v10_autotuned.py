@@ -28,9 +28,9 @@ Why it is faster:
     every call), which v11 removes.
 
 Measured:
-    NVIDIA H200, size 4096: 38,433 GFLOP/s (3,576 us a call), 75.6% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 23.2%, 2048: 50.6%,
-    4095: 65.6%, 4097: 65.1%, 8192: 82.5%, 3000x5000x2000: 59.7%. From
+    NVIDIA H200, size 4096: 40,362 GFLOP/s (3,405 us a call), 79.8% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 38.4%, 2048: 63.5%,
+    4095: 70.6%, 4097: 64.4%, 8192: 83.3%, 3000x5000x2000: 46.3%. From
     results/nvidia-h200.json.
 """
 from zoo.kernels.sgemm import tune

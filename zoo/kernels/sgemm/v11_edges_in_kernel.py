@@ -42,9 +42,9 @@ Why it is faster:
     the scalar one with four LDG.E each.
 
 Measured:
-    NVIDIA H200, size 4096: 41,064 GFLOP/s (3,347 us a call), 80.8% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 56.8%, 2048: 72.1%,
-    4095: 82.6%, 4097: 70.3%, 8192: 82.3%, 3000x5000x2000: 87.3%. From
+    NVIDIA H200, size 4096: 41,065 GFLOP/s (3,347 us a call), 81.2% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 50.6%, 2048: 69.3%,
+    4095: 79.3%, 4097: 67.5%, 8192: 82.2%, 3000x5000x2000: 84.4%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32

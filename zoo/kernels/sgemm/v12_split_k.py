@@ -46,9 +46,9 @@ Why it is faster:
     stores; the float atomics flush subnormal results to zero.
 
 Measured:
-    NVIDIA H200, size 4096: 40,928 GFLOP/s (3,358 us a call), 80.5% of cuBLAS, 16
-    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 32.4%, 2048: 72.2%,
-    4095: 82.3%, 4097: 70.1%, 8192: 82.0%, 3000x5000x2000: 80.3%. From
+    NVIDIA H200, size 4096: 40,894 GFLOP/s (3,361 us a call), 80.9% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 27.1%, 2048: 68.7%,
+    4095: 79.3%, 4097: 68.0%, 8192: 82.3%, 3000x5000x2000: 84.2%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32

@@ -39,7 +39,10 @@ Why it is faster:
     tens of microseconds), against a saved wave of about 0.9 ms at 4097^3.
 
 Measured:
-    Not measured on a GPU yet.
+    NVIDIA H200, size 4096: 41,045 GFLOP/s (3,349 us a call), 81.2% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 34.8%, 2048: 68.3%,
+    4095: 79.7%, 4097: 79.0%, 8192: 81.9%, 3000x5000x2000: 84.1%. From
+    results/nvidia-h200.json.
 """
 from math import ceil
 
@@ -59,8 +62,8 @@ def plan(m, n, k, tiles=TILES, sms=None, gflops=None):
 
     Returns a dict: ``rows`` tile rows for v11 (all of them when the plan is not worth it), ``split`` S for
     the rows below (1 when there are none), the waves each way (``waves`` for this plan, ``v11_waves``) and
-    ``saved_us``, the kernel time the split saves at ``gflops`` (the tune table's rate for these tiles;
-    where there is none, as in the simulator, the plan goes by waves alone).
+    ``saved_us``, the kernel time the split saves at ``gflops`` (by default the tune table's rate for
+    these tiles; where there is none, as in the simulator, or with ``gflops=0``, the plan goes by waves alone).
     """
     sms = sm_count() if sms is None else sms
     gflops = tune.tuned_gflops(tiles) if gflops is None else gflops
