@@ -40,17 +40,22 @@ block's warps start together, so they wait for their loads together: a fixed
 cost per element that dilutes the instruction count's ratio. At 256 steps v01
 measured only 1.70x v02 on the H200 (2^24 elements, one input buffer timed
 over and over, as ``zoo divergence`` does) although it issues twice the
-instructions; at 512 steps 1.85x, at 1024 1.87x. Two ``zoo run``s measured
-1.68x and 1.75x at 2^24 (1.80x at 2^22): v02 came out at 425-428 us there,
-where timing it on one buffer or on two rotated ones gives 366-385 us (and
-v01/v02 1.84-1.87x). In one process, zoo's measure_variant timed v02 at 412
-us in one round and 368 in the next; in a process that runs only v01 to v04
-at 2^24 uniform, three rounds each, it gave v02 367 us every round and v01
-679-728 us (1.85-1.98x), so the slow v02 figure needs the rest of ``zoo
-run`` around it (the other sizes and kinds before it). The cause is not pinned down (not the
-rotation, not where the buffers land, not v02's half-filled store sectors:
-staging its stores through shared memory did not change it); the sweep,
-which times every step on the same inputs, is the figure to compare.
+instructions; at 512 steps 1.85x, at 1024 1.87x. What ``zoo run`` reports
+for v02 depends on what ran before it in the process: at 2^24 uniform, a
+fresh ``zoo run divergence --size 16777216@uniform`` timed v02 at 371 us
+(v01/v02 1.85x), after the 2^22 sizes 368 us (1.85x), after the skewed 2^20
+and 2^22 sizes 368 us (1.85x), after both 2^20 kinds 392 us (1.75x), and
+in four whole ``zoo run``s 1.68x to 1.75x (v02 at about 425 us), with the
+SM clock at 1980 MHz throughout. A plausible cause, not confirmed, is where
+the 64 MB inputs land after the earlier sizes' allocations: each thread loads one float before its
+chain, a block's warps wait for those loads together, and a slower load
+(a TLB miss, say) costs v02 a larger share of its time than v01, which has
+twice the arithmetic to hide it behind. Nsight Compute (2^22, clocks locked)
+times v01 at 1.82x v02 and reads the warp execution efficiency
+(``smsp__thread_inst_executed_per_inst_executed``, 32 = every lane busy):
+uniform v01 16.6, v02 to v04 32, v05 31.0; skewed v01 4.9, v02 8.4, v03 32
+(it runs every chunk), v04 7.5, v05 25.7. The sweep, which times every step
+on the same inputs, is the figure to compare.
 
 Inputs come in two kinds. ``uniform``: |x| in [0.97, 1), so every element runs the
 full 512 steps; only the parity divergence shows (v01 ~2x v02; v03 ~ v02; v04 ~ v03).
