@@ -72,10 +72,10 @@ def plan(m, n, k, tiles=TILES, sms=None, gflops=None):
     tiles_total = across * down
     plain = ceil(tiles_total / slots)
     rows = (tiles_total // slots) * slots // across  # tile rows that fit in whole waves
-    leftover = (down - rows) * across
-    steps = -(-k // tiles.BK)
-    split = max(1, min(slots // max(leftover, 1), steps // v12.MIN_SLICE_STEPS, v12.MAX_SPLIT))
-    split = v12.slices(k, tiles.BK, split)[1]  # rounding the slice up may drop empty slices
+    leftover, split = 0, 1
+    if rows < down:  # the rows below, split as v12 splits a whole problem of their size
+        below = v12.plan(m - rows * tiles.BM, n, k, tiles, sms)
+        leftover, split = below["tiles"], below["split"]
     waves = ceil(rows * across / slots) + ceil(leftover * split / slots) / split
     wave_us = slots * tiles.BM * tiles.BN * 2 * k / (gflops * 1e3) if gflops else None  # one full wave's kernel
     saved_us = (plain - waves) * wave_us if wave_us else None
