@@ -193,9 +193,8 @@ def test_findings_compare_the_knees_with_the_loaded_latency():
     assert "700 ns unloaded; 2,100 ns (3.0x) while copies stream at 3,900 GB/s" in text
     unloaded, loaded = (f"{sweep.little_knee(ns, 4100.0, 132) / 1024:.1f} KB" for ns in (700.0, 2100.0))
     assert f"{unloaded} with the unloaded latency, {loaded} with the loaded one" in text
-    knee, _ = sweep.measured_knee([r for r in rows if r["series"] == "bandwidth"], "bytes_in_flight_per_sm", "gbps")
-    assert f"at {knee / 1024:.1f} KB per SM" in text
     knee, top = sweep.measured_knee([r for r in rows if r["series"] == "bandwidth"], "bytes_in_flight_per_sm", "gbps")
+    assert f"at {knee / 1024:.1f} KB per SM" in text
     needed = 2100.0 * 0.9 * top / (2 * 132)  # ns x GB/s = bytes, for 90% of the highest point
     assert f"needs {needed / 1024:.1f} KB per SM for {0.9 * top:,.0f} GB/s" in text
     assert f"with {knee / needed:.2f}x that" in text
