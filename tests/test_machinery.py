@@ -238,3 +238,45 @@ def test_a_launch_past_48_kib_of_dynamic_shared_memory_opts_in():
     kernel[1, 256, 0, 4 * n](values, out)
     np.testing.assert_array_equal(out, values + values[::-1])
     assert kernel.last_launch.shared_bytes == 4 * n > zoo_jit.DEFAULT_SHARED_LIMIT
+
+
+def _copy_kernel(src, dst):
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+def test_a_launch_configuration_is_built_once_and_each_launch_still_runs():
+    """zoo.jit keeps numba's configured launcher per configuration on the default stream (numba normalises
+    and may warn on every ``kernel[config]``); a configuration with a stream or a list is built afresh."""
+    from zoo import jit as zoo_jit
+
+    kernel = zoo_jit.jit(_copy_kernel)
+    rng = np.random.default_rng(3)
+    for n in (33, 31, 33):  # back to the first configuration: a stale grid of 1 block would miss element 33
+        src = rng.standard_normal(n, dtype=np.float32)
+        dst = np.full(n, np.nan, np.float32)
+        kernel[(n + 31) // 32, 32](src, dst)
+        np.testing.assert_array_equal(dst, src)
+    kept = set() if zoo.SIMULATOR else {(2, 32), (1, 32)}  # the simulator's kernel[config] configures itself
+    assert set(kernel._configured) == kept
+    first = kernel.last_launch
+    kernel[2, 32](src, dst)
+    assert (kernel.last_launch is first) != zoo.SIMULATOR  # on the GPU the same Launch record: nothing rebuilt
+    dst[:] = np.nan
+    stream = cuda.stream()
+    kernel[[2], [32], stream, 0](src, dst)  # a list and a stream: launched, not kept
+    stream.synchronize()  # the copy back of a host array is queued on the stream
+    np.testing.assert_array_equal(dst, src)
+    assert len(kernel._configured) == len(kept) and kernel.last_launch.grid == (2, 1, 1)
+
+
+def test_address_reads_every_kind_of_array():
+    from zoo import arrays, vector
+
+    host = np.zeros(8, np.float32)
+    assert arrays.address(host) == host.ctypes.data
+    device = cuda.to_device(host)
+    assert arrays.address(device) == arrays.address(device[:4])
+    assert arrays.address(device[1:]) == arrays.address(device) + 4
+    assert vector.aligned(device) and not vector.aligned(device[1:])

@@ -6,6 +6,8 @@ same kind. Kernels always receive numba device arrays (CuPy arrays are wrapped
 without a copy through ``__cuda_array_interface__``): numba launches them with
 less host overhead than CuPy objects.
 """
+import weakref
+
 import numpy as np
 from numba import cuda
 
@@ -46,10 +48,23 @@ def to_device(x):
     return x
 
 
-def cupy_view(x):
-    """A numba view of a CuPy array, without a copy and without waiting for the device.
+_VIEWS = {}  # id(CuPy array) -> (weak reference to it, its layout, its numba view)
 
-    ``cuda.as_cuda_array`` synchronizes the stream that CuPy names in its
+
+def cupy_view(x):
+    """A numba view of a CuPy array: no copy, no wait for the device, built once per array.
+
+    Building a numba device array costs about 20 us of host time (numba asks the
+    driver for the current context and builds a description of the layout), and
+    the first launch on it costs more again (numba derives the array's type and
+    caches it on the object). A call through ``Variant`` would pay that for every
+    array on every call, so the view is cached: keyed by the array's identity and
+    checked against its pointer, shape, strides and dtype, so an array reshaped in
+    place gets a new view. The cache holds the array only by a weak reference and
+    drops the entry when the array goes, and the view does not own the memory:
+    it is for launches made while the array is alive, which is all zoo uses it for.
+
+    Streams: ``cuda.as_cuda_array`` synchronizes the stream that CuPy names in its
     ``__cuda_array_interface__`` (a host wait on every call) and wraps it as an
     external stream object. zoo launches on the legacy default stream, which
     already runs after all work queued on CuPy's default stream and on any
@@ -57,9 +72,34 @@ def cupy_view(x):
     CuPy stream made with ``non_blocking=True`` is not ordered with it: synchronize
     that stream yourself before calling a variant.)
     """
+    layout = (x.data.ptr, x.shape, x.strides, x.dtype)
+    key = id(x)
+    entry = _VIEWS.get(key)
+    if entry is not None and entry[0]() is x and entry[1] == layout:
+        return entry[2]
     desc = dict(x.__cuda_array_interface__)
     desc.pop("stream", None)
-    return cuda.from_cuda_array_interface(desc, owner=x, sync=False)
+    view = cuda.from_cuda_array_interface(desc, owner=None, sync=False)
+
+    def forget(ref):  # the array is gone: drop its entry, unless a newer one took the key
+        if _VIEWS.get(key, (None,))[0] is ref:
+            del _VIEWS[key]
+
+    _VIEWS[key] = (weakref.ref(x, forget), layout, view)
+    return view
+
+
+def address(x):
+    """The address of x's first element: device memory, or host memory in the simulator.
+
+    For a numba device array it reads the pointer numba keeps, rather than
+    ``__cuda_array_interface__``, which builds a dictionary on every access.
+    """
+    gpu_data = getattr(x, "gpu_data", None)
+    if gpu_data is not None:
+        return int(gpu_data.device_pointer)
+    interface = getattr(x, "__cuda_array_interface__", None)
+    return interface["data"][0] if interface else x.ctypes.data
 
 
 def device_empty(shape, dtype, like_kind):

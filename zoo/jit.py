@@ -62,6 +62,7 @@ def _dim3(d):
     return d + (1,) * (3 - len(d))
 
 
+MAX_CONFIGURATIONS = 256  # configured launchers a kernel keeps (one per grid, block, stream, shared bytes)
 DEFAULT_SHARED_LIMIT = 48 * 1024  # bytes of shared memory a block gets without opting in
 
 _numbers = itertools.count(1)
@@ -85,12 +86,12 @@ class Kernel:
         self.dispatcher = dispatcher
         self.last_launch = None
         self.launch_number = 0
-        self._shared_opt_in = {}  # compiled overload -> dynamic shared bytes allowed so far
+        self._shared_opt_in = {}  # argument types -> dynamic shared bytes allowed so far
+        self._configured = {}  # launch configuration -> (Launch, numba's configured launcher)
         functools.update_wrapper(self, dispatcher.py_func)
 
     def __getitem__(self, config):
-        launch = Launch(*config)
-        configured = self.dispatcher[config]
+        launch, configured = self._configure(config)
 
         def run(*args):
             global _latest
@@ -103,17 +104,37 @@ class Kernel:
 
         return run
 
+    def _configure(self, config):
+        """(Launch, numba's configured launcher) for a configuration, each made once: numba normalises the
+        dimensions and may warn about a small grid every time ``dispatcher[config]`` is evaluated. (Not in
+        the simulator, whose ``kernel[config]`` sets the configuration on the kernel itself and returns it.)"""
+        found = None
+        if SIMULATOR:
+            pass
+        elif len(config) < 3 or config[2] == 0:  # the default stream: a stream object is not kept alive here
+            try:
+                found = self._configured.get(config, False)
+            except TypeError:  # a list among the dimensions: not a key
+                pass
+        if found is None:
+            return Launch(*config), self.dispatcher[config]
+        if not found:
+            if len(self._configured) >= MAX_CONFIGURATIONS:
+                self._configured.clear()
+            found = self._configured[config] = (Launch(*config), self.dispatcher[config])
+        return found
+
     def _allow_shared(self, args, nbytes):
         """Raise the compiled kernel's dynamic shared memory limit to ``nbytes`` (compiles it first)."""
         from numba.cuda.cudadrv.driver import binding, driver
 
-        compiled = self.dispatcher.compile(tuple(self.dispatcher.typeof_pyval(a) for a in args))
-        if self._shared_opt_in.get(id(compiled), 0) >= nbytes:
+        signature = tuple(self.dispatcher.typeof_pyval(a) for a in args)
+        if self._shared_opt_in.get(signature, 0) >= nbytes:  # the usual case: no compile lookup, no driver call
             return
-        cufunc = compiled._codelibrary.get_cufunc()
+        cufunc = self.dispatcher.compile(signature)._codelibrary.get_cufunc()
         attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         driver.cuKernelSetAttribute(attr, nbytes, cufunc.handle, cufunc.device.id)
-        self._shared_opt_in[id(compiled)] = nbytes
+        self._shared_opt_in[signature] = nbytes
 
     def compiled(self):
         """The most recently compiled specialisation (GPU only), or None."""

@@ -10,6 +10,7 @@ a throwaway family.
 Discovery fails loudly on a gap in the numbers, a duplicate number, a file that
 looks like a variant but is misnamed, or a missing heading.
 """
+import functools
 import importlib
 import pkgutil
 import re
@@ -137,12 +138,17 @@ class Variant:
     # -- calling ---------------------------------------------------------------
     def validate(self, *inputs, **params):
         """The family's checks, then this variant's own limits; returns (kind, (out shape, dtype))."""
-        kind = self.family.validate(*inputs, **params)
-        output = self.family.output_for(*inputs, **params)
-        check = getattr(self.module, "validate", None)
-        if check is not None:
-            check(*inputs, **params)
+        family_checks, output_for, own_checks = self._checks
+        kind = family_checks(*inputs, **params)
+        output = output_for(*inputs, **params)
+        if own_checks is not None:
+            own_checks(*inputs, **params)
         return kind, output
+
+    @functools.cached_property
+    def _checks(self):
+        """(the family's validate, the spec's output_for, this file's validate or None), looked up once."""
+        return self.family.validate, self.family.module.output_for, getattr(self.module, "validate", None)
 
     def prepare(self, *inputs, out=None, **params):
         """Validate, move to the device and allocate: everything but the launch.
@@ -159,7 +165,7 @@ class Variant:
         if out is not None:
             if arrays.kind(out) != kind:
                 raise TypeError(f"out is a {arrays.kind(out)} array, the inputs are {kind}")
-            if tuple(out.shape) != tuple(shape) or np.dtype(out.dtype) != np.dtype(dtype):
+            if tuple(out.shape) != tuple(shape) or out.dtype != dtype:
                 raise ValueError(f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
                                  f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}")
             if not arrays.is_c_contiguous(out):
@@ -266,12 +272,12 @@ class Family:
         tol = self.TOLERANCE
         return float(tol(size)) if callable(tol) else tol
 
-    @property
+    @functools.cached_property
     def dtypes(self):
         d = self.DTYPE
         return tuple(np.dtype(x) for x in d) if isinstance(d, (tuple, list)) else (np.dtype(d),)
 
-    @property
+    @functools.cached_property
     def host_inputs(self):
         """True when the steps take host arrays and do their own transfers (HOST_INPUTS)."""
         return bool(getattr(self.module, "HOST_INPUTS", False))
@@ -332,24 +338,27 @@ class Family:
                        + ", ".join(v.name for v in self.variants))
 
     def validate(self, *inputs, **params):
-        """The checks every family shares; returns the arrays' kind. Raises before any launch."""
-        names = self.INPUTS
-        required = [n for n in names if not n.endswith("?")]
+        """The checks every family shares; returns the arrays' kind. Raises before any launch.
+
+        It runs on every call, so what it needs from the spec is read once (``_arguments``)."""
+        arguments, required = self._arguments
         if not required and not inputs:
             raise TypeError(f"{self.name} takes no arrays")
-        if len(inputs) < len(required) or len(inputs) > len(names):
-            raise TypeError(f"{self.name} takes arrays ({', '.join(names)}), got {len(inputs)}")
-        for name, a in zip(names, inputs):
-            if a is None and not name.endswith("?"):
+        if not required <= len(inputs) <= len(arguments):
+            raise TypeError(f"{self.name} takes arrays ({', '.join(self.INPUTS)}), got {len(inputs)}")
+        given = []
+        for (name, optional), a in zip(arguments, inputs):
+            if a is not None:
+                given.append((name, a))
+            elif not optional:
                 raise TypeError(f"{name} is required, got None")
-        given = [(n.rstrip("?"), a) for n, a in zip(names, inputs) if a is not None]
         kind = arrays.common_kind([a for _, a in given])
         if self.host_inputs and kind != arrays.NUMPY:
             raise TypeError(f"{self.name} takes NumPy arrays: its steps move them to the GPU and back "
                             f"themselves (got {kind} arrays)")
         dtypes = self.dtypes
         for name, a in given:
-            if np.dtype(a.dtype) not in dtypes:
+            if a.dtype not in dtypes:
                 raise TypeError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {np.dtype(a.dtype)}")
             if a.ndim != self.NDIM:
                 raise ValueError(f"{name} must have {self.NDIM} dimension(s), got shape {tuple(a.shape)}")
@@ -358,10 +367,16 @@ class Family:
             if not arrays.is_c_contiguous(a):
                 raise ValueError(f"{name} is not C-contiguous: pass a contiguous copy "
                                  "(numpy.ascontiguousarray or cupy.ascontiguousarray)")
-        if len({np.dtype(a.dtype) for _, a in given}) > 1:
+        if any(a.dtype != given[0][1].dtype for _, a in given):
             raise TypeError(f"{self.name}'s arrays must share one dtype, got "
                             + ", ".join(f"{n} {np.dtype(a.dtype)}" for n, a in given))
         return kind
+
+    @functools.cached_property
+    def _arguments(self):
+        """(((name, optional), ...) for INPUTS, how many are required)."""
+        arguments = tuple((n.rstrip("?"), n.endswith("?")) for n in self.INPUTS)
+        return arguments, sum(not optional for _, optional in arguments)
 
 
 def _kernel_packages():

@@ -20,13 +20,12 @@ takes 2-D matrices can mix scalar and 128-bit accesses on one flat index.
 whether the array's first element sits on a 16-byte boundary.
 """
 from zoo import SIMULATOR
+from zoo.arrays import address
 
 
 def aligned(arr):
     """Whether arr starts on a 16-byte boundary: a device, CuPy or NumPy array (the simulator's are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    address = interface["data"][0] if interface else arr.ctypes.data
-    return address % 16 == 0
+    return address(arr) % 16 == 0
 
 if SIMULATOR:
 

@@ -32,6 +32,7 @@ Measured:
 """
 import functools
 
+import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
@@ -96,7 +97,7 @@ def launch_with(kernel, unroll, blocks_per_sm, x, out, threads_per_block=THREADS
         scalar.launch(x, out)  # a float4 here would straddle a 16-byte boundary
         return
     blocks = grid_blocks(x.size, unroll, blocks_per_sm, threads_per_block)
-    kernel[blocks, threads_per_block](x, out, uint32(x.size))
+    kernel[blocks, threads_per_block](x, out, np.uint32(x.size))
 
 
 def launch(x, out):

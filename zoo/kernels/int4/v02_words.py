@@ -24,6 +24,7 @@ Measured:
     packed, out=out), 19 registers, occupancy bound 100%. Other sizes, % of
     cupy.take(TABLE, packed, out=out): 16777216: 86.5%. From results/nvidia-h200.json.
 """
+import numpy as np
 from numba import cuda, int32, uint32
 
 from zoo.device import sm_count
@@ -72,4 +73,4 @@ def launch(packed, out):
     head, count = parts
     needed = (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
     blocks = max(1, min(needed, BLOCKS_PER_SM * sm_count()))  # one block covers the head and tail (<= 3 each)
-    relu_words[blocks, THREADS_PER_BLOCK](packed, out, uint32(head), uint32(count), uint32(packed.size))
+    relu_words[blocks, THREADS_PER_BLOCK](packed, out, np.uint32(head), np.uint32(count), np.uint32(packed.size))

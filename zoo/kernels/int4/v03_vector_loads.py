@@ -24,6 +24,7 @@ Measured:
     packed, out=out), 32 registers, occupancy bound 100%. Other sizes, % of
     cupy.take(TABLE, packed, out=out): 16777216: 89.6%. From results/nvidia-h200.json.
 """
+import numpy as np
 from numba import cuda, uint32
 
 from zoo.device import sm_count
@@ -64,4 +65,4 @@ def launch(packed, out):
     head, count = parts
     needed = (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
     blocks = max(1, min(needed, BLOCKS_PER_SM * sm_count()))  # 256 threads cover a head and tail of 15 each
-    relu_vector[blocks, THREADS_PER_BLOCK](packed, out, uint32(head), uint32(count), uint32(packed.size))
+    relu_vector[blocks, THREADS_PER_BLOCK](packed, out, np.uint32(head), np.uint32(count), np.uint32(packed.size))

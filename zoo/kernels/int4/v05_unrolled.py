@@ -23,6 +23,7 @@ Measured:
     packed, out=out), 40 registers, occupancy bound 75%. Other sizes, % of
     cupy.take(TABLE, packed, out=out): 16777216: 51.7%. From results/nvidia-h200.json.
 """
+import numpy as np
 from numba import cuda, uint8, uint32
 
 from zoo.device import sm_count
@@ -76,4 +77,5 @@ def launch(packed, out):
         wordwise.launch(packed, out)  # no 16 bytes are aligned in both arrays at once
         return
     head, count = parts
-    relu_unrolled[grid_blocks(count), THREADS_PER_BLOCK](packed, out, uint32(head), uint32(count), uint32(packed.size))
+    relu_unrolled[grid_blocks(count), THREADS_PER_BLOCK](packed, out, np.uint32(head), np.uint32(count),
+                                                         np.uint32(packed.size))

@@ -208,7 +208,7 @@ def _chases(cfg, simulator, clock_khz):
             return order[(next(calls) * 2 * steps) % nodes] if rotate else order[0]
 
         def launch_for(steps, i, d_table=d_table, start=start):
-            chase_kernel[1, 1](d_table, uint32(steps), uint32(start(steps)), out)
+            chase_kernel[1, 1](d_table, np.uint32(steps), np.uint32(start(steps)), out)
 
         launch_for(steps, 0)
         row = dict(series=series, footprint_bytes=footprint, steps=steps,
@@ -225,7 +225,7 @@ def _chases(cfg, simulator, clock_khz):
     threads = SIM_SHARED_THREADS if simulator else 1024  # 1024 threads copy the cycle in; one chases
 
     def launch_shared(steps, i):
-        shared_chase_kernel[1, threads](d_ring, uint32(steps), uint32(order[0]), out)
+        shared_chase_kernel[1, threads](d_ring, np.uint32(steps), np.uint32(order[0]), out)
 
     launch_shared(steps, 0)
     row = dict(series="chase-shared", footprint_bytes=4 * SHARED_NODES, steps=steps,
@@ -270,9 +270,9 @@ def _loaded_chase(cfg, clock_khz):
                 ceilings.device_copy(src, dst)
         marks[1].record(background)
         marks[2].record(chasing)
-        chase_kernel[1, 1, numba_chasing](d_table, uint32(steps), uint32(first), out)
+        chase_kernel[1, 1, numba_chasing](d_table, np.uint32(steps), np.uint32(first), out)
         marks[3].record(chasing)
-        chase_kernel[1, 1, numba_chasing](d_table, uint32(2 * steps), uint32(second), out)
+        chase_kernel[1, 1, numba_chasing](d_table, np.uint32(2 * steps), np.uint32(second), out)
         marks[4].record(chasing)
         marks[4].synchronize()
         marks[1].synchronize()
@@ -343,13 +343,13 @@ def _bandwidth(cfg, args, simulator, sms, props, dram_ns, copy):
                 blocks = per_sm * sms
                 shared = 0 if simulator else reservation(per_sm, shared_per_sm)
                 out.copy_to_device(poison)
-                kernel[blocks, threads](d_x, out, uint32(n))  # compiles; no reservation yet
+                kernel[blocks, threads](d_x, out, np.uint32(n))  # compiles; no reservation yet
                 if shared > 48 * 1024 and not _allow_shared(kernel, shared):
                     shared = 48 * 1024
                 out.copy_to_device(poison)
 
                 def launch(i, kernel=kernel, blocks=blocks, threads=threads, shared=shared):
-                    kernel[blocks, threads, 0, shared](d_x, out, uint32(n))
+                    kernel[blocks, threads, 0, shared](d_x, out, np.uint32(n))
 
                 launch(0)
                 row = dict(series="bandwidth", footprint_bytes=8 * n, threads_per_block=threads,
@@ -420,7 +420,7 @@ def _fma(cfg, args, simulator, sms, clock_khz, peak):
         out = cuda.device_array(blocks * block_threads, np.float32)
 
         def launch(i):
-            kernel[blocks, block_threads](out, uint32(iterations), float32(1.0 + 1e-3 * (i % 7)))
+            kernel[blocks, block_threads](out, np.uint32(iterations), np.float32(1.0 + 1e-3 * (i % 7)))
 
         launch(0)
         got = out.copy_to_host()

@@ -23,6 +23,7 @@ Measured:
     x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 20.6%, 16777216: 126.3%. From
     results/nvidia-h200.json.
 """
+import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
@@ -67,4 +68,4 @@ def validate(x):
 def launch(x, out):
     needed = (x.size + 4 * THREADS_PER_BLOCK - 1) // (4 * THREADS_PER_BLOCK)
     blocks = max(1, min(needed, BLOCKS_PER_SM * sm_count()))
-    axpb4_kernel[blocks, THREADS_PER_BLOCK](x, out, uint32(x.size))
+    axpb4_kernel[blocks, THREADS_PER_BLOCK](x, out, np.uint32(x.size))

@@ -27,6 +27,7 @@ Measured:
 """
 import functools
 
+import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
@@ -90,4 +91,4 @@ def launch(x, out):
         scalar.launch(x, out)  # a float4 here would straddle a 16-byte boundary
         return
     blocks = grid_blocks(x.size, UNROLL, BLOCKS_PER_SM)
-    axpb4_kernel[blocks, THREADS_PER_BLOCK](x, out, uint32(x.size))
+    axpb4_kernel[blocks, THREADS_PER_BLOCK](x, out, np.uint32(x.size))

@@ -15,6 +15,7 @@ zero-padded buffers and crops the result (its cost is inside the timed launch);
 from v11 on, the kernel handles partial tiles itself and nothing is copied.
 Inputs must be row-major and C-contiguous; anything else is refused, not copied.
 """
+import math
 import numbers
 import os
 
@@ -68,7 +69,7 @@ def output_for(A, B, C=None, alpha=1.0, beta=0.0):
     for name, value in (("alpha", alpha), ("beta", beta)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    if not (np.isfinite(alpha) and np.isfinite(beta)):
+    if not (math.isfinite(alpha) and math.isfinite(beta)):
         raise ValueError("alpha and beta must be finite numbers")
     return shape, np.float32
 

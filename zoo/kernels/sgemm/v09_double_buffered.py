@@ -23,6 +23,7 @@ Measured:
     4095: 69.8%, 4097: 68.6%, 8192: 83.3%, 3000x5000x2000: 46.5%. From
     results/nvidia-h200.json.
 """
+import numpy as np
 from typing import NamedTuple
 
 from numba import cuda, float32, uint32
@@ -193,7 +194,7 @@ def launch_with(kernel, tiles, A, B, C, out, alpha, beta):
     """Run ``kernel`` (built from ``tiles``) on any shape; v10 calls this with tuned tiles."""
     def launch_tiles(a, b, c, result, M, N, K, alpha, beta):
         grid = (N // tiles.BN, M // tiles.BM)
-        kernel[grid, tiles.threads](a, b, c, result, uint32(M), uint32(N), uint32(K), alpha, beta)
+        kernel[grid, tiles.threads](a, b, c, result, np.uint32(M), np.uint32(N), np.uint32(K), alpha, beta)
 
     run_tiled(launch_tiles, A, B, C, out, alpha, beta, tiles.BM, tiles.BN, tiles.BK)
 

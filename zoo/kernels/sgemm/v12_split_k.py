@@ -51,6 +51,7 @@ Measured:
     4095: 79.3%, 4097: 68.0%, 8192: 82.3%, 3000x5000x2000: 84.2%. From
     results/nvidia-h200.json.
 """
+import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
@@ -289,13 +290,13 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
     flat_out = out.reshape(m * n)
     with_c = beta != 0 and C is not None
     scale_c[-(-(m * n) // SCALE_THREADS), SCALE_THREADS](C.reshape(m * n) if with_c else flat_out, flat_out,
-                                                        float32(beta), with_c)
+                                                        np.float32(beta), with_c)
     vec_a = k % 4 == 0 and aligned(A)  # every row of A starts on 16 bytes
     vec_b = n % 4 == 0 and aligned(B)  # the output is written with 32-bit atomics: no condition on it
     kernel = kernel_for(tiles, vec_a, vec_b)
     grid = (-(-n // tiles.BN), -(-m // tiles.BM), split)  # z: which slice of K
-    kernel[grid, tiles.threads](A.reshape(m * k), B.reshape(k * n), flat_out, uint32(m), uint32(n), uint32(k),
-                                uint32(k_slice), float32(alpha))
+    kernel[grid, tiles.threads](A.reshape(m * k), B.reshape(k * n), flat_out, np.uint32(m), np.uint32(n), np.uint32(k),
+                                np.uint32(k_slice), np.float32(alpha))
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):

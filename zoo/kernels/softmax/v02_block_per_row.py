@@ -87,4 +87,4 @@ def softmax_block(x, out, cols):
 
 def launch(x, out):
     rows, cols = x.shape
-    softmax_block[rows, BLOCK](x.reshape(x.size), out.reshape(out.size), uint32(cols))
+    softmax_block[rows, BLOCK](x.reshape(x.size), out.reshape(out.size), np.uint32(cols))

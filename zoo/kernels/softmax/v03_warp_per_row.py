@@ -76,4 +76,4 @@ def softmax_warp(x, out, rows, cols):
 def launch(x, out):
     rows, cols = x.shape
     grid = (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
-    softmax_warp[grid, BLOCK](x.reshape(x.size), out.reshape(out.size), uint32(rows), uint32(cols))
+    softmax_warp[grid, BLOCK](x.reshape(x.size), out.reshape(out.size), np.uint32(rows), np.uint32(cols))

@@ -98,4 +98,4 @@ def softmax_online(x, out, cols):
 
 def launch(x, out):
     rows, cols = x.shape
-    softmax_online[rows, BLOCK](x.reshape(x.size), out.reshape(out.size), uint32(cols))
+    softmax_online[rows, BLOCK](x.reshape(x.size), out.reshape(out.size), np.uint32(cols))

@@ -176,4 +176,4 @@ def launch(x, out):
     kernel = build(group, loads, wide)
     rows_per_block = BLOCK // group
     grid = (rows + rows_per_block - 1) // rows_per_block
-    kernel[grid, BLOCK](x.reshape(x.size), out.reshape(out.size), uint32(rows), uint32(cols))
+    kernel[grid, BLOCK](x.reshape(x.size), out.reshape(out.size), np.uint32(rows), np.uint32(cols))

@@ -36,6 +36,7 @@ Measured:
 """
 import functools
 
+import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.errors import OutOfRange
@@ -138,4 +139,4 @@ def launch(a, out):
     rows, cols = a.shape
     kernel = build(*widths(a, out))
     grid = ((cols + TILE - 1) // TILE, min((rows + TILE - 1) // TILE, MAX_GRID_Y))
-    kernel[grid, THREADS](a.reshape(a.size), out.reshape(out.size), uint32(rows), uint32(cols))
+    kernel[grid, THREADS](a.reshape(a.size), out.reshape(out.size), np.uint32(rows), np.uint32(cols))

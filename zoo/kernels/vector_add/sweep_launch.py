@@ -163,3 +163,24 @@ def plot(rows, device_name):
     ax.set_title(f"launch overhead on {device_name}" + ("" if threshold else " (host times only: no GPU)"))
     fig.tight_layout()
     return fig
+
+
+FINDINGS_N = 4096  # the size the findings quote: a kernel of about 2 us, so every call is launch-bound
+BARE = "numba launch, numba arrays"
+
+
+def findings(rows):
+    """Host time per call of each series at FINDINGS_N, against a bare numba launch, and where launches stop binding."""
+    at = {r["series"]: r["host_us"] for r in rows if r.get("n") == FINDINGS_N
+          and isinstance(r.get("host_us"), (int, float)) and "launches of" not in r["series"]}
+    lines = []
+    if BARE in at:
+        bare = at.pop(BARE)
+        lines.append(f"host time per call at n = {FINDINGS_N:,}, against a bare numba launch on numba arrays "
+                     f"({bare:,.1f} us): " + "; ".join(f"{name} {us:,.1f} us ({us - bare:+,.1f})"
+                                                    for name, us in at.items()))
+    threshold = [r["n"] for r in rows if r.get("series") == "launch-bound below n" and isinstance(r.get("n"), int)]
+    if threshold:
+        lines.append(f"a single bare launch is launch-bound (the host takes longer to issue it than the GPU to "
+                     f"run it) below n = {threshold[0]:,}")
+    return lines
