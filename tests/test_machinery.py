@@ -248,7 +248,7 @@ def _copy_kernel(src, dst):
 
 def test_a_launch_configuration_is_built_once_and_each_launch_still_runs():
     """zoo.jit keeps numba's configured launcher per configuration on the default stream (numba normalises
-    and may warn on every ``kernel[config]``); a configuration with a stream or a list is built afresh."""
+    and may warn on every ``kernel[config]``); a configuration with a stream is built afresh."""
     from zoo import jit as zoo_jit
 
     kernel = zoo_jit.jit(_copy_kernel)
@@ -263,11 +263,11 @@ def test_a_launch_configuration_is_built_once_and_each_launch_still_runs():
     first = kernel.last_launch
     kernel[2, 32](src, dst)
     assert (kernel.last_launch is first) != zoo.SIMULATOR  # on the GPU the same Launch record: nothing rebuilt
-    dst[:] = np.nan
     stream = cuda.stream()
-    kernel[[2], [32], stream, 0](src, dst)  # a list and a stream: launched, not kept
-    stream.synchronize()  # the copy back of a host array is queued on the stream
-    np.testing.assert_array_equal(dst, src)
+    on_device = cuda.to_device(np.full(n, np.nan, np.float32))  # numba takes no host array on a stream
+    kernel[2, 32, stream, 0](cuda.to_device(src), on_device)  # on a stream: launched, not kept
+    stream.synchronize()
+    np.testing.assert_array_equal(on_device.copy_to_host(), src)
     assert len(kernel._configured) == len(kept) and kernel.last_launch.grid == (2, 1, 1)
 
 

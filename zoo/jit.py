@@ -108,17 +108,10 @@ class Kernel:
         """(Launch, numba's configured launcher) for a configuration, each made once: numba normalises the
         dimensions and may warn about a small grid every time ``dispatcher[config]`` is evaluated. (Not in
         the simulator, whose ``kernel[config]`` sets the configuration on the kernel itself and returns it.)"""
-        found = None
-        if SIMULATOR:
-            pass
-        elif len(config) < 3 or config[2] == 0:  # the default stream: a stream object is not kept alive here
-            try:
-                found = self._configured.get(config, False)
-            except TypeError:  # a list among the dimensions: not a key
-                pass
-        if found is None:
+        if SIMULATOR or not (len(config) < 3 or config[2] == 0):  # a stream object is not kept alive here
             return Launch(*config), self.dispatcher[config]
-        if not found:
+        found = self._configured.get(config)
+        if found is None:
             if len(self._configured) >= MAX_CONFIGURATIONS:
                 self._configured.clear()
             found = self._configured[config] = (Launch(*config), self.dispatcher[config])
