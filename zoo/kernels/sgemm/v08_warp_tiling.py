@@ -17,9 +17,9 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    NVIDIA H200, size 4096: 37,858 GFLOP/s (3,630 us a call), 74.9% of cuBLAS, 200
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 28.9%, 2048: 47.8%,
-    4095: 63.2%, 4097: 61.1%, 8192: 78.6%, 3000x5000x2000: 45.5%. From
+    NVIDIA H200, size 4096: 35,579 GFLOP/s (3,863 us a call), 71.4% of cuBLAS, 200
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 23.5%, 2048: 52.6%,
+    4095: 63.2%, 4097: 61.1%, 8192: 78.2%, 3000x5000x2000: 45.5%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

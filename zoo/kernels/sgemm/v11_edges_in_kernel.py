@@ -42,9 +42,9 @@ Why it is faster:
     the scalar one with four LDG.E each.
 
 Measured:
-    NVIDIA H200, size 4096: 41,065 GFLOP/s (3,347 us a call), 81.2% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 50.6%, 2048: 69.3%,
-    4095: 79.3%, 4097: 67.5%, 8192: 82.2%, 3000x5000x2000: 84.4%. From
+    NVIDIA H200, size 4096: 39,575 GFLOP/s (3,473 us a call), 79.5% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 57.7%, 2048: 67.0%,
+    4095: 79.3%, 4097: 67.5%, 8192: 84.0%, 3000x5000x2000: 84.4%. From
     results/nvidia-h200.json.
 """
 import numpy as np

@@ -46,9 +46,9 @@ Why it is faster:
     stores; the float atomics flush subnormal results to zero.
 
 Measured:
-    NVIDIA H200, size 4096: 40,894 GFLOP/s (3,361 us a call), 80.9% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 27.1%, 2048: 68.7%,
-    4095: 79.3%, 4097: 68.0%, 8192: 82.3%, 3000x5000x2000: 84.2%. From
+    NVIDIA H200, size 4096: 39,477 GFLOP/s (3,482 us a call), 79.3% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 28.2%, 2048: 66.5%,
+    4095: 79.3%, 4097: 68.0%, 8192: 83.2%, 3000x5000x2000: 84.2%. From
     results/nvidia-h200.json.
 """
 import numpy as np
