@@ -70,22 +70,20 @@ def test_a_cupy_array_gets_one_view_which_never_keeps_it_alive():
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="CuPy needs a GPU")
 def test_a_call_on_cupy_arrays_neither_waits_for_the_device_nor_runs_before_earlier_work():
-    """Queued behind 100 ms of sleeping kernel, the call returns while the GPU is still asleep, and its
+    """Queued behind a kernel that holds the GPU for 100 ms, the call returns while the GPU is still asleep, and its
     result is right once the queue has drained (it ran after the work queued before it), twice."""
     import cupy
-
-    from zoo.kernels.vector_add.sweep_launch import sleeper
 
     fam = zoo.family("vector_add")
     a, b = fam.make_inputs(100_003, seed=7)
     ca, cb = cupy.asarray(a), cupy.asarray(b)
     out = cupy.full(a.shape, cupy.nan, cupy.float32)
     fam["v02"](ca, cb, out=out)  # compiles (the host waits for that, not for the GPU)
-    sleeper[1, 1](1)
+    harness.hold_gpu(1000)
     cuda.synchronize()
     out.fill(cupy.nan)
     for _ in range(2):
-        sleeper[1, 1](100)
+        harness.hold_gpu(100_000)
         queued = cuda.event()
         queued.record()
         fam["v02"](ca, cb, out=out)

@@ -280,3 +280,19 @@ def test_address_reads_every_kind_of_array():
     assert arrays.address(device) == arrays.address(device[:4])
     assert arrays.address(device[1:]) == arrays.address(device) + 4
     assert vector.aligned(device) and not vector.aligned(device[1:])
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="timings need a GPU")
+def test_timing_leaves_out_the_host_time_of_a_samples_first_launch():
+    """A call that spends 2 ms on the host before queueing 1.5 ms of GPU work times at about 1.5 ms:
+    the GPU is held while the host prepares each sample's first launch. Timed from an idle GPU, the
+    start event would be recorded 2 ms before the work arrived (3.5 ms)."""
+    import time
+
+    def launch(i):
+        time.sleep(0.002)
+        harness.hold_gpu(1500)
+
+    timing = harness.time_launches(launch, budget_s=0.2)
+    assert timing.launches_per_sample == 1
+    assert 1.4 < timing.median_ms < 2.5, timing

@@ -8,8 +8,9 @@ two ways:
   ``repeats`` calls, then one synchronization; the fastest of HOST_BATCHES
   such batches), what a Python loop pays;
 - device_us: the GPU's time per call between CUDA events, measured behind a
-  sleeping kernel so that every launch is already queued when the GPU reaches
-  it: the kernel's own time, with no host cost in it.
+  kernel that holds the GPU (``zoo.harness.hold_gpu``) so that every launch
+  is already queued when the GPU reaches it: the kernel's own time, with no
+  host cost in it.
 
 A size is launch-bound where host_us exceeds device_us: the GPU finishes
 before the host can issue the next launch. The series: a raw numba launch on
@@ -26,7 +27,7 @@ from numba import cuda
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.harness import hold_gpu
 from zoo.kernels.vector_add import v02_grid_stride as step
 
 COMMAND = "launch"
@@ -34,12 +35,6 @@ HELP = "host cost of a launch against the kernel's time, by size: where kernels 
 COLUMNS = ("series", "n", "launches", "host_us", "device_us", "launch_bound")
 TINY = 1024  # elements per launch in the many-launches series
 HOST_BATCHES = 5  # host_us is the fastest of this many batches
-
-
-@jit
-def sleeper(rounds):
-    for _ in range(rounds):
-        cuda.nanosleep(1000000)  # about 1 ms each: the queue fills behind it
 
 
 def add_arguments(parser):
@@ -99,7 +94,7 @@ def _device_us(call, repeats):
     start, stop = cuda.event(), cuda.event()
     rounds = 1
     while True:
-        sleeper[1, 1](rounds)
+        hold_gpu(rounds * 1000)  # the GPU sleeps while the calls are queued
         t0 = time.perf_counter()
         start.record()
         for _ in range(repeats):
@@ -107,7 +102,7 @@ def _device_us(call, repeats):
         stop.record()
         issued_ms = (time.perf_counter() - t0) * 1e3
         stop.synchronize()
-        if issued_ms < rounds * 0.8 or rounds >= 512:  # the sleeper outlasted the issuing: nothing waited on the host
+        if issued_ms < rounds * 0.8 or rounds >= 512:  # the hold outlasted the issuing: nothing waited on the host
             return cuda.event_elapsed_time(start, stop) / repeats * 1e3
         rounds *= 4
 
