@@ -102,21 +102,33 @@ HOLD_MAX_US = 5000
 
 @functools.lru_cache(maxsize=1)
 def _hold_kernel():
-    """A one-thread kernel that keeps the GPU busy for a given number of SM cycles."""
+    """A one-thread kernel that keeps the GPU busy until its global timer has advanced by ``ns``."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def globaltimer(typingctx):
+        """PTX's %globaltimer: nanoseconds, the same on every SM (numba-cuda has no clock reads)."""
+        def codegen(context, builder, sig, args):
+            read = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l",
+                                side_effect=True)  # volatile: read again on every trip
+            return builder.call(read, [])
+
+        return types.uint64(), codegen
 
     @cuda.jit
-    def hold(cycles):
-        start = cuda.clock64()  # this SM's cycle counter: a read the compiler may not hoist
-        while cuda.clock64() - start < cycles:
+    def hold(ns):
+        start = globaltimer()
+        while globaltimer() - start < ns:
             cuda.nanosleep(1000)  # spin gently: one warp, mostly asleep
 
-    return hold[1, 1], cuda.get_current_device().CLOCK_RATE * 1e-3  # launcher, cycles per us at the top clock
+    return hold[1, 1]
 
 
 def hold_gpu(us):
-    """Queue a kernel that keeps the GPU busy for ``us`` microseconds or more, and return at once."""
-    launcher, cycles_per_us = _hold_kernel()
-    launcher(np.int64(us * cycles_per_us))  # a slower clock only holds longer
+    """Queue a kernel that keeps the GPU busy for ``us`` microseconds, and return at once."""
+    _hold_kernel()(np.uint64(us * 1000))
 
 
 def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s=1.0, sample_ms=1.0):
