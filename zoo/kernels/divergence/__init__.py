@@ -35,22 +35,22 @@ them to the same float64 reference).
 - v05 regroups each block's elements by trip count in shared memory, so a warp's
   lanes have similar counts, and writes every result back to its own index.
 
-Why 512 steps: each thread loads one float before its chain of FMAs, and a
-block's warps start together, so they wait for their loads together: a fixed
-cost per element that dilutes the instruction count's ratio. At 256 steps v01
-measured only 1.70x v02 on the H200 (2^24 elements, one input buffer timed
-over and over, as ``zoo divergence`` does) although it issues twice the
-instructions; at 512 steps 1.85x, at 1024 1.87x. What ``zoo run`` reports
-for v02 depends on what ran before it in the process: at 2^24 uniform, a
-fresh ``zoo run divergence --size 16777216@uniform`` timed v02 at 371 us
-(v01/v02 1.85x), after the 2^22 sizes 368 us (1.85x), after the skewed 2^20
-and 2^22 sizes 368 us (1.85x), after both 2^20 kinds 392 us (1.75x), and
-in four whole ``zoo run``s 1.68x to 1.75x (v02 at about 425 us), with the
-SM clock at 1980 MHz throughout. A plausible cause, not confirmed, is where
-the 64 MB inputs land after the earlier sizes' allocations: each thread loads one float before its
-chain, a block's warps wait for those loads together, and a slower load
-(a TLB miss, say) costs v02 a larger share of its time than v01, which has
-twice the arithmetic to hide it behind. Nsight Compute (2^22, clocks locked)
+Why 512 steps: the longer the chain, the smaller the share of each
+element's fixed costs (its load, trip count and store, its block's start),
+and the closer the time ratio comes to the instruction ratio. At 256 steps
+v01 measured 1.70x v02 on the H200 (2^24 elements), at 512 1.85x, at 1024
+1.87x (timed before the hold described next).
+
+Until the harness held the GPU before each sample (README, "How a figure is
+timed"), ``zoo run`` read v01/v02 anywhere from 1.68x to 1.85x at 2^24, from
+one run to the next. The cause was the timing, not the kernels. v02 (about
+352 us) was timed in batches of one launch or of two, as a first estimate
+that itself included host time fell either side of 0.5 ms; a batch of one
+added the host's 40-90 us of launch preparation to every launch (393-428 us),
+a batch of two half as much (372 us), and v01, always in batches of one,
+about 40 us. Traced through three whole runs, the fastest samples were
+650 and 352 us every time. With the hold, ``zoo run`` reads 652 and 353 us:
+1.85x. Nsight Compute (2^22, clocks locked)
 times v01 at 1.82x v02 and reads the warp execution efficiency
 (``smsp__thread_inst_executed_per_inst_executed``, 32 = every lane busy):
 uniform v01 16.6, v02 to v04 32, v05 31.0; skewed v01 4.9, v02 8.4, v03 32

@@ -19,9 +19,9 @@ Why it is faster:
     B's 16-bit loads are strided, so memory, not the tensor core, sets the pace.
 
 Measured:
-    NVIDIA H200, size 4096: 19,524 GFLOP/s (7,039 us a call), 3.1% of cuBLAS GemmEx, 32
-    registers, occupancy bound 100%. Other sizes, % of cuBLAS GemmEx: 1024: 18.8%, 2048:
-    2.8%, 8192: 3.1%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 19,953 GFLOP/s (6,888 us a call), 2.9% of cuBLAS GemmEx, 32
+    registers, occupancy bound 100%. Other sizes, % of cuBLAS GemmEx: 1024: 13.7%, 2048:
+    3.1%, 8192: 2.9%. From results/nvidia-h200.json.
 """
 import numpy as np
 from numba import cuda, float32, uint32

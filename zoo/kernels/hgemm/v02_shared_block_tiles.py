@@ -21,9 +21,9 @@ Why it is faster:
     g and g + 2 land in the same bank), and each warp tile is small.
 
 Measured:
-    NVIDIA H200, size 4096: 29,974 GFLOP/s (4,585 us a call), 4.7% of cuBLAS GemmEx, 166
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 17.7%, 2048:
-    4.2%, 8192: 4.8%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 30,876 GFLOP/s (4,451 us a call), 4.5% of cuBLAS GemmEx, 166
+    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 19.1%, 2048:
+    4.9%, 8192: 4.5%. From results/nvidia-h200.json.
 """
 import numpy as np
 from numba import cuda, float32, uint32

@@ -24,9 +24,9 @@ Why it is faster:
     and each B fragment four times.
 
 Measured:
-    NVIDIA H200, size 4096: 173,995 GFLOP/s (790 us a call), 27.2% of cuBLAS GemmEx, 128
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 24.3%, 2048:
-    22.3%, 8192: 32.3%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 206,122 GFLOP/s (667 us a call), 30.2% of cuBLAS GemmEx, 128
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 16.5%, 2048:
+    29.3%, 8192: 31.0%. From results/nvidia-h200.json.
 """
 import numpy as np
 from numba import cuda, float32, uint32

@@ -21,9 +21,9 @@ Why it is faster:
     streamed tiles out of L1.
 
 Measured:
-    NVIDIA H200, size 4096: 225,546 GFLOP/s (609 us a call), 35.3% of cuBLAS GemmEx, 126
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 24.2%, 2048:
-    23.4%, 8192: 42.2%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 282,058 GFLOP/s (487 us a call), 41.3% of cuBLAS GemmEx, 126
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 18.0%, 2048:
+    31.3%, 8192: 41.4%. From results/nvidia-h200.json.
 """
 import numpy as np
 from typing import NamedTuple

@@ -18,9 +18,9 @@ Why it is faster:
     the measurement says.
 
 Measured:
-    NVIDIA H200, size 4096: 222,163 GFLOP/s (619 us a call), 34.7% of cuBLAS GemmEx, 166
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 14.3%, 2048:
-    14.5%, 8192: 42.7%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 296,261 GFLOP/s (464 us a call), 43.3% of cuBLAS GemmEx, 166
+    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 17.6%, 2048:
+    27.9%, 8192: 41.9%. From results/nvidia-h200.json.
 """
 from zoo.kernels.hgemm.padding import check_uint32
 from zoo.kernels.hgemm.v04_cp_async_double_buffered import Tiles, build, launch_with

@@ -26,9 +26,9 @@ Why it is faster:
     two, three and four stages all gave 51%.
 
 Measured:
-    NVIDIA H200, size 4096: 280,222 GFLOP/s (490 us a call), 43.8% of cuBLAS GemmEx, 207
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 14.4%, 2048:
-    19.0%, 8192: 51.1%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 365,102 GFLOP/s (376 us a call), 53.4% of cuBLAS GemmEx, 207
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 17.4%, 2048:
+    28.1%, 8192: 52.7%. From results/nvidia-h200.json.
 """
 import numpy as np
 from typing import NamedTuple

@@ -17,9 +17,9 @@ Why it is faster:
     bounds checks of v05 also leave the kernel.
 
 Measured:
-    NVIDIA H200, size 4096: 30,718 GFLOP/s (4,474 us a call), 61.7% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 15.8%, 2048: 45.2%,
-    4095: 55.6%, 4097: 49.7%, 8192: 62.6%, 3000x5000x2000: 41.0%. From
+    NVIDIA H200, size 4096: 31,925 GFLOP/s (4,305 us a call), 62.2% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 29.3%, 2048: 62.4%,
+    4095: 63.3%, 4097: 56.1%, 8192: 62.7%, 3000x5000x2000: 62.0%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

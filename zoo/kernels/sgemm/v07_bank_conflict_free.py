@@ -18,9 +18,9 @@ Why it is faster:
     consecutive threads read 128 contiguous bytes, one per bank.
 
 Measured:
-    NVIDIA H200, size 4096: 32,914 GFLOP/s (4,176 us a call), 66.1% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 23.4%, 2048: 45.7%,
-    4095: 57.9%, 4097: 55.7%, 8192: 66.0%, 3000x5000x2000: 41.5%. From
+    NVIDIA H200, size 4096: 34,957 GFLOP/s (3,932 us a call), 68.1% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 31.0%, 2048: 67.7%,
+    4095: 68.9%, 4097: 63.6%, 8192: 66.5%, 3000x5000x2000: 66.7%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

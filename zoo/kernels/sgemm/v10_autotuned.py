@@ -28,9 +28,9 @@ Why it is faster:
     every call), which v11 removes.
 
 Measured:
-    NVIDIA H200, size 4096: 39,863 GFLOP/s (3,448 us a call), 80.1% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 27.7%, 2048: 55.0%,
-    4095: 70.6%, 4097: 64.4%, 8192: 83.6%, 3000x5000x2000: 46.3%. From
+    NVIDIA H200, size 4096: 42,453 GFLOP/s (3,237 us a call), 82.8% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 33.7%, 2048: 83.2%,
+    4095: 82.8%, 4097: 80.1%, 8192: 83.5%, 3000x5000x2000: 80.2%. From
     results/nvidia-h200.json.
 """
 from zoo.kernels.sgemm import tune

@@ -42,9 +42,9 @@ Why it is faster:
     the scalar one with four LDG.E each.
 
 Measured:
-    NVIDIA H200, size 4096: 39,575 GFLOP/s (3,473 us a call), 79.5% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 57.7%, 2048: 67.0%,
-    4095: 79.3%, 4097: 67.5%, 8192: 84.0%, 3000x5000x2000: 84.4%. From
+    NVIDIA H200, size 4096: 42,289 GFLOP/s (3,250 us a call), 82.4% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 68.5%, 2048: 83.0%,
+    4095: 80.4%, 4097: 71.9%, 8192: 82.9%, 3000x5000x2000: 86.3%. From
     results/nvidia-h200.json.
 """
 import numpy as np

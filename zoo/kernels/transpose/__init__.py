@@ -13,14 +13,17 @@ CuPy's transpose copy (the kernel behind ``cupy.ascontiguousarray(a.T)``), and
 the ``copy_ceiling`` row times a device-to-device copy of the same bytes: what a
 transpose would reach if reordering were free.
 
-On the H200 the fast steps' figures move by up to 10 points of copy bandwidth
-from one allocation of a and out to the next (72-82% for one kernel at
-16384^2, over eight allocations in one process), while the copy of the same
-buffers stayed within 4,081-4,223 GB/s. Most likely the reads of a and the
-writes of out, 256 bytes at a time from 64 rows each, meet on DRAM channels
-and banks whose sharing depends on where the two buffers were placed. A
-difference of a few points between two steps is within that spread unless
-they were timed on the same arrays.
+Earlier timings of the fast steps on the H200 moved by up to 10 points of
+copy bandwidth from one allocation of a and out to the next (72-82% for one
+kernel at 16384^2, over eight allocations in one process), while the copy of
+the same buffers stayed within 4,081-4,223 GB/s. They were taken before the
+harness held the GPU behind each sample's first launch (README, "How a
+figure is timed"): at 16384^2 a sample is one launch, so each also counted
+the host's preparation of that launch, tens of microseconds that vary from
+call to call, against a kernel of about 530 us; the copy, a driver call, has
+little host work to count. With the hold, v05 and v06 read 95% of copy at
+16384^2 (the tables below). Whether placement in DRAM still moves the figures
+by a point or two has not been measured since: compare steps within one run.
 """
 import numpy as np
 

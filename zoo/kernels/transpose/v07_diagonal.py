@@ -24,15 +24,15 @@ Why it is faster:
     diagonal order was 1 to 6 points of copy bandwidth lower every time
     (16384^2: 68-80% of copy against 71-81%). The step stays as the measured
     answer to a classic question, the last one because it is not faster.
-    Where a and out land in memory matters more: the same kernel ranged from
-    72% to 82% of copy over those eight allocations, and single runs minutes
-    apart (the rows below and v06's) differ by as much. Compare steps within
-    one run, on the same arrays.
+    (Those A/B figures predate the harness's hold of the GPU before each
+    sample, which added the host's launch preparation to every sample of
+    both; in the tables below, timed with the hold, v07 is 1.6 points of copy
+    bandwidth below v06 at 16384^2 and 8 points below at 10000 x 7777.)
 
 Measured:
-    NVIDIA H200, size 16384x16384: 3,427 GB/s (627 us a call), 301.7% of
+    NVIDIA H200, size 16384x16384: 3,959 GB/s (542 us a call), 345.1% of
     cupy.copyto(out, a.T), 56 registers, occupancy bound 50%. Other sizes, % of
-    cupy.copyto(out, a.T): 10000x7777: 270.1%. From results/nvidia-h200.json.
+    cupy.copyto(out, a.T): 10000x7777: 301.6%. From results/nvidia-h200.json.
 """
 import functools
 
