@@ -117,7 +117,7 @@ def _hold_kernel():
 
         return types.uint64(), codegen
 
-    @cuda.jit
+    @cuda.jit  # numba's own jit, not zoo.jit: the hold must not count as a variant's launch (``resources``)
     def hold(ns):
         start = globaltimer()
         while globaltimer() - start < ns:
