@@ -296,3 +296,44 @@ def test_timing_leaves_out_the_host_time_of_a_samples_first_launch():
     timing = harness.time_launches(launch, budget_s=0.2)
     assert timing.launches_per_sample == 1
     assert 1.4 < timing.median_ms < 2.5, timing
+
+
+def _horner_step(i, coefficients, x, acc):  # acc = acc * x + coefficients[i]: the order of the calls matters
+    acc[0] = acc[0] * x[0] + coefficients[i]
+
+
+def test_unrolled_runs_the_body_once_per_index_in_order():
+    """``zoo.jit.unrolled`` (numba's missing ``#pragma unroll``): body(0, ...) .. body(count - 1, ...), each
+    index a constant, in order (Horner's rule gives another polynomial for any other order), on a
+    register array indexed by i % 2 as v14's fragments are."""
+    from zoo.jit import jit, unrolled
+
+    step = jit(device=True, forceinline=True)(_horner_step)
+    count = 7
+    chain = unrolled(count, step)
+
+    @jit(device=True, forceinline=True)
+    def halves(i, values, sums):  # a variable index would need local memory; a constant one does not
+        sums[i % 2] += values[i]
+
+    split = unrolled(count, halves)
+
+    @jit
+    def kernel(coefficients, x, out):
+        acc = cuda.local.array(1, float32)
+        acc[0] = float32(0.0)
+        chain(coefficients, x, acc)
+        sums = cuda.local.array(2, float32)
+        sums[0] = sums[1] = float32(0.0)
+        split(coefficients, sums)
+        out[0], out[1], out[2] = acc[0], sums[0], sums[1]
+
+    rng = np.random.default_rng(11)
+    coefficients = rng.standard_normal(count).astype(np.float32)
+    x = np.array([rng.uniform(0.5, 1.5)], np.float32)
+    out = np.full(3, np.nan, np.float32)
+    kernel[1, 1](coefficients, x, out)
+    np.testing.assert_allclose(out[0], np.polyval(coefficients.astype(np.float64), x[0]), rtol=1e-5)
+    np.testing.assert_allclose(out[1:], [coefficients[0::2].sum(), coefficients[1::2].sum()], rtol=1e-5)
+    with pytest.raises(ValueError, match="at least 1"):
+        unrolled(0, step)

@@ -1,5 +1,5 @@
 """SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates, edges in the kernel
-(v11) and split-K (v12)."""
+(v11, and v14's unrolled hot loop in the same kernel) and split-K (v12)."""
 import numpy as np
 import pytest
 
@@ -9,6 +9,7 @@ from zoo.kernels.sgemm import padding, tune
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm import v13_split_last_wave as v13
+from zoo.kernels.sgemm import v14_unrolled_k as v14
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, build, launch_with
 
 SGEMM = zoo.family("sgemm")
@@ -165,7 +166,7 @@ def no_copies(monkeypatch):
         monkeypatch.setattr(cuda, name, refuse)
 
 
-@pytest.mark.parametrize("step", [v11, v12, v13], ids=["v11", "v12", "v13"])
+@pytest.mark.parametrize("step", [v11, v12, v13, v14], ids=["v11", "v12", "v13", "v14"])
 @pytest.mark.parametrize("size", EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_edges_in_the_kernel_without_copies(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size))
@@ -174,30 +175,34 @@ def test_edges_in_the_kernel_without_copies(step, size, request):
     _check(out, A, B, C, 0.75, -0.5)
 
 
-def test_alignment_picks_the_kernel():
+@pytest.mark.parametrize("step", [v11, v14], ids=["v11", "v14"])
+def test_alignment_picks_the_kernel(step):
     """float4 where K % 4 and N % 4 and the bases allow it; scalar loads for a view starting 4 bytes in."""
     from numba import cuda
 
+    def kernel(t, vec_a, vec_b):
+        return v11.kernel_for(t, vec_a, vec_b, step.multiply_for)
+
     t = v11.tiles_for(20, 12, 16)  # on a GPU, the tuned pick for this shape's class
     A, B, C, dA, dB, dC, out = _device_operands((20, 12, 16), seed=2)
-    v11.kernel_for(t, True, True).last_launch = None
-    v11.launch(dA, dB, None, out)
-    assert v11.kernel_for(t, True, True).last_launch is not None
+    kernel(t, True, True).last_launch = None
+    step.launch(dA, dB, None, out)
+    assert kernel(t, True, True).last_launch is not None
     _check(out, A, B, None, 1.0, 0.0)
 
     flat = cuda.to_device(np.concatenate([np.zeros(1, np.float32), A.ravel()]))
     shifted = flat[1:].reshape(A.shape)  # C-contiguous, K % 4 == 0, but its rows start 4 bytes off 16
     assert not v11.aligned(shifted) and v11.aligned(dA)
-    v11.kernel_for(t, False, True).last_launch = None
-    v11.launch(shifted, dB, dC, out, alpha=2.0, beta=1.0)
-    assert v11.kernel_for(t, False, True).last_launch is not None
+    kernel(t, False, True).last_launch = None
+    step.launch(shifted, dB, dC, out, alpha=2.0, beta=1.0)
+    assert kernel(t, False, True).last_launch is not None
     _check(out, A, B, C, 2.0, 1.0)
 
     A, B, C, dA, dB, dC, out = _device_operands((9, 13, 7), seed=3)  # K and N odd: scalar on both sides
     t = v11.tiles_for(9, 13, 7)
-    v11.kernel_for(t, False, False).last_launch = None
-    v11.launch(dA, dB, dC, out, alpha=1.0, beta=2.0)
-    assert v11.kernel_for(t, False, False).last_launch is not None
+    kernel(t, False, False).last_launch = None
+    step.launch(dA, dB, dC, out, alpha=1.0, beta=2.0)
+    assert kernel(t, False, False).last_launch is not None
     _check(out, A, B, C, 1.0, 2.0)
 
 
@@ -238,7 +243,7 @@ GPU_EDGE_SHAPES = ((1, 1, 1), (4095, 4095, 4095), (4097, 4097, 4097), (3000, 500
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
-@pytest.mark.parametrize("step", [v11, v12, v13], ids=["v11", "v12", "v13"])
+@pytest.mark.parametrize("step", [v11, v12, v13, v14], ids=["v11", "v12", "v13", "v14"])
 @pytest.mark.parametrize("size", GPU_EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_large_irregular_shapes_on_the_gpu(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size) % 1000)
@@ -311,9 +316,9 @@ SMALL_CLASS_TILES = (DEFAULT._replace(BM=64, BN=128, WM=64, WN=32, WN_ITER=2),  
 
 
 @pytest.mark.parametrize("tiles", SMALL_CLASS_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("split", [None, 2], ids=["v11", "v12-split2"])
+@pytest.mark.parametrize("split", [None, 2, "v14"], ids=["v11", "v12-split2", "v14"])
 def test_edge_steps_take_the_small_class_tiles(tiles, split):
-    """v11 and v12 launch whatever tiles the tune table picks for a shape class: each must be right."""
+    """v11, v12 and v14 launch whatever tiles the tune table picks for a shape class: each must be right."""
     from numba import cuda
 
     A, B, C = operands(IRREGULAR, seed=13)
@@ -321,6 +326,8 @@ def test_edge_steps_take_the_small_class_tiles(tiles, split):
     dA, dB, dC = (cuda.to_device(x) for x in (A, B, C))
     if split is None:
         v11.launch_with(tiles, dA, dB, dC, out, 0.5, -2.0)
+    elif split == "v14":
+        v11.launch_with(tiles, dA, dB, dC, out, 0.5, -2.0, v14.multiply_for)
     else:
         v12.launch_split(tiles, split, dA, dB, dC, out, 0.5, -2.0)
     ok, err, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0),

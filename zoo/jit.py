@@ -17,6 +17,10 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
   kernel's limit (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``), as a
   CUDA C program calls ``cudaFuncSetAttribute``: without that the driver
   refuses the launch. Hopper lets a block opt in to 227 KiB.
+
+``unrolled(count, body)`` is the ``#pragma unroll`` numba lacks: it returns a
+device function that runs ``body(0, ...)``, ``body(1, ...)``, ...,
+``body(count - 1, ...)`` in straight-line code, each index a constant.
 """
 import functools
 import inspect
@@ -145,3 +149,36 @@ def jit(func=None, **options):
         options = {k: v for k, v in options.items() if k in _SIM_OPTIONS}
     dispatcher = cuda.jit(func, **options)
     return dispatcher if options.get("device") else Kernel(dispatcher)
+
+
+def unrolled(count, body):
+    """A device function ``f(*args)`` that runs ``body(i, *args)`` for i = 0 .. count - 1, fully unrolled.
+
+    numba has no ``#pragma unroll``, and LLVM does not unroll a loop whose body is long (a k slice of
+    SGEMM is 128 FMAs): the loop stays a loop, with a counter, index arithmetic on every trip, and
+    register arrays that a variable index would send to local memory. Here each ``i`` is a constant
+    ``uint32`` in its own inlined call, so indices such as ``i % 2`` fold away and the compiler
+    schedules the whole sequence at once. ``body`` is a device function; ``count`` is a Python int
+    (a compile-time constant). In the simulator the same chain runs as Python calls.
+    """
+    if count < 1:
+        raise ValueError(f"unrolled needs a count of at least 1, got {count}")
+    from numba import uint32
+
+    def link(i, rest):  # body(i, ...) then the rest of the chain: i is a closure constant
+        if rest is None:
+            @jit(device=True, forceinline=True)
+            def last(*args):
+                body(uint32(i), *args)
+            return last
+
+        @jit(device=True, forceinline=True)
+        def step(*args):
+            body(uint32(i), *args)
+            rest(*args)
+        return step
+
+    chain = None
+    for i in reversed(range(count)):
+        chain = link(i, chain)
+    return chain

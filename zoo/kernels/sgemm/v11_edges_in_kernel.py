@@ -63,21 +63,51 @@ SIMULATOR_TILES = Tiles(BM=32, BN=32, BK=8, WM=32, WN=32, WN_ITER=1, TM=8, TN=4)
 TILES = SIMULATOR_TILES if SIMULATOR else (tune.best_tiles() or DEFAULT)
 
 
-def build(tiles, vec_a, vec_b):
-    """The kernel for ``tiles``: float4 loads of A when ``vec_a``, of B and float4 stores when ``vec_b``."""
+def warp_layout(tiles):
+    """(WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N): sub-tiles per warp tile along M, the sub-tile
+    sides, the padded k-row of the transposed A tile (see v07), and the A and B values a thread holds per k."""
+    BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
+    wm_iter = WM * WN // (32 * TM * TN * WN_ITER)
+    return wm_iter, WM // wm_iter, WN // WN_ITER, BM + 4, wm_iter * TM, WN_ITER * TN
+
+
+def multiply_for(tiles):
+    """``multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)``: one block tile's BK k slices into ``acc``."""
+    BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
+    WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N = warp_layout(tiles)
+
+    @jit(device=True, forceinline=True)
+    def multiply_tile(a_tiles, b_tiles, a_base, b_base, acc):
+        a_reg = cuda.local.array(REG_M, float32)
+        b_reg = cuda.local.array(REG_N, float32)
+        for kk in range(BK):
+            for wm in range(WM_ITER):
+                for h in range(TM // 4):
+                    at = a_base + uint32(kk * A_STRIDE + wm * WSUB_M + 4 * h)
+                    r = wm * TM + 4 * h
+                    a_reg[r], a_reg[r + 1], a_reg[r + 2], a_reg[r + 3] = load_float4(a_tiles, at)
+            for wn in range(WN_ITER):
+                at = b_base + uint32(kk * BN + wn * WSUB_N)
+                b_reg[wn * TN + 0], b_reg[wn * TN + 1], b_reg[wn * TN + 2], b_reg[wn * TN + 3] = load_float4(
+                    b_tiles, at)
+            for m in range(REG_M):
+                for n in range(REG_N):
+                    acc[m * REG_N + n] += a_reg[m] * b_reg[n]
+
+    return multiply_tile
+
+
+def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
+    """The kernel for ``tiles``: float4 loads of A when ``vec_a``, of B and float4 stores when ``vec_b``;
+    ``multiply_for(tiles)`` makes the hot loop (v14 passes its own)."""
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
     assert TN == 4 and TM % 4 == 0, "B values and results move as float4, A values in groups of four"
     THREADS = tiles.threads
-    WM_ITER = WM * WN // (32 * TM * TN * WN_ITER)
-    WSUB_M = WM // WM_ITER
-    WSUB_N = WN // WN_ITER
-    A_STRIDE = BM + 4  # padded k-row of the transposed A tile (see v07)
+    WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N = warp_layout(tiles)
     A_TILE = BK * A_STRIDE
     B_TILE = BK * BN
     A_BUFFERS = 2 * A_TILE
     B_BUFFERS = 2 * B_TILE
-    REG_M = WM_ITER * TM
-    REG_N = WN_ITER * TN
     ACC = REG_M * REG_N
     A_ROWS_PER_PASS = THREADS // (BK // 4)
     B_ROWS_PER_PASS = THREADS // (BN // 4)
@@ -165,6 +195,8 @@ def build(tiles, vec_a, vec_b):
                             if col + uint32(3) < N:
                                 store_flat(out, at + uint32(3), r3)
 
+    multiply_tile = multiply_for(tiles)
+
     @jit
     def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
         a_tiles = cuda.shared.array(A_BUFFERS, float32)
@@ -196,8 +228,6 @@ def build(tiles, vec_a, vec_b):
                 b_cols[j] = min(col0 + b_c + uint32(j), N - uint32(1))
 
         acc = cuda.local.array(ACC, float32)
-        a_reg = cuda.local.array(REG_M, float32)
-        b_reg = cuda.local.array(REG_N, float32)
         for i in range(ACC):
             acc[i] = float32(0.0)
 
@@ -222,19 +252,7 @@ def build(tiles, vec_a, vec_b):
                     stage(A, B, staged, a_at, b_cols, a_k, b_k, k0, N, K, True)
             a_base = current * uint32(A_TILE) + warp_row * uint32(WM) + t_row * uint32(TM)
             b_base = current * uint32(B_TILE) + warp_col * uint32(WN) + t_col * uint32(TN)
-            for kk in range(BK):
-                for wm in range(WM_ITER):
-                    for h in range(TM // 4):
-                        at = a_base + uint32(kk * A_STRIDE + wm * WSUB_M + 4 * h)
-                        r = wm * TM + 4 * h
-                        a_reg[r], a_reg[r + 1], a_reg[r + 2], a_reg[r + 3] = load_float4(a_tiles, at)
-                for wn in range(WN_ITER):
-                    at = b_base + uint32(kk * BN + wn * WSUB_N)
-                    b_reg[wn * TN + 0], b_reg[wn * TN + 1], b_reg[wn * TN + 2], b_reg[wn * TN + 3] = load_float4(
-                        b_tiles, at)
-                for m in range(REG_M):
-                    for n in range(REG_N):
-                        acc[m * REG_N + n] += a_reg[m] * b_reg[n]
+            multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)
             if more:  # fill the other buffer: its readers finished before the last barrier
                 commit(staged, a_tiles, b_tiles, current ^ uint32(1), a_r, a_k, b_k, b_c)
             cuda.syncthreads()  # one barrier per step: the new buffer is full and the old one is free
@@ -252,11 +270,11 @@ def build(tiles, vec_a, vec_b):
 _kernels = {}
 
 
-def kernel_for(tiles, vec_a, vec_b):
-    """The compiled-on-first-launch kernel for one tile shape and alignment case, built once."""
-    key = (tiles, vec_a, vec_b)
+def kernel_for(tiles, vec_a, vec_b, multiply_for=multiply_for):
+    """The compiled-on-first-launch kernel for one tile shape, alignment case and hot loop, built once."""
+    key = (tiles, vec_a, vec_b, multiply_for)
     if key not in _kernels:
-        _kernels[key] = build(tiles, vec_a, vec_b)
+        _kernels[key] = build(tiles, vec_a, vec_b, multiply_for)
     return _kernels[key]
 
 
@@ -272,14 +290,15 @@ def validate(A, B, C=None, alpha=1.0, beta=0.0):
                          f"than 2^32 elements")
 
 
-def launch_with(tiles, A, B, C, out, alpha, beta):
-    """Run the kernel built from ``tiles`` on any shape; v12 calls this for shapes it does not split."""
+def launch_with(tiles, A, B, C, out, alpha, beta, multiply_for=multiply_for):
+    """Run the kernel built from ``tiles`` (and ``multiply_for``'s hot loop) on any shape; v12 calls this for
+    shapes it does not split, v14 with its own hot loop."""
     m, k = A.shape
     n = B.shape[1]
     source = C if (beta != 0 and C is not None) else out  # not read when beta == 0
     vec_a = k % 4 == 0 and aligned(A)  # every row of A starts on 16 bytes
     vec_b = n % 4 == 0 and aligned(B) and aligned(out) and (beta == 0 or aligned(source))
-    kernel = kernel_for(tiles, vec_a, vec_b)
+    kernel = kernel_for(tiles, vec_a, vec_b, multiply_for)
     grid = ((n + tiles.BN - 1) // tiles.BN, (m + tiles.BM - 1) // tiles.BM)
     # the matrices go in as they are: the kernel indexes them by flat index (zoo.vector), so no
     # reshaped view is made per call (numba builds each one on the host, about 30 us apiece); the scalars

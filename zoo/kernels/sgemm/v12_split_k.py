@@ -73,16 +73,11 @@ def build(tiles, vec_a, vec_b):
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
     assert TN == 4 and TM % 4 == 0, "B values and results move as float4, A values in groups of four"
     THREADS = tiles.threads
-    WM_ITER = WM * WN // (32 * TM * TN * WN_ITER)
-    WSUB_M = WM // WM_ITER
-    WSUB_N = WN // WN_ITER
-    A_STRIDE = BM + 4  # padded k-row of the transposed A tile (see v07)
+    WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N = v11.warp_layout(tiles)
     A_TILE = BK * A_STRIDE
     B_TILE = BK * BN
     A_BUFFERS = 2 * A_TILE
     B_BUFFERS = 2 * B_TILE
-    REG_M = WM_ITER * TM
-    REG_N = WN_ITER * TN
     ACC = REG_M * REG_N
     A_ROWS_PER_PASS = THREADS // (BK // 4)
     B_ROWS_PER_PASS = THREADS // (BN // 4)
@@ -154,6 +149,8 @@ def build(tiles, vec_a, vec_b):
                         if col + uint32(3) < N:
                             cuda.atomic.add(out, at + uint32(3), alpha * acc[base + 3])
 
+    multiply_tile = v11.multiply_for(tiles)
+
     @jit
     def sgemm_kernel(A, B, out, M, N, K, k_slice, alpha):
         a_tiles = cuda.shared.array(A_BUFFERS, float32)
@@ -185,8 +182,6 @@ def build(tiles, vec_a, vec_b):
                 b_cols[j] = min(col0 + b_c + uint32(j), N - uint32(1))
 
         acc = cuda.local.array(ACC, float32)
-        a_reg = cuda.local.array(REG_M, float32)
-        b_reg = cuda.local.array(REG_N, float32)
         for i in range(ACC):
             acc[i] = float32(0.0)
 
@@ -213,19 +208,7 @@ def build(tiles, vec_a, vec_b):
                     stage(A, B, staged, a_at, b_cols, a_k, b_k, k0, N, k_end, True)
             a_base = current * uint32(A_TILE) + warp_row * uint32(WM) + t_row * uint32(TM)
             b_base = current * uint32(B_TILE) + warp_col * uint32(WN) + t_col * uint32(TN)
-            for kk in range(BK):
-                for wm in range(WM_ITER):
-                    for h in range(TM // 4):
-                        at = a_base + uint32(kk * A_STRIDE + wm * WSUB_M + 4 * h)
-                        r = wm * TM + 4 * h
-                        a_reg[r], a_reg[r + 1], a_reg[r + 2], a_reg[r + 3] = load_float4(a_tiles, at)
-                for wn in range(WN_ITER):
-                    at = b_base + uint32(kk * BN + wn * WSUB_N)
-                    b_reg[wn * TN + 0], b_reg[wn * TN + 1], b_reg[wn * TN + 2], b_reg[wn * TN + 3] = load_float4(
-                        b_tiles, at)
-                for m in range(REG_M):
-                    for n in range(REG_N):
-                        acc[m * REG_N + n] += a_reg[m] * b_reg[n]
+            multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)  # v11's hot loop
             if more:  # fill the other buffer: its readers finished before the last barrier
                 commit(staged, a_tiles, b_tiles, current ^ uint32(1), a_r, a_k, b_k, b_c)
             cuda.syncthreads()  # one barrier per step: the new buffer is full and the old one is free
