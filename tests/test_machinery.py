@@ -304,8 +304,8 @@ def _horner_step(i, coefficients, x, acc):  # acc = acc * x + coefficients[i]: t
 
 def test_unrolled_runs_the_body_once_per_index_in_order():
     """``zoo.jit.unrolled`` (numba's missing ``#pragma unroll``): body(0, ...) .. body(count - 1, ...), each
-    index a constant, in order (Horner's rule gives another polynomial for any other order), on a
-    register array indexed by i % 2 as v14's fragments are."""
+    index a constant, in order (Horner's rule gives another polynomial for any other order), and
+    i % 2 indexing a register array (a double buffer's halves)."""
     from zoo.jit import jit, unrolled
 
     step = jit(device=True, forceinline=True)(_horner_step)
