@@ -30,7 +30,10 @@ Why it is faster:
     spills.
 
 Measured:
-    (filled in by ``python -m zoo report`` from the saved results)
+    NVIDIA H200, size 4096: 47,669 GFLOP/s (2,883 us a call), 93.1% of cuBLAS, 242
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 100.2%, 2048: 91.1%,
+    4095: 90.4%, 4097: 81.5%, 8192: 95.6%, 3000x5000x2000: 98.6%. From
+    results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32
 
