@@ -14,9 +14,9 @@ Why it is faster:
     54 GB/s from pinned memory).
 
 Measured:
-    NVIDIA H200, size 67108864: 1,279 GFLOP/s (53,732 us a call), 95.1% of CuPy:
+    NVIDIA H200, size 67108864: 1,125 GFLOP/s (61,095 us a call), 75.5% of CuPy:
     asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
-    asarray, kernel, get: 1048576: 27.2%, 16777216: 90.5%. From
+    asarray, kernel, get: 1048576: 18.6%, 16777216: 66.8%. From
     results/nvidia-h200.json.
 """
 PINNED = False  # timed on ordinary (pageable) host arrays, as a first attempt gets them

@@ -13,10 +13,10 @@ Why it is faster:
     the next multiply waits for the previous one (one chain per thread).
 
 Measured:
-    NVIDIA H200, size 67108864: 6,359 GFLOP/s (2,111 us a call), 30.3% of CuPy
+    NVIDIA H200, size 67108864: 6,602 GFLOP/s (2,033 us a call), 30.5% of CuPy
     elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
-    time: 1048576: 31.5%. From results/nvidia-h200.json.
+    time: 1048576: 26.7%. From results/nvidia-h200.json.
 """
 from numba import cuda, float32
 

@@ -11,9 +11,9 @@ Why it is faster:
     transactions: the kernel is limited by memory bandwidth from the start.
 
 Measured:
-    NVIDIA H200, size 268435456: 3,305 GB/s (975 us a call), 131.7% of cupy.add, 15
-    registers, occupancy bound 100%. Other sizes, % of cupy.add: 1048576: 24.3%,
-    16777216: 127.7%. From results/nvidia-h200.json.
+    NVIDIA H200, size 268435456: 3,392 GB/s (950 us a call), 133.9% of cupy.add, 15
+    registers, occupancy bound 100%. Other sizes, % of cupy.add: 1048576: 19.5%,
+    16777216: 133.4%. From results/nvidia-h200.json.
 """
 from numba import cuda
 

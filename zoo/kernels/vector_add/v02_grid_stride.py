@@ -13,9 +13,9 @@ Why it is faster:
     per-thread setup, and it is the one later families reuse.
 
 Measured:
-    NVIDIA H200, size 268435456: 3,492 GB/s (922 us a call), 139.2% of cupy.add, 28
-    registers, occupancy bound 100%. Other sizes, % of cupy.add: 1048576: 24.1%,
-    16777216: 131.5%. From results/nvidia-h200.json.
+    NVIDIA H200, size 268435456: 3,639 GB/s (885 us a call), 143.7% of cupy.add, 28
+    registers, occupancy bound 100%. Other sizes, % of cupy.add: 1048576: 18.8%,
+    16777216: 136.7%. From results/nvidia-h200.json.
 """
 from numba import cuda
 
