@@ -17,10 +17,10 @@ Why it is faster:
     warp waits for its load before it can issue the next one; with two
     independent loads it has 32 bytes per thread outstanding. The grid matters
     more than the unrolling, as the sweep shows on the H200 at 2^28 elements
-    (results/sweeps/nvidia-h200-elementwise-sweep.csv): a one-pass grid moves
-    3,822 to 3,955 GB/s (90 to 94% of the copy) whatever the unrolling (1, 2,
-    4 or 8 float4 a thread), a grid of 4 to 16 blocks per SM 3,578 to 3,699
-    (85 to 88%). A looping thread issues its next loads only after its
+    (results/sweeps/nvidia-h200-elementwise-sweep.csv, timed with the hold
+    at 9a44317): a one-pass grid moves 4,140 to 4,263 GB/s (97 to 100% of
+    the copy) whatever the unrolling (1, 2, 4 or 8 float4 a thread), a grid
+    of 4 to 16 blocks per SM 3,826 to 3,973 (90 to 93%). A looping thread issues its next loads only after its
     stores; in a one-pass grid a new block's loads go out as soon as a
     finished block frees its slot, so the SMs never wait on one thread's
     turn around the loop.

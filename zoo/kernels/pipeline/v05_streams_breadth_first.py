@@ -16,8 +16,8 @@ Why it is faster:
     still costs is host time: each kernel is enqueued only after every copy
     in has been issued, a few microseconds a chunk.
     The H200 says order still matters, for a reason Hyper-Q does not remove:
-    with 8 chunks on 4 streams (``zoo streams``) breadth-first took 7.72 ms
-    against depth-first's 6.64 ms. Issue order is also the order inside a
+    with 8 chunks on 4 streams (``zoo streams``) breadth-first took 7.59 ms
+    against depth-first's 6.50 ms. Issue order is also the order inside a
     stream, and breadth-first puts chunk 4's copy in ahead of chunk 0's kernel
     on stream 0, so that kernel waits for a copy it does not need.
 

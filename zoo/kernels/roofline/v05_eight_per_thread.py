@@ -16,13 +16,14 @@ Why it is faster:
     independent chains now come from different elements, so none of v04's
     splitting is needed (no x^4, no four partial sums): every instruction of the
     inner block is an FMA of some element's chain, eight in flight per thread.
-    One pass, not a grid of 8 blocks per SM looping: on the H200 at k = 1
-    the one-pass grid moves 3,963 GB/s, 94% of the measured copy (``zoo
-    roofline``), where the looping grid moved 3,495 GB/s (83%) in a timing of
-    the same kernel. A looping thread issues its next loads only after its
-    stores, while a fresh block's loads go out as soon as a finished block
-    frees its slot. At k = 500 the two grids are equal (60 TFLOP/s). Near the
-    ridge it costs a little: at k = 50 and 100 the sweep measured 3% and 4%
+    One pass, not a grid of 8 blocks per SM looping: on the H200 at k = 1 the
+    one-pass grid moves 4,158 GB/s, 97% of the measured copy (``zoo roofline``
+    at 9a44317); in timings from before the harness held the GPU (which counted
+    some host time), it moved 3,963 GB/s where the looping grid moved 3,495
+    GB/s. A looping thread issues its next loads only after its stores, while a
+    fresh block's loads go out as soon as a finished block frees its slot.
+    At k = 500 the two grids are equal (60 TFLOP/s). Near the ridge it costs a
+    little: in those timings, at k = 50 and 100 the sweep measured 3% and 4%
     less than with the looping grid (41.6 and 50.5 TFLOP/s), and the family's
     benchmark at k = 100 13% less (46.6 against 53.5), since each block now
     retires after one group of eight elements and the SM refills block by
