@@ -1,5 +1,5 @@
 """SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates, edges in the kernel
-(v11, and v14's unrolled hot loop in the same kernel) and split-K (v12)."""
+(v11, and v14's unrolled hot loop in the same kernel), split-K (v12) and the split last wave (v13, v15)."""
 import numpy as np
 import pytest
 
@@ -10,6 +10,7 @@ from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm import v13_split_last_wave as v13
 from zoo.kernels.sgemm import v14_unrolled_k as v14
+from zoo.kernels.sgemm import v15_unrolled_split_last_wave as v15
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, build, launch_with
 
 SGEMM = zoo.family("sgemm")
@@ -243,7 +244,7 @@ GPU_EDGE_SHAPES = ((1, 1, 1), (4095, 4095, 4095), (4097, 4097, 4097), (3000, 500
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
-@pytest.mark.parametrize("step", [v11, v12, v13, v14], ids=["v11", "v12", "v13", "v14"])
+@pytest.mark.parametrize("step", [v11, v12, v13, v14, v15], ids=["v11", "v12", "v13", "v14", "v15"])
 @pytest.mark.parametrize("size", GPU_EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_large_irregular_shapes_on_the_gpu(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size) % 1000)
@@ -385,17 +386,27 @@ def test_last_wave_plan_on_an_h200():
 @pytest.mark.parametrize("size,rows,split", [((70, 45, 40), 1, 3), ((70, 45, 40), 0, 2), ((97, 33, 17), 2, 4),
                                              ((65, 1, 9), 2, 2), ((33, 7, 64), 1, 8)],
                          ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else str(p))
-def test_last_wave_split_adds_up(size, rows, split, request):
+@pytest.mark.parametrize("step", [v13, v15], ids=["v13", "v15"])
+def test_last_wave_split_adds_up(size, rows, split, step, request):
     """Forced plans (the simulator's SM count would never make them): the cut lands inside the matrices,
     at their last tile row, or at row 0; beta * C is counted once on each side of the cut; a second call
-    into the same output gives the same result."""
+    into the same output gives the same result. v15 runs the same plan on kernels with v14's hot loop,
+    and only on those."""
+    hot_loop = v14.multiply_for if step is v15 else v11.multiply_for
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=rows + 7 * split)
     request.getfixturevalue("no_copies")
+    def kernels():  # every v11 and v12 kernel built so far, keyed by (step, tiles, vec_a, vec_b, hot loop)
+        return {**{("v11",) + k: v for k, v in v11._kernels.items()}, **{("v12",) + k: v for k, v in v12._kernels.items()}}
+
+    for kernel in kernels().values():
+        kernel.last_launch = None
     for _ in range(2):
-        v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, dC, out, 0.75, -1.5)
+        v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, dC, out, 0.75, -1.5, hot_loop)
         _check(out, A, B, C, 0.75, -1.5)
-    v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, None, out, 2.0, 0.0)
+    v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, None, out, 2.0, 0.0, hot_loop)
     _check(out, A, B, None, 2.0, 0.0)
+    launched = {key for key, kernel in kernels().items() if kernel.last_launch is not None}
+    assert launched and {key[-1] for key in launched} == {hot_loop}
 
 
 def test_tuned_gflops_is_the_best_agreeing_rate_of_those_tiles(monkeypatch):

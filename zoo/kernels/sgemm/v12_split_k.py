@@ -68,8 +68,9 @@ MAX_SPLIT = 32  # atomics per output element at most
 SCALE_THREADS = 256
 
 
-def build(tiles, vec_a, vec_b):
-    """The split kernel for ``tiles``: float4 loads of A when ``vec_a``, of B when ``vec_b``."""
+def build(tiles, vec_a, vec_b, multiply_for=v11.multiply_for):
+    """The split kernel for ``tiles``: float4 loads of A when ``vec_a``, of B when ``vec_b``; the hot loop
+    is ``multiply_for(tiles)``'s (v11's, or v14's for v15)."""
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
     assert TN == 4 and TM % 4 == 0, "B values and results move as float4, A values in groups of four"
     THREADS = tiles.threads
@@ -149,7 +150,7 @@ def build(tiles, vec_a, vec_b):
                         if col + uint32(3) < N:
                             cuda.atomic.add(out, at + uint32(3), alpha * acc[base + 3])
 
-    multiply_tile = v11.multiply_for(tiles)
+    multiply_tile = multiply_for(tiles)
 
     @jit
     def sgemm_kernel(A, B, out, M, N, K, k_slice, alpha):
@@ -231,11 +232,11 @@ def scale_c(C, out, beta, with_c):
 _kernels = {}
 
 
-def kernel_for(tiles, vec_a, vec_b):
-    """The compiled-on-first-launch split kernel for one tile shape and alignment case, built once."""
-    key = (tiles, vec_a, vec_b)
+def kernel_for(tiles, vec_a, vec_b, multiply_for=v11.multiply_for):
+    """The compiled-on-first-launch split kernel for one tile shape, alignment case and hot loop, built once."""
+    key = (tiles, vec_a, vec_b, multiply_for)
     if key not in _kernels:
-        _kernels[key] = build(tiles, vec_a, vec_b)
+        _kernels[key] = build(tiles, vec_a, vec_b, multiply_for)
     return _kernels[key]
 
 
@@ -265,7 +266,7 @@ def plan(m, n, k, tiles=TILES, sms=None):
             "waves": blocks / slots}
 
 
-def launch_split(tiles, split, A, B, C, out, alpha, beta):
+def launch_split(tiles, split, A, B, C, out, alpha, beta, multiply_for=v11.multiply_for):
     """S = ``split`` slices of K (S = 1 included): out = beta * C (or 0), then S blocks per tile add."""
     m, k = A.shape
     n = B.shape[1]
@@ -276,7 +277,7 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
                                                         np.float32(beta), with_c)
     vec_a = k % 4 == 0 and aligned(A)  # every row of A starts on 16 bytes
     vec_b = n % 4 == 0 and aligned(B)  # the output is written with 32-bit atomics: no condition on it
-    kernel = kernel_for(tiles, vec_a, vec_b)
+    kernel = kernel_for(tiles, vec_a, vec_b, multiply_for)
     grid = (-(-n // tiles.BN), -(-m // tiles.BM), split)  # z: which slice of K
     kernel[grid, tiles.threads](A.reshape(m * k), B.reshape(k * n), flat_out, np.uint32(m), np.uint32(n), np.uint32(k),
                                 np.uint32(k_slice), np.float32(alpha))

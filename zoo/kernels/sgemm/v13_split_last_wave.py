@@ -86,17 +86,19 @@ def plan(m, n, k, tiles=TILES, sms=None, gflops=None):
     return p
 
 
-def launch_plan(p, tiles, A, B, C, out, alpha, beta):
-    """Run plan ``p``: v11 on the first ``p['rows']`` tile rows, v12's split kernel on the rest."""
+def launch_plan(p, tiles, A, B, C, out, alpha, beta, multiply_for=v11.multiply_for):
+    """Run plan ``p``: v11 on the first ``p['rows']`` tile rows, v12's split kernel on the rest, both with
+    ``multiply_for``'s hot loop (v11's; v15 passes v14's)."""
     m = A.shape[0]
     cut = min(m, p["rows"] * tiles.BM)  # the first output row of the leftover
     with_c = C is not None and beta != 0
     if cut == m:
-        v11.launch_with(tiles, A, B, C, out, alpha, beta)
+        v11.launch_with(tiles, A, B, C, out, alpha, beta, multiply_for)
         return
     if cut > 0:  # whole waves: v11's kernel on the top rows, as if they were the whole problem
-        v11.launch_with(tiles, A[:cut], B, C[:cut] if with_c else None, out[:cut], alpha, beta)
-    v12.launch_split(tiles, p["split"], A[cut:], B, C[cut:] if with_c else None, out[cut:], alpha, beta)
+        v11.launch_with(tiles, A[:cut], B, C[:cut] if with_c else None, out[:cut], alpha, beta, multiply_for)
+    v12.launch_split(tiles, p["split"], A[cut:], B, C[cut:] if with_c else None, out[cut:], alpha, beta,
+                     multiply_for)
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
