@@ -24,8 +24,8 @@ Why it is faster:
     and v09 removes it with unsigned indices.
 
 Measured:
-    NVIDIA H200, size 4096: 4,859 GFLOP/s (28,285 us a call), 9.5% of cuBLAS, 48
-    registers, occupancy bound 50%. Other sizes, % of cuBLAS: 1024: 13.1%, 2048: 9.7%,
+    NVIDIA H200, size 4096: 4,865 GFLOP/s (28,252 us a call), 9.5% of cuBLAS, 48
+    registers, occupancy bound 50%. Other sizes, % of cuBLAS: 1024: 12.8%, 2048: 9.7%,
     4095: 10.0%, 4097: 10.7%, 8192: 9.7%, 3000x5000x2000: 10.9%. From
     results/nvidia-h200.json.
 """

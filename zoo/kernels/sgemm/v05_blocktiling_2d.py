@@ -16,9 +16,9 @@ Why it is faster:
     H200's 132 SMs, so half the chip idles (v03's 32 x 32 tiles make 1024).
 
 Measured:
-    NVIDIA H200, size 4096: 15,355 GFLOP/s (8,951 us a call), 30.0% of cuBLAS, 128
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 16.4%, 2048: 29.2%,
-    4095: 31.7%, 4097: 30.9%, 8192: 30.6%, 3000x5000x2000: 31.1%. From
+    NVIDIA H200, size 4096: 15,378 GFLOP/s (8,938 us a call), 30.0% of cuBLAS, 128
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 16.2%, 2048: 29.3%,
+    4095: 31.7%, 4097: 31.0%, 8192: 30.6%, 3000x5000x2000: 31.0%. From
     results/nvidia-h200.json.
 """
 import numpy as np

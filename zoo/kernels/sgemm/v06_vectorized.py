@@ -17,9 +17,9 @@ Why it is faster:
     bounds checks of v05 also leave the kernel.
 
 Measured:
-    NVIDIA H200, size 4096: 31,919 GFLOP/s (4,306 us a call), 62.4% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 29.4%, 2048: 62.8%,
-    4095: 63.5%, 4097: 55.8%, 8192: 62.8%, 3000x5000x2000: 62.1%. From
+    NVIDIA H200, size 4096: 31,926 GFLOP/s (4,305 us a call), 62.2% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 29.3%, 2048: 62.8%,
+    4095: 63.4%, 4097: 56.2%, 8192: 62.8%, 3000x5000x2000: 62.0%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

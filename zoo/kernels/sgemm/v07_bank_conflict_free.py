@@ -18,9 +18,9 @@ Why it is faster:
     consecutive threads read 128 contiguous bytes, one per bank.
 
 Measured:
-    NVIDIA H200, size 4096: 34,531 GFLOP/s (3,980 us a call), 67.5% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 31.2%, 2048: 67.9%,
-    4095: 68.2%, 4097: 63.0%, 8192: 66.4%, 3000x5000x2000: 66.1%. From
+    NVIDIA H200, size 4096: 34,937 GFLOP/s (3,934 us a call), 68.1% of cuBLAS, 101
+    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 30.9%, 2048: 67.6%,
+    4095: 68.9%, 4097: 63.7%, 8192: 66.6%, 3000x5000x2000: 66.7%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

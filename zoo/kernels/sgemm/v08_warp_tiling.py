@@ -17,9 +17,9 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    NVIDIA H200, size 4096: 39,433 GFLOP/s (3,485 us a call), 77.0% of cuBLAS, 200
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 39.2%, 2048: 76.8%,
-    4095: 77.5%, 4097: 69.9%, 8192: 79.0%, 3000x5000x2000: 76.5%. From
+    NVIDIA H200, size 4096: 39,422 GFLOP/s (3,486 us a call), 76.8% of cuBLAS, 200
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 38.8%, 2048: 76.9%,
+    4095: 77.2%, 4097: 70.1%, 8192: 78.8%, 3000x5000x2000: 76.3%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32

@@ -18,9 +18,9 @@ Why it is faster:
     #801). It caps each matrix at 2^32 elements, which ``validate`` enforces.
 
 Measured:
-    NVIDIA H200, size 4096: 42,463 GFLOP/s (3,237 us a call), 83.0% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 37.5%, 2048: 83.4%,
-    4095: 82.9%, 4097: 80.1%, 8192: 83.8%, 3000x5000x2000: 80.5%. From
+    NVIDIA H200, size 4096: 42,431 GFLOP/s (3,239 us a call), 82.7% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 49.1%, 2048: 83.5%,
+    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 3000x5000x2000: 80.2%. From
     results/nvidia-h200.json.
 """
 import numpy as np

@@ -28,9 +28,9 @@ Why it is faster:
     every call), which v11 removes.
 
 Measured:
-    NVIDIA H200, size 4096: 42,495 GFLOP/s (3,234 us a call), 83.0% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 34.7%, 2048: 83.3%,
-    4095: 82.9%, 4097: 80.1%, 8192: 83.8%, 3000x5000x2000: 80.6%. From
+    NVIDIA H200, size 4096: 42,419 GFLOP/s (3,240 us a call), 82.7% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 64.2%, 2048: 83.5%,
+    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 3000x5000x2000: 80.2%. From
     results/nvidia-h200.json.
 """
 from zoo.kernels.sgemm import tune

@@ -42,9 +42,9 @@ Why it is faster:
     the scalar one with four LDG.E each.
 
 Measured:
-    NVIDIA H200, size 4096: 42,310 GFLOP/s (3,248 us a call), 82.7% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.5%, 2048: 83.0%,
-    4095: 80.7%, 4097: 71.9%, 8192: 83.3%, 3000x5000x2000: 86.9%. From
+    NVIDIA H200, size 4096: 42,228 GFLOP/s (3,255 us a call), 82.3% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 68.4%, 2048: 82.9%,
+    4095: 80.4%, 4097: 71.9%, 8192: 82.9%, 3000x5000x2000: 86.3%. From
     results/nvidia-h200.json.
 """
 import numpy as np

@@ -39,9 +39,9 @@ Why it is faster:
     tens of microseconds), against a saved wave of about 0.9 ms at 4097^3.
 
 Measured:
-    NVIDIA H200, size 4096: 42,310 GFLOP/s (3,248 us a call), 82.7% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 66.0%, 2048: 83.1%,
-    4095: 80.7%, 4097: 85.0%, 8192: 83.2%, 3000x5000x2000: 86.9%. From
+    NVIDIA H200, size 4096: 42,241 GFLOP/s (3,254 us a call), 82.3% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 68.4%, 2048: 83.2%,
+    4095: 80.4%, 4097: 84.9%, 8192: 82.9%, 3000x5000x2000: 86.3%. From
     results/nvidia-h200.json.
 """
 from math import ceil

@@ -30,9 +30,9 @@ Why it is faster:
     spills.
 
 Measured:
-    NVIDIA H200, size 4096: 47,669 GFLOP/s (2,883 us a call), 93.1% of cuBLAS, 242
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 100.2%, 2048: 91.1%,
-    4095: 90.4%, 4097: 81.5%, 8192: 95.6%, 3000x5000x2000: 98.6%. From
+    NVIDIA H200, size 4096: 47,607 GFLOP/s (2,887 us a call), 92.8% of cuBLAS, 242
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.7%, 2048: 91.0%,
+    4095: 90.0%, 4097: 81.5%, 8192: 95.2%, 3000x5000x2000: 98.2%. From
     results/nvidia-h200.json.
 """
 from numba import cuda, float32, uint32

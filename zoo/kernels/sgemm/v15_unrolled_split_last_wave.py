@@ -20,7 +20,10 @@ Why it is faster:
     generous, which matters only for calls near its threshold.
 
 Measured:
-    (filled in by ``python -m zoo report`` from the saved results)
+    NVIDIA H200, size 4096: 47,590 GFLOP/s (2,888 us a call), 92.7% of cuBLAS, 242
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.6%, 2048: 91.1%,
+    4095: 90.0%, 4097: 94.0%, 8192: 95.2%, 3000x5000x2000: 98.0%. From
+    results/nvidia-h200.json.
 """
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11, v13_split_last_wave as v13
 from zoo.kernels.sgemm.v11_edges_in_kernel import TILES, validate  # noqa: F401
