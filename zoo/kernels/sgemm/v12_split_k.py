@@ -209,7 +209,7 @@ def build(tiles, vec_a, vec_b, multiply_for=v11.multiply_for):
                     stage(A, B, staged, a_at, b_cols, a_k, b_k, k0, N, k_end, True)
             a_base = current * uint32(A_TILE) + warp_row * uint32(WM) + t_row * uint32(TM)
             b_base = current * uint32(B_TILE) + warp_col * uint32(WN) + t_col * uint32(TN)
-            multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)  # v11's hot loop
+            multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)  # v11's hot loop, or v14's for v15
             if more:  # fill the other buffer: its readers finished before the last barrier
                 commit(staged, a_tiles, b_tiles, current ^ uint32(1), a_r, a_k, b_k, b_c)
             cuda.syncthreads()  # one barrier per step: the new buffer is full and the old one is free
