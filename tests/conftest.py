@@ -9,9 +9,9 @@ import pytest
 import zoo  # chooses the target before anything imports numba.cuda
 
 if zoo.SIMULATOR:
-    from zoo import _simwarp
+    from zoo import simulator
 
-    _simwarp.quicken()  # each xdist worker imports this: shorter GIL hand-offs between simulated threads
+    simulator.shorten_switch_interval()  # each xdist worker imports this: shorter GIL hand-offs between simulated threads
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,6 +8,7 @@ from numba import cuda
 
 import zoo
 from zoo import harness, sweeps
+from zoo.device import buffers
 from zoo.errors import OutOfRange
 from zoo.kernels import fusion as spec
 from zoo.kernels.fusion import ops, sweep, v04_fused_float4
@@ -31,8 +32,8 @@ def allocations(monkeypatch):
         return cuda.device_array(n, dtype)
 
     ops.release()
-    monkeypatch.setattr(ops, "cuda", types.SimpleNamespace(device_array=device_array,
-                                                           get_current_device=cuda.get_current_device))
+    monkeypatch.setattr(buffers, "cuda", types.SimpleNamespace(device_array=device_array,
+                                                               get_current_device=cuda.get_current_device))
     yield made
     ops.release()
 
@@ -46,7 +47,8 @@ def test_temporaries_are_allocated_once_per_size(allocations):
     (y,) = FUSION.make_inputs(12, 2)
     assert _close(FUSION["v01"], y)[0]
     assert allocations == [37, 37, 12, 12]
-    assert len(ops._TEMPS) == 1, "one size is kept at a time"
+    kept = [key for key in buffers._BUFFERS if key[0].startswith("fusion_temporary_")]
+    assert len(kept) == 2 and {key[1] for key in kept} == {12}, "one size is kept at a time"
 
 
 def test_fused_steps_allocate_nothing(allocations):

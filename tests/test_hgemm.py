@@ -1,7 +1,7 @@
-"""HGEMM and zoo.mma beyond the generic checks: the fragment layout, ldmatrix, padding, the SASS.
+"""HGEMM and zoo.device.mma beyond the generic checks: the fragment layout, ldmatrix, padding, the SASS.
 
 The intrinsic tests run a one-warp kernel that places every element by the fragment table of
-zoo.kernels.hgemm: in the simulator they check zoo.mma's emulation, on a GPU they check that the
+zoo.kernels.hgemm: in the simulator they check zoo.device.mma's emulation, on a GPU they check that the
 hardware agrees with the table. On a GPU the whole file runs with
 
     ZOO_TARGET=gpu python -m pytest tests/test_hgemm.py -v
@@ -15,12 +15,12 @@ from numba.core.types import float16
 
 import zoo
 from tests.conftest import run_zoo
-from zoo import compiled, harness
+from zoo import machine_code, harness
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.hgemm import padding
 from zoo.kernels.hgemm.v04_cp_async_double_buffered import DEFAULT, Tiles, build, launch_with, valid
-from zoo.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half2, mma_f16_f32, pack_half2
+from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half2, mma_f16_f32, pack_half2
 
 HGEMM = zoo.family("hgemm")
 IRREGULAR = (17, 33, 41)  # K: two BK = 32 steps, the last one partial and not a multiple of 8
@@ -221,7 +221,7 @@ def v06_valid(changes):
 
 
 # -- what the compiler made of it (no GPU needed: compiled offline for sm_90) --------------------
-@pytest.mark.skipif(compiled._tool("ptxas") is None or compiled._tool("nvdisasm") is None,
+@pytest.mark.skipif(machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None,
                     reason="ptxas or nvdisasm missing: pip install -e '.[test]'")
 @pytest.mark.parametrize("step,wanted", [
     ("v01", ("HMMA.16816.F32",)),

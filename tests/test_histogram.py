@@ -5,7 +5,8 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo.kernels.histogram import bins, wide
+from zoo.device import memory
+from zoo.kernels.histogram import bins
 
 HIST = zoo.family("histogram")
 WIDE = ["v04", "v05", "v06"]  # the steps that load 4 or 16 bytes at a time
@@ -55,11 +56,11 @@ def test_wide_loads_refuse_a_misaligned_address():
     d = cuda.to_device(np.arange(64, dtype=np.uint8))
     start = (-bins.address(d)) % 16
     aligned = d[start:start + 32]
-    assert wide.load_word(aligned, 4) == 0x03020100 + 0x04040404 * (start + 1)
+    assert memory.load_word(aligned, 4) == 0x03020100 + 0x04040404 * (start + 1)
     with pytest.raises(IndexError):
-        wide.load_word(aligned, 2)
+        memory.load_word(aligned, 2)
     with pytest.raises(IndexError):
-        wide.load_words4(aligned, 4)
+        memory.load_words4(aligned, 4)
 
 
 @pytest.mark.parametrize("address,size,width,expected", [

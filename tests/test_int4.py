@@ -9,9 +9,9 @@ from numba import cuda
 
 import zoo
 from zoo.errors import OutOfRange
-from zoo.jit import Kernel
+from zoo.device.jit import Kernel
 from zoo.kernels import int4 as spec
-from zoo.kernels.int4 import packing, words
+from zoo.kernels.int4 import alignment, packing
 
 INT4 = zoo.family("int4")
 WIDE = {"v02": 4, "v03": 16, "v04": 16, "v05": 16}  # steps that walk aligned pieces, and the piece's bytes
@@ -189,8 +189,8 @@ def test_views_off_a_word_boundary(name, in_offset, out_offset, size, monkeypatc
     calls = _launched(wide_kernel, monkeypatch)
     (base,) = INT4.make_inputs(2 * (size + 32), 9)
     d_in, d_out = cuda.to_device(base), cuda.to_device(np.full(size + 32, 0xFF, np.uint8))
-    start_in = -words.address(d_in) % 16 + in_offset
-    start_out = -words.address(d_out) % 16 + out_offset
+    start_in = -alignment.address(d_in) % 16 + in_offset
+    start_out = -alignment.address(d_out) % 16 + out_offset
     view_in, view_out = d_in[start_in:start_in + size], d_out[start_out:start_out + size]
     step(view_in, out=view_out)
     after = d_out.copy_to_host()
@@ -221,10 +221,10 @@ def test_split():
         def __init__(self, address, size):
             self.__cuda_array_interface__ = {"data": (address, False)}
             self.size = size
-    assert words.split(At(0, 100), At(32, 100), 16) == (0, 6)
-    assert words.split(At(13, 100), At(29, 100), 16) == (3, 6)
-    assert words.split(At(13, 2), At(29, 2), 16) == (2, 0)
-    assert words.split(At(1, 100), At(2, 100), 4) is None
+    assert alignment.split(At(0, 100), At(32, 100), 16) == (0, 6)
+    assert alignment.split(At(13, 100), At(29, 100), 16) == (3, 6)
+    assert alignment.split(At(13, 2), At(29, 2), 16) == (2, 0)
+    assert alignment.split(At(1, 100), At(2, 100), 4) is None
 
 
 # -- the CuPy rows, with NumPy standing in for CuPy ---------------------------------------------

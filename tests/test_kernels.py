@@ -19,10 +19,8 @@ def _cases():
         for v in fam:
             if v.demonstration:
                 continue
-            marks = ([pytest.mark.skip(reason=f"needs a GPU: {v.gpu_only}")]
-                     if v.gpu_only and zoo.SIMULATOR else [])
             for i, (size, kind) in enumerate(cases):
-                yield pytest.param(v, size, kind, 100 + i, marks=marks,
+                yield pytest.param(v, size, kind, 100 + i,
                                    id=f"{fam.name}-{v.name}-{size_key(size, kind, fam.kinds)}")
 
 

@@ -1,5 +1,5 @@
 """The registry's optional mechanisms: kinds of input, several dtypes, a tolerance that grows with the
-size, extra baselines, GPU-only variants and sweep commands. Each is exercised on a throwaway family."""
+size, extra baselines, launch-only steps with a base and sweep commands. Each is exercised on a throwaway family."""
 import csv
 
 import numpy as np
@@ -9,7 +9,7 @@ import zoo
 from numba import cuda, float32  # after zoo, which picks the simulator or the GPU
 from tmpfamily import SPEC, good, load, make_family
 from zoo import harness, results, sweeps
-from zoo.errors import NeedsGPU
+from zoo.registry import RegistryError
 
 KINDS_SPEC = (SPEC.replace("DTYPE = np.float32", "DTYPE = (np.float32, np.int32)")
               .replace("TOLERANCE = 1e-6", "TOLERANCE = lambda size: 1e-6 * size")
@@ -115,21 +115,46 @@ def test_cli_checks_one_kind_or_all(tmp_path, zoo_cli):
     assert r.returncode == 2 and "no input kind 'int8'" in r.stderr
 
 
-GPU_ONLY_VARIANT = good("Needs PTX.").replace('from numba import cuda', 'GPU_ONLY = "inline PTX"\nfrom numba import cuda')
+LAUNCH_ONLY_VARIANT = '''
+"""Launches v01's kernel with blocks of 64 threads.
+
+Changes:
+    From v01 (its base): blocks of 64.
+
+Why it is faster:
+    It is not.
+
+Measured:
+    never.
+"""
+from .v01_plain import scale_kernel
+
+BASE = "v01"
 
 
-@pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator is what a GPU-only variant cannot run in")
-def test_gpu_only_variant_validates_then_refuses_in_the_simulator(tmp_path, monkeypatch, zoo_cli):
-    fam = load(tmp_path, "scale_gpu", {"v01_plain.py": good(), "v02_ptx.py": GPU_ONLY_VARIANT}, monkeypatch)
-    v = fam[2]
-    assert v.gpu_only == "inline PTX" and fam[1].gpu_only is None
-    with pytest.raises(TypeError, match="must be float32"):
-        v(np.ones(5))  # bad input is still reported first
-    with pytest.raises(NeedsGPU, match="inline PTX"):
-        v(np.ones(5, np.float32))
-    make_family(tmp_path / "cli", "scale_gpucli", {"v01_plain.py": good(), "v02_ptx.py": GPU_ONLY_VARIANT})
-    r = zoo_cli("check", "scale_gpucli", env={"ZOO_KERNEL_PATH": str(tmp_path / "cli"), "COLUMNS": "200"})
-    assert r.returncode == 0 and "needs a GPU: inline PTX" in r.stdout
+def launch(x, out):
+    scale_kernel[(x.size + 63) // 64, 64](x, out)
+'''
+
+
+def test_a_launch_only_step_names_its_base_and_is_diffed_against_it(tmp_path, monkeypatch, zoo_cli):
+    files = {"v01_plain.py": good(), "v02_other.py": good("Other."), "v03_wider_blocks.py": LAUNCH_ONLY_VARIANT}
+    fam = load(tmp_path, "scale_base", files, monkeypatch)
+    assert fam[3].base is fam[1] and fam[3].compared_with is fam[1]
+    assert fam[2].base is None and fam[2].compared_with is fam[1] and fam[1].compared_with is None
+    assert harness.check(fam[3], 100, seed=1).ok
+    make_family(tmp_path / "cli", "scale_basecli", files)
+    r = zoo_cli("diff", "scale_basecli", "v03", env={"ZOO_KERNEL_PATH": str(tmp_path / "cli")})
+    assert r.returncode == 0 and "scale_basecli/v01_plain.py" in r.stdout and "+BASE = " in r.stdout
+    from zoo import walkthrough
+
+    assert "against that step" in walkthrough.page(fam, {}) and "The code from v01_plain" in walkthrough.page(fam, {})
+
+
+def test_a_base_must_be_an_earlier_step(tmp_path, monkeypatch):
+    later = LAUNCH_ONLY_VARIANT.replace('BASE = "v01"', 'BASE = "v03"')
+    with pytest.raises(RegistryError, match="not an earlier step"):
+        load(tmp_path, "scale_badbase", {"v01_plain.py": good(), "v02_wider.py": later}, monkeypatch)
 
 
 SWEEP = '''
@@ -201,7 +226,7 @@ def test_a_sweep_module_missing_a_name_fails_loudly(tmp_path, zoo_cli):
 def test_launches_are_numbered_so_a_step_built_kernel_is_found():
     """A kernel a step builds at run time (an lru_cache'd build, a memo dict) is no module attribute; the
     harness finds it as the kernel launched last since it took the count."""
-    from zoo import jit as zoo_jit
+    from zoo.device import jit as zoo_jit
     from zoo.kernels.transpose import v07_diagonal
 
     before = zoo_jit.launch_count()
@@ -228,8 +253,8 @@ def _fill_and_sum_dynamic_shared(values, out):
 
 
 def test_a_launch_past_48_kib_of_dynamic_shared_memory_opts_in():
-    """Without the opt-in (zoo.jit raises the kernel's limit first) the driver refuses this launch."""
-    from zoo import jit as zoo_jit
+    """Without the opt-in (zoo.device.jit raises the kernel's limit first) the driver refuses this launch."""
+    from zoo.device import jit as zoo_jit
 
     kernel = zoo_jit.jit(_fill_and_sum_dynamic_shared)
     n = 25_000  # 100,000 bytes of float32: twice the default limit
@@ -247,9 +272,9 @@ def _copy_kernel(src, dst):
 
 
 def test_a_launch_configuration_is_built_once_and_each_launch_still_runs():
-    """zoo.jit keeps numba's configured launcher per configuration on the default stream (numba normalises
+    """zoo.device.jit keeps numba's configured launcher per configuration on the default stream (numba normalises
     and may warn on every ``kernel[config]``); a configuration with a stream is built afresh."""
-    from zoo import jit as zoo_jit
+    from zoo.device import jit as zoo_jit
 
     kernel = zoo_jit.jit(_copy_kernel)
     rng = np.random.default_rng(3)
@@ -272,14 +297,15 @@ def test_a_launch_configuration_is_built_once_and_each_launch_still_runs():
 
 
 def test_address_reads_every_kind_of_array():
-    from zoo import arrays, vector
+    from zoo import arrays
+    from zoo.device import memory
 
     host = np.zeros(8, np.float32)
     assert arrays.address(host) == host.ctypes.data
     device = cuda.to_device(host)
     assert arrays.address(device) == arrays.address(device[:4])
     assert arrays.address(device[1:]) == arrays.address(device) + 4
-    assert vector.aligned(device) and not vector.aligned(device[1:])
+    assert memory.aligned(device) and not memory.aligned(device[1:])
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="timings need a GPU")
@@ -303,10 +329,10 @@ def _horner_step(i, coefficients, x, acc):  # acc = acc * x + coefficients[i]: t
 
 
 def test_unrolled_runs_the_body_once_per_index_in_order():
-    """``zoo.jit.unrolled`` (numba's missing ``#pragma unroll``): body(0, ...) .. body(count - 1, ...), each
+    """``zoo.device.jit.unrolled`` (numba's missing ``#pragma unroll``): body(0, ...) .. body(count - 1, ...), each
     index a constant, in order (Horner's rule gives another polynomial for any other order), and
     i % 2 indexing a register array (a double buffer's halves)."""
-    from zoo.jit import jit, unrolled
+    from zoo.device.jit import jit, unrolled
 
     step = jit(device=True, forceinline=True)(_horner_step)
     count = 7

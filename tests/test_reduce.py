@@ -8,6 +8,7 @@ from numba import cuda
 
 import zoo
 from zoo import arrays, harness
+from zoo.device import buffers
 from zoo.errors import OutOfRange
 from zoo.kernels.reduce import passes, v01_interleaved_divergent, v08_warp_shuffle, v09_single_pass, v10_vector_loads
 
@@ -44,7 +45,7 @@ SINGLE_PASS = {"v09": "single_pass_counter", "v10": "vector_loads_counter"}
 def test_single_pass_counter_is_reset(step, kind):
     (x,) = REDUCE.inputs(4099, 3, kind)
     REDUCE[step](x)
-    counter = arrays.scratch(SINGLE_PASS[step], 1, np.uint32, zero=True)  # the cached one
+    counter = buffers.scratch(SINGLE_PASS[step], 1, np.uint32, zero=True)  # the cached one
     assert counter.copy_to_host()[0] == 0
 
 

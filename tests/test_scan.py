@@ -8,7 +8,8 @@ import pytest
 import zoo
 from zoo import harness
 from zoo.errors import OutOfRange
-from zoo.kernels.scan import parts, v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback
+from zoo.device import buffers
+from zoo.kernels.scan import lookback, v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback
 
 SCAN = zoo.family("scan")
 KINDS = SCAN.kinds
@@ -48,9 +49,9 @@ def test_lookback_leaves_counter_at_zero_and_flags_in_the_current_epoch(module):
     n = 2 * module.TILE + 1
     (x,) = SCAN.inputs(n, 5, "float32")
     SCAN[module.__name__.rsplit(".", 1)[-1][:3]](x)
-    flags_array = parts.scratch("lookback_flags", tiles, np.uint64)
-    epoch = parts._EPOCHS[id(flags_array)]
-    assert parts.scratch("lookback_counter", 1, np.int32).copy_to_host()[0] == 0, \
+    flags_array = buffers.scratch("lookback_flags", tiles, np.uint64, zero=True)
+    epoch = lookback._EPOCHS[id(flags_array)]
+    assert buffers.scratch("lookback_counter", 1, np.int32, zero=True).copy_to_host()[0] == 0, \
         "the last tile must reset the ticket counter"
     flags = flags_array.copy_to_host()
     assert (flags >> np.uint64(32) == np.uint64((epoch << 2) | 2)).all(), "every tile must end INCLUSIVE, this epoch"
@@ -64,12 +65,12 @@ def test_single_pass_steps_share_one_epoch_count_per_flags_array():
     # call must raise the epoch, or one step would read the other's stale words
     # as current (the simulator, running blocks in order, could not show that).
     n5, n6 = 2 * v05_decoupled_lookback.TILE, 2 * v06_vectorized_warp_lookback.TILE
-    flags = parts.scratch("lookback_flags", 2, np.uint64)
+    flags = buffers.scratch("lookback_flags", 2, np.uint64, zero=True)
     seen = []
     for step, n in (("v05", n5), ("v06", n6), ("v05", n5)):
         (x,) = SCAN.inputs(n, len(seen), "int32")
         assert np.array_equal(SCAN[step](x), np.cumsum(x))
-        seen.append(parts._EPOCHS[id(flags)])
+        seen.append(lookback._EPOCHS[id(flags)])
     assert seen[0] < seen[1] < seen[2]
 
 

@@ -50,11 +50,11 @@ def test_second_call_with_new_shapes_and_inputs(variant):
 def test_four_kernels_reuse_their_temporaries():
     (x,) = SOFTMAX.make_inputs((1, 20), 5)
     SOFTMAX["v01"](x)
-    from zoo.arrays import _SCRATCH
+    from zoo.device.buffers import _BUFFERS
 
-    before = {k: id(v) for k, v in _SCRATCH.items() if k[0].startswith("softmax_")}
+    before = {k: id(v) for k, v in _BUFFERS.items() if k[0].startswith("softmax_")}
     SOFTMAX["v01"](x)
-    after = {k: id(v) for k, v in _SCRATCH.items() if k[0].startswith("softmax_")}
+    after = {k: id(v) for k, v in _BUFFERS.items() if k[0].startswith("softmax_")}
     assert before and before == after
     assert v01_four_kernels.BLOCK & (v01_four_kernels.BLOCK - 1) == 0  # the tree halves it
 

@@ -4,7 +4,7 @@ import sys
 
 
 import zoo
-from zoo.jit import Kernel, jit
+from zoo.device.jit import Kernel, jit
 
 PRINT_MODE = "import zoo, numba.cuda as c; print(zoo.MODE, c.config.ENABLE_CUDASIM)"
 

@@ -5,7 +5,7 @@ import pytest
 import zoo
 from zoo import arrays
 from zoo.errors import OutOfRange
-from zoo.jit import Kernel
+from zoo.device.jit import Kernel
 
 
 @pytest.fixture(autouse=True)

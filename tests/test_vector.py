@@ -1,11 +1,11 @@
-"""zoo.vector: 32-bit and 128-bit access to C-contiguous arrays of any rank by flat element index."""
+"""zoo.device.memory: 32-bit and 128-bit access to C-contiguous arrays of any rank by flat element index."""
 import numpy as np
 import pytest
 from numba import cuda
 
 import zoo
-from zoo.jit import jit
-from zoo.vector import load_flat, load_float4, store_flat, store_float4
+from zoo.device.jit import jit
+from zoo.device.memory import load_flat, load_float4, store_flat, store_float4
 
 
 @jit
@@ -43,7 +43,7 @@ def test_the_simulator_refuses_a_float4_off_a_16_byte_boundary():
 def test_aligned_reads_the_first_element_address_of_host_and_device_arrays():
     from numba import cuda
 
-    from zoo.vector import aligned
+    from zoo.device.memory import aligned
 
     base = np.zeros(12, np.float32)
     start = (-base.ctypes.data % 16) // 4  # the first element of base on a 16-byte boundary

@@ -1,5 +1,5 @@
 """Warp intrinsics: numba's cuda.* warp functions (added to the simulator by
-zoo._simwarp) and zoo.warp's width variants, against results written out on the
+zoo.simulator) and zoo.device.warp's width variants, against results written out on the
 host. Where CUDA leaves a result undefined (a shuffle reading a lane that did not
 take part) the simulator's documented choice, the caller's own value, is checked
 only in the simulator."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numba import cuda, types
 
-from zoo import warp
+from zoo.device import warp
 
 FULL = 0xFFFFFFFF
 LOW = 0x0000FFFF
@@ -211,7 +211,7 @@ def test_half_masks():
     check(c, exp_c, low | (lane >= 20))
 
 
-# ---------------------------------------------------------------- zoo.warp width variants
+# ---------------------------------------------------------------- zoo.device.warp width variants
 
 
 @cuda.jit
@@ -414,7 +414,7 @@ def k_waits_on_syncthreads(out):
     ],
 )
 def test_errors_do_not_hang(kernel, error, match, monkeypatch):
-    monkeypatch.setattr(zoo._simwarp, "DEADLOCK_S", 0.5)
+    monkeypatch.setattr(zoo.simulator, "DEADLOCK_S", 0.5)
     with pytest.raises(error, match=match):
         kernel[1, 8](np.zeros(8, np.int64))
 
@@ -424,7 +424,7 @@ def test_install_is_idempotent():
     from numba.cuda.simulator import kernel, kernelapi
 
     before = (kernel.BlockManager.run, kernel.BlockThread.run, kernelapi.FakeCUDAModule.shfl_sync)
-    zoo._simwarp.install()
+    zoo.simulator.install()
     assert (kernel.BlockManager.run, kernel.BlockThread.run, kernelapi.FakeCUDAModule.shfl_sync) == before
 
 
@@ -437,7 +437,7 @@ def test_shared_array_is_one_array_even_when_threads_race_to_create_it(monkeypat
 
     from numba.cuda.simulator import kernelapi
 
-    from zoo import _simwarp
+    from zoo import simulator
 
     class SlowNumpy:
         def __getattr__(self, name):
@@ -448,7 +448,7 @@ def test_shared_array_is_one_array_even_when_threads_race_to_create_it(monkeypat
             time.sleep(0.05)
             return np.empty(*args, **kwargs)
 
-    monkeypatch.setattr(_simwarp, "np", SlowNumpy())
+    monkeypatch.setattr(simulator, "np", SlowNumpy())
     shared = kernelapi.FakeCUDAShared(0)
     got = []
 

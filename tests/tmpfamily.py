@@ -60,7 +60,7 @@ Measured:
 """
 from numba import cuda
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 
 @jit

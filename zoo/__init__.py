@@ -13,9 +13,9 @@ except _target.TargetError as e:
 SIMULATOR = MODE == "sim"
 
 if SIMULATOR:
-    from zoo import _simwarp
+    from zoo import simulator
 
-    _simwarp.install()
+    simulator.install()
 
 from zoo import registry  # noqa: E402  (after the target is chosen: it imports numba.cuda)
 from zoo.registry import families, family  # noqa: E402,F401

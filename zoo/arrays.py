@@ -11,10 +11,12 @@ import weakref
 import numpy as np
 from numba import cuda
 
+from zoo.device.memory import address  # noqa: F401 (host code asks arrays for it too)
+
 NUMPY, CUPY, NUMBA = "numpy", "cupy", "numba"
 
 
-def kind(x):
+def library_of(x):
     """Which family of array ``x`` is, or TypeError for anything else."""
     if isinstance(x, np.ndarray):
         return NUMPY
@@ -26,7 +28,7 @@ def kind(x):
 
 
 def common_kind(arrays):
-    kinds = {kind(a) for a in arrays}
+    kinds = {library_of(a) for a in arrays}
     if len(kinds) > 1:
         raise TypeError(f"arrays of mixed kinds ({', '.join(sorted(kinds))}): pass all host or all device arrays")
     return kinds.pop()
@@ -40,7 +42,7 @@ def is_c_contiguous(x):
 
 def to_device(x):
     """A numba device array holding ``x`` (copied from the host, or a zero-copy view)."""
-    k = kind(x)
+    k = library_of(x)
     if k == NUMPY:
         return cuda.to_device(x)
     if k == CUPY:
@@ -89,19 +91,6 @@ def cupy_view(x):
     return view
 
 
-def address(x):
-    """The address of x's first element: device memory, or host memory in the simulator.
-
-    For a numba device array it reads the pointer numba keeps, rather than
-    ``__cuda_array_interface__``, which builds a dictionary on every access.
-    """
-    gpu_data = getattr(x, "gpu_data", None)
-    if gpu_data is not None:
-        return int(gpu_data.device_pointer)
-    interface = getattr(x, "__cuda_array_interface__", None)
-    return interface["data"][0] if interface else x.ctypes.data
-
-
 def device_empty(shape, dtype, like_kind):
     """(device view for the kernel, object to hand back) for a new output."""
     if like_kind == CUPY:
@@ -115,7 +104,7 @@ def device_empty(shape, dtype, like_kind):
 
 def host(x):
     """A NumPy copy of any supported array."""
-    k = kind(x)
+    k = library_of(x)
     if k == NUMPY:
         return x
     if k == CUPY:
@@ -129,27 +118,3 @@ def poison_value(dtype):
     if dtype.kind == "f":
         return np.nan
     return np.iinfo(dtype).min if dtype.kind == "i" else np.iinfo(dtype).max
-
-
-_SCRATCH = {}
-
-
-def _device_id():
-    try:
-        return cuda.get_current_device().id
-    except Exception:  # the simulator
-        return 0
-
-
-def scratch(what, count, dtype, zero=False):
-    """A device buffer cached per (what, count, dtype, device): allocated on the first call only.
-
-    For a step's partials, counters and temporaries, so that its second call allocates nothing.
-    zero=True fills it with zeros when it is created (counters the kernel resets itself).
-    """
-    key = (what, int(count), np.dtype(dtype).str, _device_id())
-    buf = _SCRATCH.get(key)
-    if buf is None:
-        buf = cuda.to_device(np.zeros(int(count), dtype)) if zero else cuda.device_array(int(count), dtype)
-        _SCRATCH[key] = buf
-    return buf

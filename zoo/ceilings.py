@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 COPY_BYTES = 1 << 30  # size of the copied buffer: far beyond any L2 cache
 

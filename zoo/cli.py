@@ -104,14 +104,14 @@ def cmd_show(args):
 
 
 def _show_compiled(v, args):
-    """PTX or SASS of each kernel the step launches, then a summary per kernel (zoo.compiled)."""
+    """PTX or SASS of each kernel the step launches, then a summary per kernel (zoo.machine_code)."""
     import os
 
     if zoo.SIMULATOR:  # numba chose the simulator in this process: compile in a fresh one in GPU mode
         env = dict(os.environ, ZOO_TARGET="gpu")
         return subprocess.run([sys.executable, "-m", "zoo", *sys.argv[1:]] if args.argv is None else
                               [sys.executable, "-m", "zoo", *args.argv], env=env).returncode
-    from zoo import compiled
+    from zoo import machine_code
 
     try:
         cc = tuple(int(p) for p in args.cc.split(".")) if args.cc else _default_cc()
@@ -120,10 +120,10 @@ def _show_compiled(v, args):
         raise UsageError(f"--cc is a compute capability such as 9.0, not {args.cc!r}") from None
     isa = "sass" if args.sass else "ptx"
     try:
-        kernels = compiled.compile_step(v, cc, size)
+        kernels = machine_code.compile_step(v, cc, size)
         for k in kernels:
-            compiled.assemble(k, cc, want_sass=args.sass)
-    except compiled.ToolMissing as e:
+            machine_code.assemble(k, cc, want_sass=args.sass)
+    except machine_code.ToolMissing as e:
         raise UsageError(str(e)) from None
     for k in kernels:
         if not args.summary:
@@ -131,7 +131,7 @@ def _show_compiled(v, args):
             sys.stdout.write(k.sass if args.sass else k.ptx)
     sys.stdout.write(f"\n== {v.family.name}/{v.name}: {len(kernels)} kernel(s) for sm_{cc[0]}{cc[1]} ==\n")
     for k in kernels:
-        sys.stdout.write("\n".join(compiled.summary_lines(k, isa)) + "\n")
+        sys.stdout.write("\n".join(machine_code.summary_lines(k, isa)) + "\n")
     return 0
 
 
@@ -160,10 +160,10 @@ def cmd_diff(args):
     new = _variant(fam, args.variant)
     if args.other:
         old = _variant(fam, args.other)
-    elif new.number == 1:
+    elif new.compared_with is None:
         raise UsageError(f"{new.name} is the first step of {fam.name}: name another variant to diff against")
     else:
-        old = fam[new.number - 1]
+        old = new.compared_with  # its BASE, or the step before
     diff = "".join(difflib.unified_diff(
         old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
         fromfile=f"{fam.name}/{old.path.name}", tofile=f"{fam.name}/{new.path.name}"))
@@ -178,10 +178,8 @@ def _check_family(fam, cases, progress, task):
     """Rows of (variant, passed, skipped, worst error, failures)."""
     rows, failed = [], False
     for v in fam:
-        if v.demonstration or (v.gpu_only and zoo.SIMULATOR):
-            why = ("[yellow]demonstration: wrong on purpose, not checked[/]" if v.demonstration
-                   else f"[yellow]needs a GPU: {v.gpu_only}[/]")
-            rows.append((v.name, "-", "-", "-", why))
+        if v.demonstration:
+            rows.append((v.name, "-", "-", "-", "[yellow]demonstration: wrong on purpose, not checked[/]"))
             progress.advance(task, len(cases))
             continue
         passed, skipped, worst, problems = 0, 0, 0.0, []
@@ -408,7 +406,7 @@ def build_parser():
     s.add_argument("--cc", help="compute capability to compile for (default: the GPU present, else 9.0)")
     s.add_argument("--size", help="the size whose launch is compiled (default: the family's last test size)")
     s.set_defaults(func=cmd_show, argv=None)
-    s = sub.add_parser("diff", help="unified diff from the previous step (or OTHER) to VARIANT")
+    s = sub.add_parser("diff", help="unified diff to VARIANT from its BASE or the step before (or OTHER)")
     s.add_argument("family")
     s.add_argument("variant")
     s.add_argument("other", nargs="?")
@@ -447,9 +445,9 @@ def build_parser():
 
 def main(argv=None):
     if zoo.SIMULATOR:
-        from zoo import _simwarp
+        from zoo import simulator
 
-        _simwarp.quicken()  # the simulator's threads hand over the GIL sooner: checks run faster
+        simulator.shorten_switch_interval()  # the simulator's threads hand over the GIL sooner: checks run faster
     try:
         args = build_parser().parse_args(argv)
         return args.func(args) or 0

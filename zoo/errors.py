@@ -7,10 +7,3 @@ class OutOfRange(ValueError):
     The checks skip such sizes for that variant instead of failing it; a caller
     gets an ordinary ValueError.
     """
-
-
-class NeedsGPU(RuntimeError):
-    """A variant that only runs on a real GPU (its kernel emits PTX the simulator cannot execute).
-
-    Raised after the inputs were validated, so bad input is still reported first.
-    """

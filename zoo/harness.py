@@ -13,7 +13,7 @@ import numpy as np
 from numba import cuda
 
 from zoo import SIMULATOR, arrays
-from zoo import jit as zoo_jit  # the module: kernels number their launches
+from zoo.device import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
 
 
@@ -117,7 +117,7 @@ def _hold_kernel():
 
         return types.uint64(), codegen
 
-    @cuda.jit  # numba's own jit, not zoo.jit: the hold must not count as a variant's launch (``resources``)
+    @cuda.jit  # numba's own jit, not zoo.device.jit: the hold must not count as a variant's launch (``resources``)
     def hold(ns):
         start = globaltimer()
         while globaltimer() - start < ns:
@@ -312,7 +312,7 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
 def resources(variant, since=None):
     """Registers, shared and local memory, and occupancy of the variant's last launched kernel.
 
-    With ``since`` (a ``zoo.jit.launch_count()`` taken before the variant ran), that is
+    With ``since`` (a ``zoo.device.jit.launch_count()`` taken before the variant ran), that is
     whichever kernel was launched last after it, even one the step built at run
     time and cached; without, the last launched of the kernels its file names.
     """
@@ -326,10 +326,8 @@ def resources(variant, since=None):
         kernel = launched[-1]
     compiled = kernel.compiled()
     launch = kernel.last_launch
-    cufunc = compiled._codelibrary.get_cufunc()
     threads = launch.threads_per_block
-    blocks_per_sm = cuda.current_context().get_active_blocks_per_multiprocessor(
-        cufunc, threads, launch.shared_bytes)
+    blocks_per_sm = kernel.resident_blocks(threads, launch.shared_bytes)
     max_threads = properties().get("max_threads_per_sm") or 2048
     return {
         "kernel": kernel.__name__,

@@ -3,12 +3,16 @@
 A family is a package ``zoo/kernels/<family>/`` whose ``__init__.py`` is its spec
 (see ``REQUIRED_SPEC``). A variant is a file ``vNN_<technique>.py`` in it with a
 docstring holding the headings Changes, Why it is faster and Measured, and a
-``launch(*inputs, out, **params)`` function. More family folders can be added
+``launch(*inputs, out, **params)`` function. A step that launches an earlier
+step's kernel unchanged, only differently (other tiles, another plan), imports
+that step and names it ``BASE = "vNN"``: its Changes, ``zoo diff`` and the
+walkthrough's diff are then against the base rather than the step before. More family folders can be added
 with ``ZOO_KERNEL_PATH`` (folders separated like PATH), which is how a test adds
 a throwaway family.
 
 Discovery fails loudly on a gap in the numbers, a duplicate number, a file that
-looks like a variant but is misnamed, or a missing heading.
+looks like a variant but is misnamed, a missing heading, or a BASE that is not
+an earlier step of the family.
 """
 import functools
 import importlib
@@ -19,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from zoo import SIMULATOR, arrays
-from zoo.errors import NeedsGPU
 
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
+BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
 HEADINGS = ("Changes", "Why it is faster", "Measured")
 
 # name: what the family spec provides
@@ -119,15 +123,25 @@ class Variant:
         """Why this variant is wrong on purpose, or None for a real variant."""
         return getattr(self.module, "DEMONSTRATION", None)
 
+    @functools.cached_property
+    def base(self):
+        """The earlier step whose kernel this one launches (its ``BASE = "vNN"``), or None.
+
+        Read from the file's text, so listing a family's bases imports no step."""
+        m = BASE_LINE.search(self.source)
+        return self.family[m.group(1)] if m else None
+
     @property
-    def gpu_only(self):
-        """Why this variant cannot run in the simulator (inline PTX, say), or None."""
-        return getattr(self.module, "GPU_ONLY", None)
+    def compared_with(self):
+        """What this step's Changes and diff are written against: its base, else the step before (None for v01)."""
+        if self.base is not None:
+            return self.base
+        return self.family[self.number - 1] if self.number > 1 else None
 
     @property
     def kernels(self):
-        """The zoo.jit kernels defined in this file, in definition order."""
-        from zoo.jit import Kernel
+        """The zoo.device.jit kernels defined in this file, in definition order."""
+        from zoo.device.jit import Kernel
 
         return [v for v in vars(self.module).values() if isinstance(v, Kernel)]
 
@@ -157,14 +171,12 @@ class Variant:
         handed back to the caller once ``launch`` has filled ``device_out``.
         """
         kind, (shape, dtype) = self.validate(*inputs, **params)
-        if self.gpu_only and SIMULATOR:
-            raise NeedsGPU(f"{self.family.name}/{self.name} needs a GPU: {self.gpu_only}")
         if self.family.host_inputs:  # the step moves the data itself
             result = np.empty(shape, dtype) if out is None else out
             return tuple(inputs), result, result, kind
         if out is not None:
-            if arrays.kind(out) != kind:
-                raise TypeError(f"out is a {arrays.kind(out)} array, the inputs are {kind}")
+            if arrays.library_of(out) != kind:
+                raise TypeError(f"out is a {arrays.library_of(out)} array, the inputs are {kind}")
             if tuple(out.shape) != tuple(shape) or out.dtype != dtype:
                 raise ValueError(f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
                                  f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}")
@@ -315,6 +327,9 @@ class Family:
             if absent:
                 raise RegistryError(f"{v.path}: docstring lacks the heading(s) "
                                     + ", ".join(f"'{h}:'" for h in absent))
+            base = BASE_LINE.search(v.path.read_text())
+            if base and not (int(base.group(1)[1:]) in by_number and int(base.group(1)[1:]) < n):
+                raise RegistryError(f"{v.path}: BASE = {base.group(1)!r} is not an earlier step of {self.name}")
         return [by_number[n] for n in numbers]
 
     @property

@@ -93,7 +93,6 @@ def page(fam, all_results=None):
            _motivation(fam),
            f"Baseline: {fam.BASELINE}. Steps: {len(fam)}. Back to the [README](../README.md).",
            "## Measured", *_measured_tables(fam, all_results)]
-    previous = None
     for v in fam:
         # the docstring as the file holds it now: `zoo report` rewrites Measured lines after import
         doc = ast.get_docstring(ast.parse(v.source), clean=False) or ""
@@ -103,18 +102,18 @@ def page(fam, all_results=None):
                    + (f" · try it: `python -m zoo show {fam.name} {v.name[:3]}`"))
         if v.demonstration:
             out.append(f"**Wrong on purpose.** {v.demonstration}")
-        if v.gpu_only:
-            out.append(f"**Needs a GPU.** {v.gpu_only}")
         for heading in registry.HEADINGS:
             if sections.get(heading):
                 out.append(f"**{heading}.**\n\n{sections[heading]}")
-        diff = step_diff(previous, v)
+        against = v.compared_with  # its BASE, or the step before
+        if v.base is not None:
+            out.append(f"Launches {v.base.name}'s kernel (its base): the diff below is against that step.")
+        diff = step_diff(against, v)
         if diff:
-            out.append(f"The code from {previous.name}, docstrings left out "
+            out.append(f"The code from {against.name}, docstrings left out "
                        f"(`python -m zoo diff {fam.name} {v.name[:3]}`):\n\n```diff\n{diff.rstrip()}\n```")
-        elif previous is None:
+        elif against is None:
             out.append(f"The code:\n\n```python\n{code_only(v.source).rstrip()}\n```")
-        previous = v
     return "\n\n".join(out) + "\n"
 
 

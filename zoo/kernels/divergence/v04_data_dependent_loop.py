@@ -26,7 +26,7 @@ Measured:
 """
 from numba import cuda, float32, uint32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.divergence import A, B, CHUNK, N_CHUNKS
 
 THREADS_PER_BLOCK = 256

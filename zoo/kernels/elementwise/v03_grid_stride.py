@@ -24,7 +24,7 @@ from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM

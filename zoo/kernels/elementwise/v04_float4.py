@@ -2,7 +2,7 @@
 
 Changes:
     From v03: the grid-stride loop walks float4 instead of floats, reading and
-    writing through ``zoo.vector.load_float4`` / ``store_float4``; the last
+    writing through ``zoo.device.memory.load_float4`` / ``store_float4``; the last
     n % 4 elements (at most 3) are done by the grid's first threads after the
     loop. A float4 must start on a 16-byte boundary: when x or out does not (a
     view starting mid-array), ``launch`` runs v03's scalar kernel instead.
@@ -23,9 +23,9 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.elementwise import v03_grid_stride as scalar
-from zoo.vector import aligned, load_float4, store_float4
+from zoo.device.memory import aligned, load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8

@@ -36,9 +36,9 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.elementwise import v03_grid_stride as scalar
-from zoo.vector import aligned, load_float4, store_float4
+from zoo.device.memory import aligned, load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 UNROLL = 2  # float4 per thread per pass: 32 bytes in flight per thread

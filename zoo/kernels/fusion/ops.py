@@ -8,9 +8,10 @@ Constants are float32 so the arithmetic stays float32: numba would widen
 import math
 
 import numpy as np
-from numba import cuda
 
-from zoo.jit import jit
+from zoo.device.buffers import release as release_buffers
+from zoo.device.buffers import scratch
+from zoo.device.jit import jit
 from zoo.kernels import fusion as spec
 
 SCALE = np.float32(spec.SCALE)
@@ -88,16 +89,6 @@ def clamp(v):
 
 
 # -- temporaries ----------------------------------------------------------------------------------
-_TEMPS = {}
-
-
-def _device_id():
-    try:
-        return cuda.get_current_device().id
-    except Exception:  # the simulator, or a dry run without a device
-        return 0
-
-
 def temporaries(n, count=2):
     """``count`` float32 device arrays of n elements: allocated on the first call for n, then reused.
 
@@ -106,18 +97,9 @@ def temporaries(n, count=2):
     exactly the launches and the bytes. One size is kept at a time: at 2^28
     elements two temporaries are 2 GiB.
     """
-    # The allocator is part of the key, so the host stand-ins of a dry run
-    # (zoo.compiled swaps cuda.device_array) never serve a real launch.
-    key = (int(n), int(count), _device_id(), cuda.device_array)
-    bufs = _TEMPS.get(key)
-    if bufs is None:
-        _TEMPS.clear()
-        bufs = _TEMPS[key] = tuple(cuda.device_array(int(n), np.float32) for _ in range(count))
-    return bufs
+    return tuple(scratch(f"fusion_temporary_{i}", n, np.float32, only_latest=True) for i in range(count))
 
 
 def release():
     """Drop the cached temporaries (numba frees them once they are collected)."""
-    _TEMPS.clear()
-
-
+    release_buffers("fusion_temporary_")

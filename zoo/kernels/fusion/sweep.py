@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 from zoo.kernels import fusion as spec
 from zoo.kernels.fusion import ops, v01_unfused_launches as v01, v02_fused_sin as v02

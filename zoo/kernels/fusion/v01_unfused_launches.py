@@ -26,7 +26,7 @@ Measured:
 """
 from numba import cuda
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.fusion import ops
 
 THREADS_PER_BLOCK = 256

@@ -5,7 +5,7 @@
 Changes:
     From v03: a grid of at most 8 blocks of 256 threads per SM walks the vector
     in float4 with a grid-stride loop, reading and writing through
-    ``zoo.vector.load_float4`` / ``store_float4`` and running ``chain`` on the
+    ``zoo.device.memory.load_float4`` / ``store_float4`` and running ``chain`` on the
     four lanes of each. The last n % 4 elements are done by the grid's first
     threads after the loop. Indices and n are ``uint32`` (``validate`` refuses
     2^31 elements or more). When x or out does not start on a 16-byte boundary
@@ -30,10 +30,10 @@ from numba import cuda, uint32
 
 from zoo.device import sm_count
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.fusion import v03_fused_chain as scalar
 from zoo.kernels.fusion.v03_fused_chain import chain
-from zoo.vector import aligned, load_float4, store_float4
+from zoo.device.memory import aligned, load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM

@@ -29,7 +29,7 @@ Measured:
     occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
     ufuncs, cupy.clip (16 launches): 16777216: 2508.1%. From results/nvidia-h200.json.
 """
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.fusion import ops
 from zoo.kernels.fusion import v03_fused_chain as scalar
 from zoo.kernels.fusion import v04_fused_float4 as wide

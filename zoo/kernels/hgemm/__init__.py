@@ -10,7 +10,7 @@ zoo's SGEMM and checkable to a tight tolerance.
 A GEMM is bound by arithmetic, and on a Hopper GPU float16 arithmetic lives in
 the tensor cores: one ``mma.sync`` instruction per warp does a 16 x 8 x 16
 multiply-accumulate (4096 FLOPs) where an FFMA does 2 per lane. numba has no
-tensor-core API, so ``zoo.mma`` emits the PTX through llvmlite inline assembly;
+tensor-core API, so ``zoo.device.mma`` emits the PTX through llvmlite inline assembly;
 the SASS shows ``HMMA.16816.F32`` (``python -m zoo show hgemm v01 --sass | grep
 HMMA``). The steps then do what keeps the tensor cores fed: shared-memory block
 tiles (v02), ``ldmatrix`` from a conflict-free padded layout with 128-bit
@@ -18,7 +18,7 @@ global loads and larger block tiles (v03), asynchronous copies that load the
 next tile while the current one is multiplied (v04), larger warp tiles
 (v05), a third stage in tiles swizzled instead of padded (v06), fragments
 double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
-``mma`` (v07), and blocks ordered in groups for the L2 (v08). No step is GPU_ONLY: in the simulator ``zoo.mma`` emulates each
+``mma`` (v07), and blocks ordered in groups for the L2 (v08). No step is GPU_ONLY: in the simulator ``zoo.device.mma`` emulates each
 instruction over the warp (see its docstring), so the tests check every step's
 index arithmetic here, and ``tests/test_hgemm.py`` checks on a GPU that the
 hardware agrees with the fragment table below.

@@ -13,7 +13,7 @@ from numba import cuda
 from numba.core.types import float16
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 LIMIT = 2**32  # elements per matrix that uint32 indices reach
 
@@ -57,7 +57,7 @@ def run_tiled(launch_tiles, A, B, out, tile_m, tile_n, tile_k):
     """Call ``launch_tiles(a, b, result, M, N, K)`` on a whole-tile problem.
 
     ``a``, ``b`` and ``result`` are flat (1-D views of C-contiguous matrices),
-    which is what the word-sized loads of ``zoo.mma`` index into; M, N, K are
+    which is what the word-sized loads of ``zoo.device.mma`` index into; M, N, K are
     multiples of the tile.
     """
     m, k = A.shape

@@ -26,9 +26,9 @@ Measured:
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.mma import load_half2, mma_f16_f32, pack_half2
+from zoo.device.mma import load_half2, mma_f16_f32, pack_half2
 
 WARPS = 4  # warps per block, side by side along N
 TILE_M = 16

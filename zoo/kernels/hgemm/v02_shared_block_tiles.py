@@ -29,10 +29,10 @@ import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.mma import load_half2
+from zoo.device.mma import load_half2
 
 BM = 64
 BN = 64

@@ -32,10 +32,10 @@ import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half8, store_half8
+from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half8, store_half8
 
 BM = 128
 BN = 128

@@ -2,7 +2,7 @@
 
 Changes:
     From v03: two shared buffers for each tile, and the global to shared copies
-    are ``cp.async.cg.shared.global`` (``zoo.mma.cp_async16``, 16 bytes each)
+    are ``cp.async.cg.shared.global`` (``zoo.device.mma.cp_async16``, 16 bytes each)
     instead of a load into registers followed by a store. At the top of each K
     step a thread waits for its outstanding copies (``cp.async.wait_group 0``),
     the block meets at one barrier, the copies of the *next* step are issued
@@ -31,10 +31,10 @@ from typing import NamedTuple
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_all, ldmatrix_x4,
+from zoo.device.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_all, ldmatrix_x4,
                      ldmatrix_x4_trans)
 
 

@@ -9,7 +9,7 @@ Changes:
     keeps two copies in flight: at step t it waits for step t's copies only
     (``cp.async.wait_group 1``: every group but the newest), then issues step
     t + 2's. The tiles live in one dynamic shared array, so a shape larger
-    than 48 KiB only asks for more at launch (``zoo.jit`` opts the kernel in).
+    than 48 KiB only asks for more at launch (``zoo.device.jit`` opts the kernel in).
 
 Why it is faster:
     With two buffers a copy has one step of ``mma`` (about 1 us) to arrive,
@@ -36,10 +36,10 @@ from typing import NamedTuple
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, ldmatrix_x4,
+from zoo.device.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, ldmatrix_x4,
                      ldmatrix_x4_trans)
 
 CHUNK = 8  # float16 elements in 16 bytes: the unit of cp.async and of an ldmatrix row
@@ -96,7 +96,7 @@ def valid(t):
 def build(tiles, **options):
     """The kernel for one tile shape (closure variables are compile-time constants to numba).
 
-    ``options`` go to ``zoo.jit`` (``max_registers=...``, for instance).
+    ``options`` go to ``zoo.device.jit`` (``max_registers=...``, for instance).
     """
     if not valid(tiles):
         raise ValueError(f"tile shape {tiles} is not valid for this kernel")

@@ -28,12 +28,12 @@ Measured:
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32
 from zoo.kernels.hgemm.v06_multistage_swizzled import CHUNK, Tiles, launch_with, swizzle
 from zoo.kernels.hgemm.v06_multistage_swizzled import valid as v06_valid
-from zoo.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, ldmatrix_x4,
+from zoo.device.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, ldmatrix_x4,
                      ldmatrix_x4_trans)
 
 
@@ -43,7 +43,7 @@ def valid(t):
 
 
 def build(tiles, group=1, **options):
-    """The kernel for one tile shape (``options`` go to ``zoo.jit``).
+    """The kernel for one tile shape (``options`` go to ``zoo.device.jit``).
 
     ``group`` > 1 orders the blocks in groups of that many block rows, column by column within
     a group, so the blocks running at one time share A and B tiles in the L2 (a "thread-block

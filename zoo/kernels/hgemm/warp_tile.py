@@ -10,8 +10,8 @@ import functools
 
 from numba import uint32
 
-from zoo.jit import jit
-from zoo.mma import mma_f16_f32
+from zoo.device.jit import jit
+from zoo.device.mma import mma_f16_f32
 
 
 @functools.lru_cache(maxsize=None)

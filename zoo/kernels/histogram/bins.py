@@ -7,7 +7,7 @@ first: ``zero_bins`` is launched before the step's kernel in the same stream
 from numba import cuda, int32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 BINS = 256
 

@@ -21,7 +21,7 @@ Measured:
 from numba import cuda
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.histogram import bins
 
 BLOCK = 64 if SIMULATOR else 256

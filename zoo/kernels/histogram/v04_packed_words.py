@@ -1,7 +1,7 @@
 """Four bytes per load: 32-bit words unpacked with shifts and masks, uint32 indices.
 
 Changes:
-    From v03: the walk reads aligned 32-bit words (``wide.load_word``) and
+    From v03: the walk reads aligned 32-bit words (``zoo.device.memory.load_word``) and
     counts their four bytes, ``(w >> 8k) & 255``. ``launch`` splits the array
     at its first 4-byte boundary: the head before it and the n % 4-like tail
     after the last whole word (at most 3 bytes each) are counted one byte per
@@ -26,9 +26,9 @@ import numpy as np
 from numba import cuda, int32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.histogram import bins
-from zoo.kernels.histogram.wide import load_word
+from zoo.device.memory import load_word
 
 BINS = 256
 BLOCK = 64 if SIMULATOR else 256

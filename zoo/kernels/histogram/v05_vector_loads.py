@@ -1,7 +1,7 @@
 """Sixteen bytes per load: 128-bit loads, four words unpacked per iteration.
 
 Changes:
-    From v04: the walk reads aligned 16-byte chunks (``wide.load_words4``,
+    From v04: the walk reads aligned 16-byte chunks (``zoo.device.memory.load_words4``,
     ``ld.global.v4.u32``) and counts their 16 bytes; ``launch`` splits the
     array at its first 16-byte boundary, and the head and tail (at most 15
     bytes each) are counted one byte per thread as before.
@@ -23,9 +23,9 @@ import numpy as np
 from numba import cuda, int32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.histogram import bins
-from zoo.kernels.histogram.wide import load_words4
+from zoo.device.memory import load_words4
 
 BINS = 256
 BLOCK = 64 if SIMULATOR else 256

@@ -32,22 +32,22 @@ import numpy as np
 from numba import cuda, int32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
+from zoo.device.warp import FULL_MASK
 from zoo.kernels.histogram import bins
-from zoo.kernels.histogram.wide import load_words4
+from zoo.device.memory import load_words4
 
 BINS = 256
 BLOCK = 64 if SIMULATOR else 256
 WARPS = BLOCK // 32
 COPIES = WARPS * BINS
 BLOCKS_PER_SM = 8
-FULL = 0xFFFFFFFF
 NOTHING = uint32(BINS)  # key of a lane with no chunk: matches only other idle lanes, never counted
 
 
 @jit(device=True)
 def count_aggregated(hist, mine, key, lane):
-    peers = cuda.match_any_sync(FULL, key)  # lanes whose key equals mine (all 32 lanes are here)
+    peers = cuda.match_any_sync(FULL_MASK, key)  # lanes whose key equals mine (all 32 lanes are here)
     if cuda.ffs(peers) == lane + 1 and key < NOTHING:  # lowest lane of the group counts for all of it
         cuda.atomic.add(hist, mine + key, cuda.popc(peers))
 

@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint8, uint32
 
 from zoo import arrays
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256
 
@@ -63,7 +63,7 @@ def unpack_kernel(packed, scale, out, n):
 
 
 def _array(a, name, dtype):
-    kind = arrays.kind(a)  # TypeError for a non-array
+    kind = arrays.library_of(a)  # TypeError for a non-array
     if np.dtype(a.dtype) != dtype:
         raise TypeError(f"{name} must be {np.dtype(dtype)}, got {np.dtype(a.dtype)}")
     if a.ndim != 1:
@@ -88,8 +88,8 @@ def _output(out, kind, shape, dtype):
     """(device view, object returned) for ``out``, checked, or a new array of the inputs' kind."""
     if out is None:
         return arrays.device_empty(shape, dtype, kind)
-    if arrays.kind(out) != kind:
-        raise TypeError(f"out is a {arrays.kind(out)} array, the input is {kind}")
+    if arrays.library_of(out) != kind:
+        raise TypeError(f"out is a {arrays.library_of(out)} array, the input is {kind}")
     if tuple(out.shape) != shape or np.dtype(out.dtype) != dtype:
         raise ValueError(f"out must be {np.dtype(dtype)} of shape {shape}, got {np.dtype(out.dtype)} "
                          f"of shape {tuple(out.shape)}")

@@ -22,7 +22,7 @@ Measured:
 """
 from numba import cuda, int32, uint8, uint32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256
 

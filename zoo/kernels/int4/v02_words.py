@@ -2,7 +2,7 @@
 
 Changes:
     From v01: a grid sized to the GPU (8 blocks of 256 threads per SM) walks
-    the bytes four at a time through ``words.load_word`` / ``store_word``
+    the bytes four at a time through ``zoo.device.memory.load_word`` / ``store_word``
     (``ld.global.u32`` / ``st.global.u32``). ``relu_word`` unpacks the eight
     nibbles of a word in a loop over constant shifts (unrolled by the
     compiler), takes the maximum and ORs each back into place. ``launch``
@@ -28,15 +28,15 @@ import numpy as np
 from numba import cuda, int32, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.int4 import v01_byte_per_thread as bytewise
-from zoo.kernels.int4 import words
+from zoo.kernels.int4 import alignment
 from zoo.kernels.int4.v01_byte_per_thread import relu_byte
-from zoo.kernels.int4.words import load_word, store_word
+from zoo.device.memory import load_word, store_word
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
-validate = words.validate  # uint32 byte indices
+validate = alignment.validate  # uint32 byte indices
 
 
 @jit(device=True)
@@ -66,7 +66,7 @@ def relu_words(packed, out, head, count, size):
 
 
 def launch(packed, out):
-    parts = words.split(packed, out, 4)
+    parts = alignment.split(packed, out, 4)
     if parts is None:
         bytewise.launch(packed, out)  # no 4 bytes are aligned in both arrays at once
         return

@@ -29,15 +29,15 @@ import numpy as np
 from numba import cuda, uint8, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.int4 import v02_words as wordwise
-from zoo.kernels.int4 import words
-from zoo.kernels.int4.words import load_words4, store_words4
+from zoo.kernels.int4 import alignment
+from zoo.device.memory import load_words4, store_words4
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8
 SIGNS = 0x11111111  # bit 0 of every nibble
-validate = words.validate
+validate = alignment.validate
 
 
 @jit(device=True)
@@ -64,7 +64,7 @@ def relu_vector(packed, out, head, count, size):
 
 
 def launch(packed, out):
-    parts = words.split(packed, out, 16)
+    parts = alignment.split(packed, out, 16)
     if parts is None:
         wordwise.launch(packed, out)  # no 16 bytes are aligned in both arrays at once
         return

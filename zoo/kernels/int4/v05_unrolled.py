@@ -27,17 +27,17 @@ import numpy as np
 from numba import cuda, uint8, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.int4 import v02_words as wordwise
-from zoo.kernels.int4 import words
+from zoo.kernels.int4 import alignment
 from zoo.kernels.int4.v04_swar import relu_swar
-from zoo.kernels.int4.words import load_words4, store_words4
+from zoo.device.memory import load_words4, store_words4
 
 THREADS_PER_BLOCK = 256
 UNROLL = 4  # 16-byte pieces per thread per pass: 64 bytes in flight per thread
 STAGED = 4 * UNROLL  # words held in registers (a module constant: numba's local array sizes must be)
 BLOCKS_PER_SM = 4
-validate = words.validate
+validate = alignment.validate
 
 
 @jit
@@ -72,7 +72,7 @@ def grid_blocks(count, blocks_per_sm=BLOCKS_PER_SM):
 
 
 def launch(packed, out):
-    parts = words.split(packed, out, 16)
+    parts = alignment.split(packed, out, 16)
     if parts is None:
         wordwise.launch(packed, out)  # no 16 bytes are aligned in both arrays at once
         return

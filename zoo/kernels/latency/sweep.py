@@ -79,7 +79,7 @@ import itertools
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.latency import v04_float4_in_flight as v04
 
 COMMAND = "latency"

@@ -25,7 +25,7 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 128
 RESERVED_SHARED = 48 * 1024  # bytes per block: the most a launch may ask without an opt-in attribute

@@ -2,7 +2,7 @@
 
 Changes:
     From v03: the passes walk float4 instead of floats. Each thread loads
-    UNROLL = 4 float4 (``zoo.vector.load_float4``, one ``ld.global.v4.f32``
+    UNROLL = 4 float4 (``zoo.device.memory.load_float4``, one ``ld.global.v4.f32``
     each), a grid apart, before it stores any; the last n % 4 elements are
     done one per thread after the loop. The grid is 4 blocks of 256 threads
     per SM. A float4 must start on a 16-byte boundary: for a view that does
@@ -31,9 +31,9 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.latency import v03_four_loads as scalar
-from zoo.vector import aligned, load_float4, store_float4
+from zoo.device.memory import aligned, load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 UNROLL = 4  # float4 per thread per pass: 64 bytes in flight per thread

@@ -14,7 +14,7 @@ import numpy as np
 from numba import cuda, float32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 WORK = 16 if SIMULATOR else 512  # FMAs per element; the simulator runs each one in Python
 CHUNKS = 8

@@ -18,7 +18,7 @@ Measured:
 from numba import cuda, float32, int32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.reduce.passes import until_one
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block = elements per block

@@ -23,7 +23,7 @@ from numba import cuda, float32, int32
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.reduce.passes import until_one
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a power of two >= 64

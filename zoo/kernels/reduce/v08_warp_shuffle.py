@@ -23,13 +23,13 @@ from numba import cuda, float32, int32, uint32
 from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
+from zoo.device.warp import FULL_MASK
 from zoo.kernels.reduce.passes import until_one
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32
 BLOCKS_PER_SM = 8
-FULL_MASK = 0xFFFFFFFF
 
 
 def _build(T):

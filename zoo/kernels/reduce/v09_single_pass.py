@@ -26,14 +26,14 @@ from numba import cuda, float32, int32, uint32
 from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.errors import OutOfRange
-from zoo.jit import jit
-from zoo.arrays import scratch
+from zoo.device.jit import jit
+from zoo.device.warp import FULL_MASK
+from zoo.device.buffers import scratch
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32
 BLOCKS_PER_SM = 8
 LOADS = 4  # independent loads per thread per iteration
-FULL_MASK = 0xFFFFFFFF
 
 
 def make_block_sum(T):

@@ -2,7 +2,7 @@
 
 Changes:
     The grid-stride walk goes over groups of four elements, each read with one
-    ``ld.global.v4`` (``zoo.vector.load_float4`` / ``load_int4``), four such
+    ``ld.global.v4`` (``zoo.device.memory.load_float4`` / ``load_int4``), four such
     loads per thread per iteration: 16 elements, 64 bytes in flight per thread.
     The last n % 4 elements are added by the grid's first threads after the
     walk. The block sum and the last-block-done ending are step 9's, imported.
@@ -26,10 +26,10 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.reduce import v09_single_pass as single_pass
-from zoo.arrays import scratch
-from zoo.vector import aligned, load_float4, load_int4
+from zoo.device.buffers import scratch
+from zoo.device.memory import aligned, load_float4, load_int4
 
 BLOCK = single_pass.BLOCK
 BLOCKS_PER_SM = 8

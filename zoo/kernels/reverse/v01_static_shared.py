@@ -19,7 +19,7 @@ Measured:
 from numba import cuda, float32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 CAPACITY = 64  # the static buffer's size must be a compile-time constant
 

@@ -18,7 +18,7 @@ Measured:
 from numba import cuda, float32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 MAX_THREADS_PER_BLOCK = 1024  # CUDA's limit on threads in one block
 

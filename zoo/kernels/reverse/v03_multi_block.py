@@ -19,7 +19,7 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 TILE = 256  # elements per block = threads per block
 

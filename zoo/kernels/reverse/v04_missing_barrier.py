@@ -18,7 +18,7 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 DEMONSTRATION = "the barrier between the shared-memory store and load is missing: a data race"
 

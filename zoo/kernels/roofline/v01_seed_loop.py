@@ -20,7 +20,7 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.roofline import K_DEFAULT
 
 THREADS_PER_BLOCK = 256

@@ -28,7 +28,7 @@ import functools
 
 from numba import cuda, float32, uint32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.roofline import K_DEFAULT, check_k
 
 THREADS_PER_BLOCK = 256

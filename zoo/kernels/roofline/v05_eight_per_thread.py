@@ -40,9 +40,9 @@ import functools
 from numba import cuda, float32, uint32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.roofline import K_DEFAULT, check_k
-from zoo.vector import load_float4, store_float4
+from zoo.device.memory import load_float4, store_float4
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # launch bound: 8 x 256 = 2048 threads, a full Hopper SM, if registers stay at 32 or fewer

@@ -20,7 +20,7 @@ Measured:
 from numba import cuda, float32, int32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 CAPACITY = 1024  # CUDA's limit on threads per block: one element each
 BUFFER = 2 * CAPACITY  # two rows: read one, write the other

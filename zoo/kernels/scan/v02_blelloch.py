@@ -28,7 +28,7 @@ Measured:
 from numba import cuda, float32, int32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 CAPACITY = 2048  # 1024 threads, two elements each
 PADDED = CAPACITY + CAPACITY // 32  # one spare word per 32

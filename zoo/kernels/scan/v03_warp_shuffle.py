@@ -22,8 +22,8 @@ Measured:
 from numba import cuda, float32, int32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
-from zoo.kernels.scan.parts import warp_inclusive_scan
+from zoo.device.jit import jit
+from zoo.device.warp import warp_inclusive_scan
 
 MAX_THREADS = 1024
 WARPS = MAX_THREADS // 32

@@ -25,8 +25,9 @@ Measured:
 """
 from numba import cuda, float32, int32
 
-from zoo.jit import jit
-from zoo.kernels.scan.parts import FULL_MASK, scratch, warp_inclusive_scan
+from zoo.device.jit import jit
+from zoo.device.buffers import scratch
+from zoo.device.warp import FULL_MASK, warp_inclusive_scan
 from zoo.kernels.scan.v03_warp_shuffle import scan_float32 as scan_sums_float32
 from zoo.kernels.scan.v03_warp_shuffle import scan_int32 as scan_sums_int32
 
@@ -95,7 +96,7 @@ def launch(x, out):
         scan_tiles, scan_sums, add_back = scan_tiles_int32, scan_sums_int32, add_back_int32
     else:
         scan_tiles, scan_sums, add_back = scan_tiles_float32, scan_sums_float32, add_back_float32
-    tile_sums = scratch("tile_sums", tiles, x.dtype)
+    tile_sums = scratch("tile_sums", tiles, x.dtype, zero=True)
     scan_tiles[tiles, THREADS](x, out, tile_sums)
     if tiles > 1:
         scan_sums[1, min(1024, (tiles + 31) // 32 * 32)](tile_sums, tile_sums)  # in place

@@ -18,7 +18,7 @@ Changes:
     stores to enforce and no ``cuda.threadfence()`` is needed (with separate
     value and flag arrays, a fence would have to sit between the value store and
     the flag store, and between the flag load and the value load). The float32
-    bits are moved with a small llvmlite bitcast intrinsic (``parts.to_u32``).
+    bits are moved with a small llvmlite bitcast intrinsic (``zoo.device.bits``).
 
     No deadlock in any schedule: tickets are handed out in the order blocks
     start, so a block only waits on tiles whose tickets were drawn earlier, by
@@ -30,7 +30,7 @@ Changes:
     Nothing is left for the next call: the block that draws the last ticket
     resets the counter (every ticket is drawn by then), and flags of an earlier
     call carry an older epoch, which readers treat as "not yet published". The
-    epoch goes up by one every call (``parts.lookback_state``, shared with
+    epoch goes up by one every call (``lookback.lookback_state``, shared with
     v06); flags and counter are cached per tile count and device.
     The simulator runs blocks one at a time in order, so there the look-back
     always finds its predecessor done: races only show on a GPU (racecheck).
@@ -50,8 +50,10 @@ Measured:
 import numpy as np
 from numba import cuda, float32, int32, uint64
 
-from zoo.jit import jit
-from zoo.kernels.scan.parts import FULL_MASK, from_u32, lookback_state, to_u32, warp_inclusive_scan
+from zoo.device.jit import jit
+from zoo.device.bits import as_uint32, from_uint32
+from zoo.device.warp import FULL_MASK, warp_inclusive_scan
+from zoo.kernels.scan.lookback import lookback_state
 
 THREADS = 256
 WARPS = THREADS // 32
@@ -105,18 +107,18 @@ def _build(T):
             base = epoch << TAG_BITS
             exclusive = T(0)
             if tile > 0:
-                word = (uint64(base | AGGREGATE) << SHIFT) | uint64(to_u32(aggregate))
+                word = (uint64(base | AGGREGATE) << SHIFT) | uint64(as_uint32(aggregate))
                 cuda.atomic.exch(flags, tile, word)  # publish early: successors need not wait for us
                 p = tile - 1
                 while True:
                     word = cuda.atomic.add(flags, p, ZERO)  # an L2 read that is never cached or hoisted
                     tag = word >> SHIFT
                     if tag > base:  # published in this call (older epochs are smaller)
-                        exclusive += from_u32(word & LOW, aggregate)
+                        exclusive += from_uint32(word & LOW, aggregate)
                         if tag == base | INCLUSIVE:
                             break
                         p -= 1  # only an aggregate: keep walking back
-            word = (uint64(base | INCLUSIVE) << SHIFT) | uint64(to_u32(exclusive + aggregate))
+            word = (uint64(base | INCLUSIVE) << SHIFT) | uint64(as_uint32(exclusive + aggregate))
             cuda.atomic.exch(flags, tile, word)
             prefix[0] = exclusive
             if tile == tiles - 1:

@@ -2,7 +2,7 @@
 
 Changes:
     v05 with three changes. (1) Each warp owns a contiguous segment of 512
-    elements and reads it as four 128-bit loads per lane (``parts.load4``:
+    elements and reads it as four 128-bit loads per lane (``zoo.device.memory.load4``:
     ld.global.v4), lane l taking elements 4 l .. 4 l + 3 of each 128-element
     chunk, so every load instruction covers 512 contiguous bytes; all four are
     issued before any is used. The tile grows to 4096 elements. (2) The look-
@@ -32,9 +32,12 @@ Measured:
 import numpy as np
 from numba import cuda, float32, int32, uint64
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.scan import v05_decoupled_lookback as fallback
-from zoo.kernels.scan.parts import FULL_MASK, from_u32, load4, lookback_state, store4, to_u32
+from zoo.device.bits import as_uint32, from_uint32
+from zoo.device.memory import load4, store4
+from zoo.device.warp import FULL_MASK
+from zoo.kernels.scan.lookback import lookback_state
 
 THREADS = 256
 WARPS = THREADS // 32
@@ -109,7 +112,7 @@ def _build(T):
             exclusive = T(0)
             if tile > 0:
                 if lane == 0:
-                    word = (uint64(base | AGGREGATE) << SHIFT) | uint64(to_u32(aggregate))
+                    word = (uint64(base | AGGREGATE) << SHIFT) | uint64(as_uint32(aggregate))
                     cuda.atomic.exch(flags, tile, word)  # publish early: successors need not wait
                 p = tile - 1  # lane l looks at tile p - l
                 while True:
@@ -124,7 +127,7 @@ def _build(T):
                     done = cuda.ballot_sync(FULL_MASK, tag == (base | INCLUSIVE))
                     v = T(0)
                     if done & ((1 << lane) - 1) == 0:  # no INCLUSIVE tile nearer than this one
-                        v = from_u32(word & LOW, aggregate)
+                        v = from_uint32(word & LOW, aggregate)
                     for k in range(5):  # butterfly sum over the warp
                         v = T(v + cuda.shfl_xor_sync(FULL_MASK, v, 1 << k))
                     exclusive = T(exclusive + v)
@@ -132,7 +135,7 @@ def _build(T):
                         break
                     p -= 32
             if lane == 0:
-                word = (uint64(base | INCLUSIVE) << SHIFT) | uint64(to_u32(T(exclusive + aggregate)))
+                word = (uint64(base | INCLUSIVE) << SHIFT) | uint64(as_uint32(T(exclusive + aggregate)))
                 cuda.atomic.exch(flags, tile, word)
                 prefix[0] = exclusive
                 if tile == cuda.gridDim.x - 1:

@@ -13,7 +13,7 @@ first steps guard each access inside the kernel; v06 to v10 send shapes that
 are not whole tiles through ``padding.run_tiled``, which copies A and B into
 zero-padded buffers and crops the result (its cost is inside the timed launch);
 from v11 on, the kernel handles partial tiles itself and nothing is copied.
-v14 is v11's kernel with its hot loop unrolled (``zoo.jit.unrolled``), and
+v14 is v11's kernel with its hot loop unrolled (``zoo.device.jit.unrolled``), and
 v15 runs v13's split of the last wave on kernels with that loop.
 Inputs must be row-major and C-contiguous; anything else is refused, not copied.
 """

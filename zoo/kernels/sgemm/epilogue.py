@@ -6,8 +6,8 @@ when beta != 0, so a caller may pass the output itself as C. It is a device
 function: NVVM inlines it, so the kernels that call it compile as if the lines
 were written in place.
 """
-from zoo.jit import jit
-from zoo.vector import load_float4, store_float4
+from zoo.device.jit import jit
+from zoo.device.memory import load_float4, store_float4
 
 
 @jit(device=True)

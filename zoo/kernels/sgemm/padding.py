@@ -11,7 +11,7 @@ timings include them.
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 COPY_BLOCK = (32, 8)
 

@@ -22,7 +22,7 @@ Measured:
 import numpy as np
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 BLOCK = (32, 32)  # 1024 threads: x walks rows of C, y walks columns
 

@@ -19,7 +19,7 @@ Measured:
 import numpy as np
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 BLOCK = (32, 32)  # x walks columns of C (the coalesced direction), y walks rows
 

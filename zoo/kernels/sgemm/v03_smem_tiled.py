@@ -22,7 +22,7 @@ Measured:
 import numpy as np
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 TILE = 32  # a warp wide: a tile row is one coalesced 128-byte load
 

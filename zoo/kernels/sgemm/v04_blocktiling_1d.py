@@ -32,7 +32,7 @@ Measured:
 import numpy as np
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 BM = 64  # rows of C per block
 BN = 64  # columns of C per block

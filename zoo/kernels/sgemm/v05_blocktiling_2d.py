@@ -24,7 +24,7 @@ Measured:
 import numpy as np
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 BM = 128
 BN = 128

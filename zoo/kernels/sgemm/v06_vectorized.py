@@ -3,7 +3,7 @@
 Changes:
     Same 128 x 128 x 8 tiling and 8 x 8 results per thread as v05, but every
     global load and store moves four floats at once through ``load_float4`` /
-    ``store_float4`` (zoo.vector: ``ld.global.v4.f32``). The A slice is written
+    ``store_float4`` (zoo.device.memory: ``ld.global.v4.f32``). The A slice is written
     to shared memory transposed (``a_tile[k * BM + r]``), so a thread's 8 A
     values for one k are contiguous and, like its 8 B values, arrive in two
     128-bit shared loads. Kernels see the matrices as flat arrays; shapes that
@@ -24,10 +24,10 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
-from zoo.vector import load_float4, store_float4
+from zoo.device.memory import load_float4, store_float4
 
 BM = 128
 BN = 128

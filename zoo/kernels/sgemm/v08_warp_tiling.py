@@ -24,10 +24,10 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
-from zoo.vector import load_float4, store_float4
+from zoo.device.memory import load_float4, store_float4
 
 BM = 128
 BN = 128

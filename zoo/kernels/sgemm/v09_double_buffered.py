@@ -29,10 +29,10 @@ from typing import NamedTuple
 from numba import cuda, float32, uint32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
-from zoo.vector import load_float4, store_float4
+from zoo.device.memory import load_float4, store_float4
 
 LIMIT = 2**32  # elements per matrix addressable with uint32 indices
 

@@ -21,7 +21,7 @@ Changes:
     the 128 accumulators to a 512-byte stack. (5) The tile shape is v10's
     pick for the call's shape class (``tune.tiles_for``). (6) The launch
     passes the 2-D matrices themselves: the kernel indexes them by flat index
-    through ``zoo.vector`` (``load_flat``, ``load_float4``), where v10 made
+    through ``zoo.device.memory`` (``load_flat``, ``load_float4``), where v10 made
     four reshaped views per call, host work of about 30 us each.
 
 Why it is faster:
@@ -52,10 +52,10 @@ from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.sgemm import tune
 from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, LIMIT, Tiles
-from zoo.vector import aligned, load_flat, load_float4, store_flat, store_float4
+from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store_float4
 
 # One warp per 32 x 32 block tile: the simulator runs every thread in Python, and its cost grows with
 # the block tile, not with the matrix. The GPU runs v10's tuned shape (checked at GPU_TEST_SIZES).
@@ -300,7 +300,7 @@ def launch_with(tiles, A, B, C, out, alpha, beta, multiply_for=multiply_for):
     vec_b = n % 4 == 0 and aligned(B) and aligned(out) and (beta == 0 or aligned(source))
     kernel = kernel_for(tiles, vec_a, vec_b, multiply_for)
     grid = ((n + tiles.BN - 1) // tiles.BN, (m + tiles.BM - 1) // tiles.BM)
-    # the matrices go in as they are: the kernel indexes them by flat index (zoo.vector), so no
+    # the matrices go in as they are: the kernel indexes them by flat index (zoo.device.memory), so no
     # reshaped view is made per call (numba builds each one on the host, about 30 us apiece); the scalars
     # are NumPy's: numba's uint32(m) works on the host too but costs about 5 us a call, NumPy's under 1
     kernel[grid, tiles.threads](A, B, source, out, np.uint32(m), np.uint32(n), np.uint32(k),

@@ -55,10 +55,10 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.sgemm import tune, v11_edges_in_kernel as v11
 from zoo.kernels.sgemm.v11_edges_in_kernel import TILES, aligned, validate  # noqa: F401
-from zoo.vector import load_float4, store_float4
+from zoo.device.memory import load_float4, store_float4
 
 # v10's tile shape on sm_90: 128 threads at 208 to 222 registers (allocated as 224: 28,672 of an SM's
 # 65,536) and 33 KB of shared memory: registers allow 2 blocks per SM.

@@ -3,7 +3,7 @@
 Changes:
     Only the hot loop, the BK k slices that multiply one pair of shared tiles,
     differs from v11 (``multiply_for`` below; staging, edges and the store are
-    v11's). The loop over ``kk`` is unrolled with ``zoo.jit.unrolled``: BK
+    v11's). The loop over ``kk`` is unrolled with ``zoo.device.jit.unrolled``: BK
     inlined copies of one k slice, each with ``kk`` a constant.
 
 Why it is faster:
@@ -41,10 +41,10 @@ Measured:
 """
 from numba import cuda, float32, uint32
 
-from zoo.jit import jit, unrolled
+from zoo.device.jit import jit, unrolled
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm.v11_edges_in_kernel import TILES, validate  # noqa: F401
-from zoo.vector import load_float4
+from zoo.device.memory import load_float4
 
 
 def multiply_for(tiles):

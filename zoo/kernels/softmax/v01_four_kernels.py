@@ -33,8 +33,8 @@ from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
-from zoo.jit import jit
-from zoo.arrays import scratch
+from zoo.device.jit import jit
+from zoo.device.buffers import scratch
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 
 BLOCK = 32 if SIMULATOR else 256  # threads per block, a power of two (the tree halves it)

@@ -34,7 +34,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 
 BLOCK = 32 if SIMULATOR else 256  # threads per row, a power of two (the tree halves it)

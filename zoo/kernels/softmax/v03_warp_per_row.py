@@ -32,12 +32,12 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
+from zoo.device.warp import FULL_MASK
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 ROWS_PER_BLOCK = BLOCK // 32  # one warp per row
-FULL_MASK = 0xFFFFFFFF
 NEG_INF = np.float32(-np.inf)  # max's identity: a lane past the end of the row contributes it
 
 

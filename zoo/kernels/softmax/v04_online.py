@@ -41,12 +41,12 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
+from zoo.device.warp import FULL_MASK
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 
 BLOCK = 64 if SIMULATOR else 256  # threads per row, a multiple of 32
 WARPS = BLOCK // 32
-FULL_MASK = 0xFFFFFFFF
 LOWEST = np.float32(np.finfo(np.float32).min)  # -FLT_MAX: the max of an empty share, finite so that merges give no NaN
 
 

@@ -11,7 +11,7 @@ Changes:
     up to 1024 columns gets a warp (eight rows to a block of 256, as v03), up
     to 8192 a block of 256 (as v04); longer rows run v04 unchanged.
     When cols is a multiple of 4 and x and out start on a 16-byte boundary
-    (so every row does), loads and stores are float4 (``zoo.vector``): load
+    (so every row does), loads and stores are float4 (``zoo.device.memory``): load
     j of thread g covers columns 4 (j G + g) to 4 (j G + g) + 3 for a row of
     G threads, so a warp's load is 512 consecutive bytes; otherwise scalar,
     column j G + g. ``build(group, loads, wide)`` makes one kernel per choice,
@@ -42,15 +42,15 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
-from zoo.jit import jit
+from zoo.device.jit import jit
+from zoo.device.warp import FULL_MASK
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 from zoo.kernels.softmax import v04_online as online
-from zoo.vector import aligned, load_float4, store_float4
+from zoo.device.memory import aligned, load_float4, store_float4
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32
 MAX_ELEMENTS = 32  # floats a thread keeps in registers: 8 float4
-FULL_MASK = 0xFFFFFFFF
 NEG_INF = np.float32(-np.inf)  # padding past the row: max ignores it, exp turns it into 0
 
 

@@ -4,7 +4,7 @@ Changes:
     The kernel takes x and out as the caller's 2-D arrays and reads rows and
     cols from x.shape inside the kernel. v05 passed flat views made with
     ``reshape`` on every call plus two uint32 scalars. The float4 loads and
-    stores take the 2-D array with a flat element index (``zoo.vector``
+    stores take the 2-D array with a flat element index (``zoo.device.memory``
     accepts any C-contiguous array), and the scalar path indexes x[row, c].
     The row's computation (registers, shuffles, the two barriers) is v05's
     device function ``row_softmax``, given 2-D element accessors.
@@ -33,11 +33,11 @@ import functools
 
 from numba import uint32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
 from zoo.kernels.softmax import v04_online as online
 from zoo.kernels.softmax.v05_row_in_registers import BLOCK, plan, row_softmax
-from zoo.vector import aligned
+from zoo.device.memory import aligned
 
 
 @jit(device=True)

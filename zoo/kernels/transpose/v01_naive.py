@@ -21,7 +21,7 @@ Measured:
 """
 from numba import cuda
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 BLOCK_X = 32  # a warp spans 32 columns: the reads are whole 128-byte lines
 BLOCK_Y = 8

@@ -21,7 +21,7 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 TILE = 32  # one warp per tile row; 32 x 32 = 1024 threads, the most a block may have
 MAX_GRID_Y = 65535

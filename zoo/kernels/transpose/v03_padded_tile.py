@@ -18,7 +18,7 @@ Measured:
 """
 from numba import cuda, float32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 TILE = 32
 PADDED = TILE + 1  # row length 33 words: consecutive rows start one bank apart

@@ -27,7 +27,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 TILE = 32
 PADDED = TILE + 1  # v03's padding: a tile column spans all 32 banks

@@ -3,7 +3,7 @@
 Changes:
     From v04: when cols and rows are multiples of 4 and both arrays start on a
     16-byte boundary, a block of 256 threads moves a 64 x 64 tile with
-    ``zoo.vector.load_float4`` / ``store_float4``: each thread loads four
+    ``zoo.device.memory.load_float4`` / ``store_float4``: each thread loads four
     float4 (four columns of four tile rows), all issued before any is stored to
     shared memory, and writes four float4 of out, each gathered from four tile
     rows. Other shapes (10000 x 7777, say) run v04's kernel unchanged.
@@ -25,9 +25,9 @@ Measured:
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.kernels.transpose import v04_elements_per_thread as scalar
-from zoo.vector import aligned, load_float4, store_float4
+from zoo.device.memory import aligned, load_float4, store_float4
 
 TILE = 64
 PADDED = TILE + 1  # rows start one bank apart, as in v03

@@ -33,8 +33,8 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.errors import OutOfRange
-from zoo.jit import jit
-from zoo.vector import aligned, load_float4, store_float4
+from zoo.device.jit import jit
+from zoo.device.memory import aligned, load_float4, store_float4
 
 TILE = 64
 PADDED = TILE + 1  # rows start one bank apart

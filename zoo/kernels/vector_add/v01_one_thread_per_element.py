@@ -17,7 +17,7 @@ Measured:
 """
 from numba import cuda
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256  # a multiple of the 32-thread warp; any of 128..1024 does as well here
 

@@ -19,7 +19,7 @@ Measured:
 """
 from numba import cuda
 
-from zoo.jit import jit
+from zoo.device.jit import jit
 from zoo.device import sm_count
 
 THREADS_PER_BLOCK = 256

@@ -1,4 +1,10 @@
-"""Warp shuffles with CUDA's ``width`` argument, for numba kernels.
+"""Warp helpers: the full-warp mask, a warp-wide inclusive scan, and shuffles with CUDA's ``width``.
+
+``FULL_MASK`` (0xFFFFFFFF) names all 32 lanes for the ``*_sync`` intrinsics.
+``warp_inclusive_scan(v)`` is the inclusive prefix sum of ``v`` across a warp,
+in five shuffle rounds and no barrier (every lane must call).
+
+The shuffles with ``width``:
 
 CUDA C++ has ``__shfl_sync(mask, var, srcLane, width)`` and its ``_up``,
 ``_down`` and ``_xor`` siblings: ``width`` (a power of two, at most 32) splits
@@ -21,9 +27,27 @@ shuffle, then a compare and select, which gives exactly CUDA's results:
 As in PTX, ``delta`` and ``lane_mask`` count by their low 5 bits. Every lane
 named in ``mask`` must call, with the same ``width``; ``width`` is not checked.
 All arguments are integers; ``value`` may be int32, int64, float32 or float64.
-They work on the GPU and in the simulator (``zoo._simwarp``).
+They work on the GPU and in the simulator (``zoo.simulator``).
 """
 from numba import cuda
+
+FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
+
+
+@cuda.jit(device=True)
+def warp_inclusive_scan(v):
+    """Inclusive scan of v across the 32 lanes of a warp (all lanes must call).
+
+    Five shuffle rounds: lane l adds the value of lane l - d for d = 1, 2, 4, 8,
+    16 (Hillis-Steele inside the warp, in registers, no barrier needed).
+    """
+    lane = cuda.laneid
+    for k in range(5):  # constant trip count: unrolled
+        d = 1 << k
+        got = cuda.shfl_up_sync(FULL_MASK, v, d)
+        if lane >= d:
+            v += got
+    return v
 
 
 @cuda.jit(device=True)

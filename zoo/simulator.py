@@ -56,7 +56,8 @@ import time
 
 import numpy as np
 
-FULL_MASK = 0xFFFFFFFF
+from zoo.device.warp import FULL_MASK
+
 POLL_S = 0.05  # how often a waiting lane looks at the abort flag
 DEADLOCK_S = 60.0  # longest wait in one collective before giving up
 
@@ -271,7 +272,7 @@ _METHODS = (
 SWITCH_INTERVAL_S = 0.001
 
 
-def quicken():
+def shorten_switch_interval():
     """Shorten the interpreter's thread switch interval for simulator runs (tests and the CLI call it)."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
@@ -280,7 +281,7 @@ def install():
     """Patch the simulator (idempotent). numba.cuda must be the simulator."""
     from numba.cuda.simulator import kernel, kernelapi
 
-    if getattr(kernelapi.FakeCUDAModule, "_zoo_simwarp", False):
+    if getattr(kernelapi.FakeCUDAModule, "_zoo_patched", False):
         return
     for fn in _METHODS:
         setattr(kernelapi.FakeCUDAModule, fn.__name__, fn)
@@ -307,7 +308,7 @@ def install():
     kernel.BlockManager.run = manager_run
     kernel.BlockThread.run = thread_run_then_leave
     kernelapi.FakeCUDAShared.array = _shared_array_once(kernelapi.FakeCUDAShared.array, kernelapi)
-    kernelapi.FakeCUDAModule._zoo_simwarp = True
+    kernelapi.FakeCUDAModule._zoo_patched = True
 
 
 def _shared_array_once(original, kernelapi):

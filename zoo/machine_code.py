@@ -143,7 +143,7 @@ def _dry_run(cc, record):
     from numba import cuda
 
     import zoo.device
-    from zoo.jit import Kernel
+    from zoo.device.jit import Kernel
 
     def compile_instead(kernel, config):
         def run(*args):

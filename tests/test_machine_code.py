@@ -13,18 +13,18 @@ import pytest
 
 import zoo
 from tests.conftest import ROOT
-from zoo import compiled
+from zoo import machine_code
 
 COMPILE_FAMILY = """
 import json, sys
 import zoo
-from zoo import compiled
+from zoo import machine_code
 fam = zoo.family(sys.argv[1])
 out = {}
 for v in fam:
-    kernels = compiled.compile_step(v, (9, 0))
+    kernels = machine_code.compile_step(v, (9, 0))
     for k in kernels:
-        compiled.assemble(k, (9, 0))
+        machine_code.assemble(k, (9, 0))
     out[v.name] = [dict(name=k.name, ptx_lines=k.ptx.count(chr(10)), **k.report) for k in kernels]
 print(json.dumps(out))
 """
@@ -38,7 +38,7 @@ def _compile_family(name):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(compiled._tool("ptxas") is None, reason="ptxas missing: pip install -e '.[test]'")
+@pytest.mark.skipif(machine_code._tool("ptxas") is None, reason="ptxas missing: pip install -e '.[test]'")
 @pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)
 def test_every_step_compiles_for_sm90(fam):
     steps = _compile_family(fam.name)
@@ -63,19 +63,19 @@ $L__BB0_2:
     @%p2 bra $L__BB0_1;
     ret;
 """
-    counts, looped = compiled.loop_mix(ptx, "ptx")
+    counts, looped = machine_code.loop_mix(ptx, "ptx")
     assert looped and counts == {"fma": 2, "integer/index": 1, "branch": 1}
 
 
 def test_ptxas_report_is_parsed():
     text = ("ptxas info    : Used 48 registers, used 1 barriers, 4096 bytes smem, 400 bytes cmem[0]\n"
             "ptxas info    : 16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n")
-    assert compiled.parse_ptxas(text) == {"registers": 48, "stack_bytes": 16, "spill_stores": 8,
+    assert machine_code.parse_ptxas(text) == {"registers": 48, "stack_bytes": 16, "spill_stores": 8,
                                           "spill_loads": 4, "shared_bytes": 4096, "barriers": 1}
 
 
 def test_show_ptx_from_the_cli(zoo_cli):
-    if compiled._tool("ptxas") is None:
+    if machine_code._tool("ptxas") is None:
         pytest.skip("ptxas missing")
     r = zoo_cli("show", "vector_add", "v02", "--ptx")
     assert r.returncode == 0, r.stderr

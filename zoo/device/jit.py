@@ -1,4 +1,4 @@
-"""``zoo.jit``: one kernel source for the GPU and for the simulator.
+"""``zoo.device.jit``: one kernel source for the GPU and for the simulator.
 
 Use it exactly like ``numba.cuda.jit``. Two things differ:
 
@@ -17,6 +17,9 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
   kernel's limit (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``), as a
   CUDA C program calls ``cudaFuncSetAttribute``: without that the driver
   refuses the launch. Hopper lets a block opt in to 227 KiB.
+  ``kernel.allow_shared(nbytes)`` does the same by hand, and
+  ``kernel.resident_blocks(threads, shared_bytes)`` asks the driver how many
+  blocks of a configuration fit on one SM (the occupancy query).
 
 ``unrolled(count, body)`` is the ``#pragma unroll`` numba lacks: it returns a
 device function that runs ``body(0, ...)``, ``body(1, ...)``, ...,
@@ -122,16 +125,36 @@ class Kernel:
         return found
 
     def _allow_shared(self, args, nbytes):
-        """Raise the compiled kernel's dynamic shared memory limit to ``nbytes`` (compiles it first)."""
-        from numba.cuda.cudadrv.driver import binding, driver
-
+        """Raise the kernel's dynamic shared memory limit for these arguments' types (compiles it first)."""
         signature = tuple(self.dispatcher.typeof_pyval(a) for a in args)
         if self._shared_opt_in.get(signature, 0) >= nbytes:  # the usual case: no compile lookup, no driver call
             return
-        cufunc = self.dispatcher.compile(signature)._codelibrary.get_cufunc()
-        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        driver.cuKernelSetAttribute(attr, nbytes, cufunc.handle, cufunc.device.id)
+        _set_max_dynamic_shared(self.dispatcher.compile(signature)._codelibrary.get_cufunc(), nbytes)
         self._shared_opt_in[signature] = nbytes
+
+    def allow_shared(self, nbytes):
+        """Let the most recently compiled specialisation launch with ``nbytes`` of dynamic shared memory.
+
+        Returns False when the driver binding cannot set kernel attributes (the kernel stays at 48 KiB)."""
+        try:
+            _set_max_dynamic_shared(self._cufunc(), nbytes)
+        except Exception:  # a driver binding without kernel attributes
+            return False
+        return True
+
+    def resident_blocks(self, threads, shared_bytes=0):
+        """Blocks of ``threads`` threads and ``shared_bytes`` of dynamic shared memory that fit on one SM,
+        for the most recently compiled specialisation (the driver's occupancy calculator)."""
+        from numba import cuda as _cuda
+
+        return _cuda.current_context().get_active_blocks_per_multiprocessor(
+            self._cufunc(), threads, shared_bytes)
+
+    def _cufunc(self):
+        compiled = self.compiled()
+        if compiled is None:
+            raise RuntimeError(f"{self.__name__} has not been compiled on a GPU yet: launch it first")
+        return compiled._codelibrary.get_cufunc()
 
     def compiled(self):
         """The most recently compiled specialisation (GPU only), or None."""
@@ -139,6 +162,13 @@ class Kernel:
             return None
         overloads = list(self.dispatcher.overloads.values())
         return overloads[-1] if overloads else None
+
+
+def _set_max_dynamic_shared(cufunc, nbytes):
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
 
 
 def jit(func=None, **options):

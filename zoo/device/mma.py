@@ -1,7 +1,7 @@
 """Tensor cores from numba: warp-level ``mma.sync``, ``ldmatrix`` and ``cp.async`` as intrinsics.
 
 numba has no WMMA API. These ``@intrinsic`` functions emit the PTX instructions
-through llvmlite's ``ir.InlineAsm`` (the way ``zoo.vector`` emits 128-bit loads
+through llvmlite's ``ir.InlineAsm`` (the way ``zoo.device.memory`` emits 128-bit loads
 through plain LLVM IR), so a kernel written in Python calls the tensor cores:
 
     d0, d1, d2, d3 = mma_f16_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
@@ -56,7 +56,7 @@ The same names are Python functions with the instructions' semantics, so the
 kernels that use them run (slowly) in numba's CUDA simulator and their index
 arithmetic is checked there. ``mma_f16_f32`` and the ``ldmatrix`` functions are
 collective: every lane of the warp deposits its registers (or its row address)
-through the warp rendezvous of ``zoo._simwarp``, and each lane computes its own
+through the warp rendezvous of ``zoo.simulator``, and each lane computes its own
 result from all of them (a float64 product rounded to float32; the tensor core
 adds with at least float32 precision). ``cp_async16`` copies at once and the
 commit and wait are no-ops, which is a legal schedule of the real instruction.
@@ -67,7 +67,7 @@ import numpy as np
 
 from zoo import SIMULATOR
 
-FULL_MASK = 0xFFFFFFFF
+from zoo.device.warp import FULL_MASK
 # Pass as cuda.shared.array(..., alignment=SHARED_ALIGN): numba aligns a float16 shared array to
 # 2 bytes, but 128-bit stores, ldmatrix rows and cp.async need 16. The simulator refuses the
 # argument unless it is None (its arrays are NumPy's, aligned anyway).
@@ -107,7 +107,7 @@ if SIMULATOR:
             arr[i + 2 * j], arr[i + 2 * j + 1] = _unpack(w)
 
     def _warp_exchange(kind, value):
-        from zoo._simwarp import _here
+        from zoo.simulator import _here
 
         warp, lane = _here()
         return warp.exchange(lane, FULL_MASK, kind, value), lane
@@ -179,6 +179,8 @@ else:
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
+    from zoo.device.memory import element_pointer, pointer_as
+
     _I32 = ir.IntType(32)
     _F32 = ir.FloatType()
 
@@ -186,25 +188,19 @@ else:
         if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float16):
             raise TypeError(f"{what} needs a 1-D float16 array, got {arr}")
 
-    def _element_pointer(context, builder, arrty, arr, index, indexty):
-        data = context.make_array(arrty)(context, builder, arr).data
-        offset = context.cast(builder, index, indexty, types.intp)
-        return builder.gep(data, [offset])
-
     def _word_pointer(context, builder, arrty, arr, index, indexty, words):
-        element = _element_pointer(context, builder, arrty, arr, index, indexty)
-        target = _I32 if words == 1 else ir.VectorType(_I32, words)
-        return builder.bitcast(element, target.as_pointer(element.type.addrspace))
+        """arr[index] as a pointer to one 32-bit word or to a vector of ``words`` words."""
+        return pointer_as(context, builder, arrty, arr, index, indexty, _I32 if words == 1 else ir.VectorType(_I32, words))
 
     def _shared_address(context, builder, arrty, arr, index, indexty):
         """The 32-bit shared-window address of arr[index] (numba hands out generic pointers)."""
-        element = _element_pointer(context, builder, arrty, arr, index, indexty)
+        element = element_pointer(context, builder, arrty, arr, index, indexty)
         generic = builder.bitcast(element, ir.IntType(8).as_pointer(element.type.addrspace))
         shared = builder.addrspacecast(generic, ir.IntType(8).as_pointer(3))
         return builder.ptrtoint(shared, _I32)
 
     def _global_address(context, builder, arrty, arr, index, indexty):
-        element = _element_pointer(context, builder, arrty, arr, index, indexty)
+        element = element_pointer(context, builder, arrty, arr, index, indexty)
         return builder.ptrtoint(element, ir.IntType(64))
 
     def _as_i32(context, builder, value, ty):

@@ -1,4 +1,24 @@
-"""Facts about the device the kernels run on (or the simulator standing in for it)."""
+"""The device-side package: everything a step file imports from zoo, and facts about the GPU.
+
+A step (``zoo/kernels/<family>/vNN_*.py``) imports numba, NumPy, ``zoo.errors``,
+its own family's spec and helpers, and these modules; never the harness, the
+results, the reports, the sweeps or the CLI (``tests/test_layout.py`` checks):
+
+==========================  ========================================================================
+``zoo.device.jit``          ``jit``: numba's ``cuda.jit`` for the GPU and the simulator, kernels that
+                            remember their launches, the >48 KiB shared-memory opt-in, the occupancy
+                            query; ``unrolled``: the ``#pragma unroll`` numba lacks
+``zoo.device.memory``       128-bit loads and stores (``load_float4``, ``load_int4``, ...), flat
+                            indexing, byte arrays read as 32-bit words; ``aligned`` for the launch
+``zoo.device.bits``         float32 / int32 bits as uint32 and back
+``zoo.device.warp``         ``FULL_MASK``, the warp-wide inclusive scan, shuffles with a ``width``
+``zoo.device.mma``          tensor cores: ``mma.sync``, ``ldmatrix``, ``cp.async``, float16 words
+``zoo.device.buffers``      ``scratch``: device buffers a step keeps between calls
+``zoo.device`` (here)       ``sm_count()`` and ``properties()`` of the GPU, for launch decisions
+==========================  ========================================================================
+
+Each works on the GPU and, as Python with the same meaning, in numba's simulator.
+"""
 import functools
 import platform
 import sys
@@ -10,7 +30,7 @@ from zoo import SIMULATOR
 SIM_SM_COUNT = 1  # the simulator runs blocks one after another; one "SM" keeps grids small
 
 # The device kernels are compiled for when none is present: GPU mode (ZOO_TARGET=gpu) on a machine
-# without a driver only compiles (zoo.compiled), and launch code that asks for the SM count gets this.
+# without a driver only compiles (zoo.machine_code), and launch code that asks for the SM count gets this.
 HOPPER = {"name": "sm_90 (compiled offline, no device)", "compute_capability": "9.0", "multiprocessors": 132,
           "max_threads_per_sm": 2048, "l2_bytes": 50 * 2**20, "shared_bytes_per_sm": 233472, "warp_size": 32,
           "memory_bytes": 80 * 2**30}

@@ -1,0 +1,111 @@
+"""The layout rules that keep each step readable on its own (README, "Adding a variant").
+
+- A step imports from zoo only the device-side package (``zoo.device``), ``zoo.errors``,
+  ``zoo.SIMULATOR`` and its own family's spec and helpers; another step only when it names that
+  step as its ``BASE`` (a step that launches the base's kernel differently).
+- Loading every family and every step loads no host tooling: no harness, results, reports,
+  sweeps, tuning sweeps or CLI.
+- Each step's Changes and Why it is faster fit in about a screen's paragraph, and every barrier and
+  fence in the kernels says why it is there.
+"""
+import ast
+import re
+import subprocess
+import sys
+
+import pytest
+
+import zoo
+from zoo.registry import VARIANT_FILE
+
+STEPS = [v for fam in zoo.families() for v in fam]
+HOST_TOOLING = ("zoo.harness", "zoo.results", "zoo.report", "zoo.sweeps", "zoo.cli", "zoo.walkthrough",
+                "zoo.machine_code", "zoo.ceilings")
+MAX_SECTION_LINES = 12
+BARRIER = re.compile(r"\b(syncthreads\w*|syncwarp|threadfence\w*|cp_async_wait\w*)\s*\(")
+
+
+def zoo_imports(source):
+    """(line, module, names) for every import of a zoo module in the source, at any depth."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "zoo":
+            yield node.lineno, node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "zoo":
+                    yield node.lineno, alias.name, []
+
+
+def allowed(variant, module, names):
+    fam = f"zoo.kernels.{variant.family.name}"
+    if module == "zoo":
+        return set(names) <= {"SIMULATOR"}
+    if module == "zoo.errors" or module == "zoo.device" or module.startswith("zoo.device."):
+        return True
+    if module == fam:  # the spec, or modules of the family package by name
+        return all(not VARIANT_FILE.match(n + ".py") or _is_base(variant, n) for n in names)
+    if module.startswith(fam + "."):
+        last = module.rsplit(".", 1)[1]
+        return not VARIANT_FILE.match(last + ".py") or _is_base(variant, last)
+    return False
+
+
+def _is_base(variant, step_name):
+    return variant.base is not None and variant.base.name == step_name
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: f"{v.family.name}-{v.name[:3]}")
+def test_a_step_imports_only_the_device_package_its_spec_and_its_base(variant):
+    wrong = [f"line {line}: {module} {names or ''}" for line, module, names in zoo_imports(variant.source)
+             if not allowed(variant, module, names)]
+    assert not wrong, (f"{variant.path.name} imports what a step may not (the device package, zoo.errors, its "
+                       f"family's spec and helpers, and its BASE only):\n" + "\n".join(wrong))
+
+
+def test_loading_every_step_loads_no_host_tooling():
+    code = ("import sys, zoo\n"
+            "for f in zoo.families():\n"
+            "    [v.module for v in f]\n"
+            "print('\\n'.join(m for m in sys.modules if m.startswith('zoo')))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = r.stdout.split()
+    tooling = [m for m in loaded if m in HOST_TOOLING or re.search(r"\.(sweep\w*|tuning_sweep)$", m)]
+    assert not tooling, f"importing the families and their steps loaded host tooling: {tooling}"
+
+
+def _section_lengths(doc):
+    found, current = {}, None
+    for line in doc.splitlines():
+        m = re.match(r"^\s*(Changes|Why it is faster|Measured):\s*(.*)$", line)
+        if m:
+            current = m.group(1)
+            found[current] = 1 if m.group(2).strip() else 0
+        elif current and line.strip():
+            found[current] += 1
+    return found
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: f"{v.family.name}-{v.name[:3]}")
+def test_changes_and_why_are_short(variant):
+    lengths = _section_lengths(ast.get_docstring(ast.parse(variant.source), clean=False) or "")
+    long = {h: n for h, n in lengths.items() if h != "Measured" and n > MAX_SECTION_LINES}
+    assert not long, (f"{variant.path.name}: {long} lines; keep Changes and Why it is faster to about "
+                      f"{MAX_SECTION_LINES} lines and move derivations beside the code they explain")
+
+
+def test_every_barrier_and_fence_has_a_comment():
+    bare = []
+    for path in sorted((zoo.registry.Path(zoo.__file__).parent / "kernels").rglob("*.py")):
+        source = path.read_text()
+        prose = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                prose |= set(range(node.lineno, node.end_lineno + 1))
+        lines = source.splitlines()
+        for i, line in enumerate(lines):
+            code = line.split("#", 1)[0]
+            if i + 1 in prose or not BARRIER.search(code) or code.lstrip().startswith(("def ", "from ", "import ")):
+                continue
+            if "#" not in line and not (i and lines[i - 1].strip().startswith("#")):
+                bare.append(f"{path.name}:{i + 1}: {line.strip()}")
+    assert not bare, "barriers and fences without a comment saying why:\n" + "\n".join(bare)
