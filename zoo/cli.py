@@ -338,9 +338,11 @@ def cmd_tune(args):
 
 # -- report / doctor ----------------------------------------------------------
 def cmd_report(args):
-    from zoo import report
+    from zoo import report, walkthrough
 
     for line in report.regenerate():
+        console.print(line)
+    for line in walkthrough.regenerate():  # last: the pages quote the Measured lines just rewritten
         console.print(line)
 
 

@@ -180,7 +180,10 @@ def _sweep_sections(all_results, sections):
 
 
 def regenerate():
-    """Rewrite README section, plots and docstrings; yields one line per thing done."""
+    """Rewrite the README's results section, the plots and the Measured lines; yields one line per thing done.
+
+    The walkthrough pages quote the Measured lines, so ``zoo report`` regenerates them after this
+    (``zoo.walkthrough.regenerate``), which reads the tables and plots from here."""
     all_results = results.load_all()
     sections = []
     for slug, data in all_results.items():
@@ -208,6 +211,3 @@ def regenerate():
         for v in fam:
             if rewrite_measured(v, measured_lines(v, all_results)):
                 yield f"Measured of {fam.name}/{v.name}"
-    from zoo import walkthrough
-
-    yield from walkthrough.regenerate(all_results)  # last: the pages quote the Measured lines

@@ -13,7 +13,7 @@ import difflib
 import textwrap
 
 import zoo
-from zoo import registry, results
+from zoo import registry, report, results
 
 DOCS = results.ROOT / "docs"
 README_BEGIN, README_END = "<!-- zoo:families:begin -->", "<!-- zoo:families:end -->"
@@ -64,8 +64,6 @@ def _motivation(fam):
 
 
 def _measured_tables(fam, all_results):
-    from zoo import report
-
     parts = []
     for slug, data in all_results.items():
         by_size = data["families"].get(fam.name)

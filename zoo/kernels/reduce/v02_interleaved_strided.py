@@ -30,7 +30,7 @@ def _build(T):
     def reduce_strided(x, partials):
         sdata = cuda.shared.array(BLOCK, T)
         t = cuda.threadIdx.x
-        i = cuda.blockIdx.x * BLOCK + t
+        i = cuda.blockIdx.x * BLOCK + t  # the element this thread loads: block b covers [b BLOCK, (b + 1) BLOCK)
         sdata[t] = x[i] if i < x.size else T(0)
         cuda.syncthreads()  # the tile is in shared memory
         s = 1

@@ -37,7 +37,7 @@ def _build(T):
         sdata = cuda.shared.array(BLOCK, T)
         t = cuda.threadIdx.x
         n = x.size
-        i = cuda.blockIdx.x * (2 * BLOCK) + t
+        i = cuda.blockIdx.x * (2 * BLOCK) + t  # block b covers 2 BLOCK elements: this thread adds i, i + BLOCK
         v = x[i] if i < n else T(0)
         if i + BLOCK < n:
             v += x[i + BLOCK]  # the first level of the tree, done in registers

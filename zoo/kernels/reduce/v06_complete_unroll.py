@@ -33,7 +33,7 @@ def _build(T):
         sdata = cuda.shared.array(BLOCK, T)
         t = cuda.threadIdx.x
         n = x.size
-        i = cuda.blockIdx.x * (2 * BLOCK) + t
+        i = cuda.blockIdx.x * (2 * BLOCK) + t  # block b covers 2 BLOCK elements: this thread adds i, i + BLOCK
         v = x[i] if i < n else T(0)
         if i + BLOCK < n:
             v += x[i + BLOCK]  # the first level of the tree, done in registers
@@ -43,25 +43,25 @@ def _build(T):
         if BLOCK >= 1024:
             if t < 512:
                 sdata[t] = v = v + sdata[t + 512]
-            cuda.syncthreads()
+            cuda.syncthreads()  # this round's sums written before the next round reads them
         if BLOCK >= 512:
             if t < 256:
                 sdata[t] = v = v + sdata[t + 256]
-            cuda.syncthreads()
+            cuda.syncthreads()  # as above: round done before the next reads its results
         if BLOCK >= 256:
             if t < 128:
                 sdata[t] = v = v + sdata[t + 128]
-            cuda.syncthreads()
+            cuda.syncthreads()  # as above: round done before the next reads its results
         if BLOCK >= 128:
             if t < 64:
                 sdata[t] = v = v + sdata[t + 64]
-            cuda.syncthreads()
+            cuda.syncthreads()  # as above: round done before the next reads its results
         if t < 32:  # one warp finishes: warp barriers only
             v += sdata[t + 32]
             for k in range(5):  # constant trip count: unrolled, offsets 16, 8, 4, 2, 1
                 cuda.syncwarp()  # every lane read its operands before any lane overwrites
                 sdata[t] = v
-                cuda.syncwarp()  # every lane's sum is written before lanes read t + off
+                cuda.syncwarp()  # every lane's sum is written before lanes read t + (16 >> k)
                 v += sdata[t + (16 >> k)]
             if t == 0:
                 partials[cuda.blockIdx.x] = v

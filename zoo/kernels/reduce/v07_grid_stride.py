@@ -36,9 +36,9 @@ def _build(T):
         sdata = cuda.shared.array(BLOCK, T)
         t = cuda.threadIdx.x
         n = x.size
-        step = cuda.gridDim.x * (2 * BLOCK)
+        step = cuda.gridDim.x * (2 * BLOCK)  # elements the whole grid covers per iteration
         v = T(0)
-        for i in range(cuda.blockIdx.x * (2 * BLOCK) + t, n, step):  # grid-stride walk
+        for i in range(cuda.blockIdx.x * (2 * BLOCK) + t, n, step):  # grid-stride walk: adds i, i + BLOCK
             v += x[i]
             if i + BLOCK < n:
                 v += x[i + BLOCK]
@@ -48,25 +48,25 @@ def _build(T):
         if BLOCK >= 1024:
             if t < 512:
                 sdata[t] = v = v + sdata[t + 512]
-            cuda.syncthreads()
+            cuda.syncthreads()  # this round's sums written before the next round reads them
         if BLOCK >= 512:
             if t < 256:
                 sdata[t] = v = v + sdata[t + 256]
-            cuda.syncthreads()
+            cuda.syncthreads()  # as above: round done before the next reads its results
         if BLOCK >= 256:
             if t < 128:
                 sdata[t] = v = v + sdata[t + 128]
-            cuda.syncthreads()
+            cuda.syncthreads()  # as above: round done before the next reads its results
         if BLOCK >= 128:
             if t < 64:
                 sdata[t] = v = v + sdata[t + 64]
-            cuda.syncthreads()
-        if t < 32:
+            cuda.syncthreads()  # as above: round done before the next reads its results
+        if t < 32:  # one warp finishes: warp barriers only
             v += sdata[t + 32]
             for k in range(5):  # offsets 16, 8, 4, 2, 1, unrolled
                 cuda.syncwarp()  # every lane read its operands before any lane overwrites
                 sdata[t] = v
-                cuda.syncwarp()  # every lane's sum is written before lanes read t + off
+                cuda.syncwarp()  # every lane's sum is written before lanes read t + (16 >> k)
                 v += sdata[t + (16 >> k)]
             if t == 0:
                 partials[cuda.blockIdx.x] = v

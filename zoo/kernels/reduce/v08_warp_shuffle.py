@@ -37,10 +37,10 @@ def _build(T):
     def reduce_shuffle(x, partials):
         warp_sums = cuda.shared.array(WARPS, T)
         t = cuda.threadIdx.x
-        lane = t & 31
+        lane = t & 31  # lane within the warp; t >> 5 is the warp
         n = uint32(x.size)
-        step = uint32(cuda.gridDim.x * (2 * BLOCK))
-        i = uint32(cuda.blockIdx.x * (2 * BLOCK) + t)
+        step = uint32(cuda.gridDim.x * (2 * BLOCK))  # elements the whole grid covers per iteration
+        i = uint32(cuda.blockIdx.x * (2 * BLOCK) + t)  # this thread adds i and i + BLOCK, then moves on by step
         v = T(0)
         while i < n:  # grid-stride walk, 32-bit indices
             v = T(v + x[i])
@@ -52,9 +52,9 @@ def _build(T):
         if lane == 0:
             warp_sums[t >> 5] = v
         cuda.syncthreads()  # every warp's sum is in shared memory
-        if t < 32:
+        if t < 32:  # the first warp sums the WARPS warp sums
             v = warp_sums[t] if t < WARPS else T(0)
-            for k in range(5):
+            for k in range(5):  # the same five rounds: thread 0 ends with the block's sum
                 v = T(v + cuda.shfl_down_sync(FULL_MASK, v, 16 >> k))  # T(): int32 + int32 is int64 in numba
             if t == 0:
                 partials[cuda.blockIdx.x] = v
