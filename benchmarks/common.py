@@ -16,15 +16,16 @@ Only the harness's stable pieces are used (``Variant.validate``/``launch``,
 commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``
 fall back to what a zoo from before INPUT_KINDS and EXTRA_BASELINES offers.
 """
+
 import warnings
 
 from numba.core.errors import NumbaPerformanceWarning
 
 import zoo
 from zoo import harness
+from zoo.errors import OutOfRange
 from zoo.report import metric
 from zoo.results import size_key
-from zoo.errors import OutOfRange
 
 BASELINE = "baseline"
 warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block sizes are small on purpose

@@ -1,4 +1,5 @@
 """Tests run on whatever target zoo chose: the simulator here and in CI, the GPU on a GPU machine."""
+
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import zoo  # chooses the target before anything imports numba.cuda
 if zoo.SIMULATOR:
     from zoo import simulator
 
-    simulator.shorten_switch_interval()  # each xdist worker imports this: shorter GIL hand-offs between simulated threads
+    # each xdist worker imports this: shorter GIL hand-offs between simulated threads
+    simulator.shorten_switch_interval()
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,8 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_zoo(*args, env=None):
     """Run ``python -m zoo ARGS`` in a fresh process; returns the CompletedProcess."""
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "zoo", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "zoo", *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 """The public API: NumPy in gives NumPy out; device arrays in give the same kind out."""
+
 import numpy as np
 import pytest
 from numba import cuda

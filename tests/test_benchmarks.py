@@ -1,4 +1,5 @@
 """The asv suite stays valid and grows by itself with the registry."""
+
 import os
 import shutil
 import subprocess
@@ -6,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tmpfamily import good, load
 
 import zoo
-from tmpfamily import good, load
 from zoo.registry import Family
 from zoo.results import size_key
 
@@ -22,8 +23,7 @@ def test_asv_check_passes():
     # asv drops PYTHONPATH from the processes it starts and passes ASV_PYTHONPATH instead: where zoo is
     # importable only through PYTHONPATH (a checkout on a GPU machine), discovery would not find it
     env = dict(os.environ, ASV_PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    r = subprocess.run([asv, "check", "-E", "existing"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env=env)
+    r = subprocess.run([asv, "check", "-E", "existing"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "No problems found" in r.stdout
 
@@ -31,7 +31,8 @@ def test_asv_check_passes():
 @pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)
 def test_every_family_has_its_bench_file(fam):
     path = ROOT / "benchmarks" / f"bench_{fam.name}.py"
-    assert path.exists(), f"add {path.relative_to(ROOT)}: `{fam.name.title().replace('_', '')} = family_suite({fam.name!r})`"
+    suite = f"{fam.name.title().replace('_', '')} = family_suite({fam.name!r})"
+    assert path.exists(), f"add {path.relative_to(ROOT)}: `{suite}`"
 
 
 def test_suite_parameters_come_from_the_registry():

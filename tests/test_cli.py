@@ -1,4 +1,5 @@
 """The command line: what a newcomer types."""
+
 import pytest
 
 import zoo
@@ -52,15 +53,18 @@ def test_doctor_reports_mode_and_versions(zoo_cli):
     assert "numba-cuda" in r.stdout and ("simulator" in r.stdout if zoo.SIMULATOR else "GPU" in r.stdout)
 
 
-@pytest.mark.parametrize("args,message", [
-    ([], "required"),
-    (["frobnicate"], "invalid choice"),
-    (["show", "nosuchfamily", "v01"], "no family"),
-    (["show", "reverse", "v99"], "no variant"),
-    (["diff", "reverse", "v01"], "first step"),
-    (["run", "vector_add", "--size", "ten"], "a size is an integer"),
-    (["check", "--size", "0"], "positive"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ([], "required"),
+        (["frobnicate"], "invalid choice"),
+        (["show", "nosuchfamily", "v01"], "no family"),
+        (["show", "reverse", "v99"], "no variant"),
+        (["diff", "reverse", "v01"], "first step"),
+        (["run", "vector_add", "--size", "ten"], "a size is an integer"),
+        (["check", "--size", "0"], "positive"),
+    ],
+)
 def test_bad_arguments_give_one_line_and_exit_2(zoo_cli, args, message):
     r = zoo_cli(*args)
     assert r.returncode == 2
@@ -68,12 +72,15 @@ def test_bad_arguments_give_one_line_and_exit_2(zoo_cli, args, message):
     assert len(lines) == 1 and lines[0].startswith("zoo: error:") and message in lines[0], r.stderr
 
 
-@pytest.mark.parametrize("args,message", [
-    (("check", "sgemm", "--size", "1x2"), "a size of sgemm is 1 or 3 number(s) joined by 'x', got 2"),
-    (("check", "sgemm", "--size", "1x2x3x4"), "got 4"),
-    (("check", "reverse", "--size", "3x3"), "a size of reverse is 1 number(s)"),
-    (("run", "vector_add", "--size", "1000000000000"), "moves 12,000.0 GB, more than"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("check", "sgemm", "--size", "1x2"), "a size of sgemm is 1 or 3 number(s) joined by 'x', got 2"),
+        (("check", "sgemm", "--size", "1x2x3x4"), "got 4"),
+        (("check", "reverse", "--size", "3x3"), "a size of reverse is 1 number(s)"),
+        (("run", "vector_add", "--size", "1000000000000"), "moves 12,000.0 GB, more than"),
+    ],
+)
 def test_sizes_a_family_cannot_take_are_one_line(zoo_cli, args, message):
     r = zoo_cli(*args)
     assert r.returncode == 2, r.stdout + r.stderr

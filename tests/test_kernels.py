@@ -5,6 +5,7 @@ its GPU_TEST_SIZES, every kind.
 Each check draws fresh seeded inputs and poisons the output with NaN, so an
 unwritten element fails. Demonstrations (wrong on purpose) are left out.
 """
+
 import pytest
 
 import zoo
@@ -20,8 +21,7 @@ def _cases():
             if v.demonstration:
                 continue
             for i, (size, kind) in enumerate(cases):
-                yield pytest.param(v, size, kind, 100 + i,
-                                   id=f"{fam.name}-{v.name}-{size_key(size, kind, fam.kinds)}")
+                yield pytest.param(v, size, kind, 100 + i, id=f"{fam.name}-{v.name}-{size_key(size, kind, fam.kinds)}")
 
 
 @pytest.mark.parametrize("variant,size,kind,seed", list(_cases()))
@@ -43,7 +43,7 @@ def test_family_spec_is_testable(fam):
     for kind in fam.kinds:
         a = fam.inputs(sizes[-1], 1, kind)
         b = fam.inputs(sizes[-1], 2, kind)
-        assert any((x != y).any() for x, y in zip(a, b)), f"make_inputs ignores its seed (kind {kind})"
+        assert any((x != y).any() for x, y in zip(a, b, strict=True)), f"make_inputs ignores its seed (kind {kind})"
         assert all(x.std() > 0 for x in a if x.size > 1), f"inputs must be random, not constant (kind {kind})"
 
 

@@ -8,6 +8,7 @@
 - Each step's Changes and Why it is faster fit in about a screen's paragraph, and every barrier and
   fence in the kernels says why it is there.
 """
+
 import ast
 import re
 import subprocess
@@ -19,8 +20,16 @@ import zoo
 from zoo.registry import VARIANT_FILE
 
 STEPS = [v for fam in zoo.families() for v in fam]
-HOST_TOOLING = ("zoo.harness", "zoo.results", "zoo.report", "zoo.sweeps", "zoo.cli", "zoo.walkthrough",
-                "zoo.machine_code", "zoo.ceilings")
+HOST_TOOLING = (
+    "zoo.harness",
+    "zoo.results",
+    "zoo.report",
+    "zoo.sweeps",
+    "zoo.cli",
+    "zoo.walkthrough",
+    "zoo.machine_code",
+    "zoo.ceilings",
+)
 MAX_SECTION_LINES = 12
 BARRIER = re.compile(r"\b(syncthreads\w*|syncwarp|threadfence\w*|cp_async_wait\w*)\s*\(")
 
@@ -56,17 +65,24 @@ def _is_base(variant, step_name):
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: f"{v.family.name}-{v.name[:3]}")
 def test_a_step_imports_only_the_device_package_its_spec_and_its_base(variant):
-    wrong = [f"line {line}: {module} {names or ''}" for line, module, names in zoo_imports(variant.source)
-             if not allowed(variant, module, names)]
-    assert not wrong, (f"{variant.path.name} imports what a step may not (the device package, zoo.errors, its "
-                       f"family's spec and helpers, and its BASE only):\n" + "\n".join(wrong))
+    wrong = [
+        f"line {line}: {module} {names or ''}"
+        for line, module, names in zoo_imports(variant.source)
+        if not allowed(variant, module, names)
+    ]
+    assert not wrong, (
+        f"{variant.path.name} imports what a step may not (the device package, zoo.errors, its "
+        f"family's spec and helpers, and its BASE only):\n" + "\n".join(wrong)
+    )
 
 
 def test_loading_every_step_loads_no_host_tooling():
-    code = ("import sys, zoo\n"
-            "for f in zoo.families():\n"
-            "    [v.module for v in f]\n"
-            "print('\\n'.join(m for m in sys.modules if m.startswith('zoo')))\n")
+    code = (
+        "import sys, zoo\n"
+        "for f in zoo.families():\n"
+        "    [v.module for v in f]\n"
+        "print('\\n'.join(m for m in sys.modules if m.startswith('zoo')))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = r.stdout.split()
     tooling = [m for m in loaded if m in HOST_TOOLING or re.search(r"\.(sweep\w*|tuning_sweep)$", m)]
@@ -89,8 +105,10 @@ def _section_lengths(doc):
 def test_changes_and_why_are_short(variant):
     lengths = _section_lengths(ast.get_docstring(ast.parse(variant.source), clean=False) or "")
     long = {h: n for h, n in lengths.items() if h != "Measured" and n > MAX_SECTION_LINES}
-    assert not long, (f"{variant.path.name}: {long} lines; keep Changes and Why it is faster to about "
-                      f"{MAX_SECTION_LINES} lines and move derivations beside the code they explain")
+    assert not long, (
+        f"{variant.path.name}: {long} lines; keep Changes and Why it is faster to about "
+        f"{MAX_SECTION_LINES} lines and move derivations beside the code they explain"
+    )
 
 
 def test_every_barrier_and_fence_has_a_comment():
@@ -99,8 +117,8 @@ def test_every_barrier_and_fence_has_a_comment():
         source = path.read_text()
         prose = set()
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                prose |= set(range(node.lineno, node.end_lineno + 1))
+            if isinstance(node, ast.Expr) and isinstance(getattr(node.value, "value", None), str):
+                prose |= set(range(node.lineno, node.end_lineno + 1))  # a docstring: barrier names there are prose
         lines = source.splitlines()
         for i, line in enumerate(lines):
             code = line.split("#", 1)[0]

@@ -4,6 +4,7 @@ The simulator runs kernels as Python and accepts code that NVVM rejects, so each
 compiled here through the same dry run as ``python -m zoo show FAMILY STEP --ptx``, in a fresh
 process in GPU mode (``ZOO_TARGET=gpu``; no device needed).
 """
+
 import json
 import os
 import subprocess
@@ -32,8 +33,9 @@ print(json.dumps(out))
 
 def _compile_family(name):
     env = dict(os.environ, ZOO_TARGET="gpu")
-    r = subprocess.run([sys.executable, "-c", COMPILE_FAMILY, name], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [sys.executable, "-c", COMPILE_FAMILY, name], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -68,10 +70,18 @@ $L__BB0_2:
 
 
 def test_ptxas_report_is_parsed():
-    text = ("ptxas info    : Used 48 registers, used 1 barriers, 4096 bytes smem, 400 bytes cmem[0]\n"
-            "ptxas info    : 16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n")
-    assert machine_code.parse_ptxas(text) == {"registers": 48, "stack_bytes": 16, "spill_stores": 8,
-                                          "spill_loads": 4, "shared_bytes": 4096, "barriers": 1}
+    text = (
+        "ptxas info    : Used 48 registers, used 1 barriers, 4096 bytes smem, 400 bytes cmem[0]\n"
+        "ptxas info    : 16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+    )
+    assert machine_code.parse_ptxas(text) == {
+        "registers": 48,
+        "stack_bytes": 16,
+        "spill_stores": 8,
+        "spill_loads": 4,
+        "shared_bytes": 4096,
+        "barriers": 1,
+    }
 
 
 def test_show_ptx_from_the_cli(zoo_cli):

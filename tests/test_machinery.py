@@ -1,21 +1,24 @@
 """The registry's optional mechanisms: kinds of input, several dtypes, a tolerance that grows with the
 size, extra baselines, launch-only steps with a base and sweep commands. Each is exercised on a throwaway family."""
+
 import csv
 
 import numpy as np
 import pytest
-
-import zoo
 from numba import cuda, float32  # after zoo, which picks the simulator or the GPU
 from tmpfamily import SPEC, good, load, make_family
+
+import zoo
 from zoo import harness, results, sweeps
 from zoo.registry import RegistryError
 
-KINDS_SPEC = (SPEC.replace("DTYPE = np.float32", "DTYPE = (np.float32, np.int32)")
-              .replace("TOLERANCE = 1e-6", "TOLERANCE = lambda size: 1e-6 * size")
-              .replace('''def make_inputs(size, seed):
-    return (np.random.default_rng(seed).standard_normal(int(size), dtype=np.float32),)''',
-                       '''INPUT_KINDS = ("float32", "int32")
+KINDS_SPEC = (
+    SPEC.replace("DTYPE = np.float32", "DTYPE = (np.float32, np.int32)")
+    .replace("TOLERANCE = 1e-6", "TOLERANCE = lambda size: 1e-6 * size")
+    .replace(
+        """def make_inputs(size, seed):
+    return (np.random.default_rng(seed).standard_normal(int(size), dtype=np.float32),)""",
+        """INPUT_KINDS = ("float32", "int32")
 EXTRA_BASELINES = {"other_library": lambda x, out: None}
 CEILINGS = {"copy": lambda x, out: None}
 
@@ -24,8 +27,10 @@ def make_inputs(size, seed, kind="float32"):
     rng = np.random.default_rng(seed)
     if kind == "int32":
         return (rng.integers(-100, 100, int(size), dtype=np.int32),)
-    return (rng.standard_normal(int(size), dtype=np.float32),)''')
-              .replace("return x.shape, np.float32", "return x.shape, x.dtype"))
+    return (rng.standard_normal(int(size), dtype=np.float32),)""",
+    )
+    .replace("return x.shape, np.float32", "return x.shape, x.dtype")
+)
 
 
 @pytest.fixture
@@ -81,8 +86,10 @@ def test_baselines_list_the_main_one_first(kinds_family):
     assert list(zoo.family("vector_add").baselines) == ["baseline"]
 
 
-@pytest.mark.parametrize("text,case", [("4096", (4096, None)), ("268435456@int32", (268435456, "int32")),
-                                       ("1000x777x333", ((1000, 777, 333), None))])
+@pytest.mark.parametrize(
+    "text,case",
+    [("4096", (4096, None)), ("268435456@int32", (268435456, "int32")), ("1000x777x333", ((1000, 777, 333), None))],
+)
 def test_case_keys_round_trip(text, case):
     assert results.parse_case(text) == case
     assert results.size_key(*case, kinds=(None,)) == text

@@ -1,11 +1,13 @@
 """Discovery: one new file is one new variant, and broken trees fail loudly."""
+
 import importlib
 
 import pytest
+from tmpfamily import SPEC, good, load, make_family
 
 import zoo
-from tmpfamily import SPEC, good, load, make_family
 from zoo.registry import Family, RegistryError
+
 
 def test_new_file_is_a_new_variant(tmp_path, monkeypatch):
     fam = load(tmp_path, "scale_a", {"v01_plain.py": good(), "v02_again.py": good("Twice x, again.")}, monkeypatch)
@@ -20,13 +22,16 @@ def test_variants_sort_by_number_not_by_name(tmp_path, monkeypatch):
     assert [v.number for v in fam] == list(range(1, 12))
 
 
-@pytest.mark.parametrize("files,message", [
-    ({"v01_a.py": good(), "v03_c.py": good()}, "missing v02"),
-    ({"v01_a.py": good(), "v01_b.py": good()}, "already used"),
-    ({"v1_a.py": good()}, "vNN_technique"),
-    ({"v01_a.py": good().replace("Measured:", "Results:")}, "'Measured:'"),
-    ({"v01_a.py": good().replace("Why it is faster:", "Why:")}, "'Why it is faster:'"),
-])
+@pytest.mark.parametrize(
+    "files,message",
+    [
+        ({"v01_a.py": good(), "v03_c.py": good()}, "missing v02"),
+        ({"v01_a.py": good(), "v01_b.py": good()}, "already used"),
+        ({"v1_a.py": good()}, "vNN_technique"),
+        ({"v01_a.py": good().replace("Measured:", "Results:")}, "'Measured:'"),
+        ({"v01_a.py": good().replace("Why it is faster:", "Why:")}, "'Why it is faster:'"),
+    ],
+)
 def test_broken_trees_fail_loudly(tmp_path, monkeypatch, files, message):
     with pytest.raises(RegistryError, match=message):
         load(tmp_path, "scale_bad", files, monkeypatch)

@@ -1,7 +1,7 @@
 """Choosing the GPU or the simulator, and the jit wrapper that serves both."""
+
 import subprocess
 import sys
-
 
 import zoo
 from zoo.device.jit import Kernel, jit

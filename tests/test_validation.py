@@ -1,18 +1,21 @@
 """Bad input gets a clear TypeError or ValueError before any launch."""
+
 import numpy as np
 import pytest
 
 import zoo
 from zoo import arrays
-from zoo.errors import OutOfRange
 from zoo.device.jit import Kernel
+from zoo.errors import OutOfRange
 
 
 @pytest.fixture(autouse=True)
 def no_launch(monkeypatch):
     """Any launch during these tests fails the test: errors must come first."""
+
     def refuse(self, config):
         raise AssertionError("a kernel was launched before the input was rejected")
+
     monkeypatch.setattr(Kernel, "__getitem__", refuse)
 
 

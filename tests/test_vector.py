@@ -1,4 +1,5 @@
 """zoo.device.memory: 32-bit and 128-bit access to C-contiguous arrays of any rank by flat element index."""
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -47,6 +48,6 @@ def test_aligned_reads_the_first_element_address_of_host_and_device_arrays():
 
     base = np.zeros(12, np.float32)
     start = (-base.ctypes.data % 16) // 4  # the first element of base on a 16-byte boundary
-    assert aligned(base[start:]) and not aligned(base[start + 1:])
+    assert aligned(base[start:]) and not aligned(base[start + 1 :])
     device = cuda.to_device(np.zeros(12, np.float32))  # allocations start on at least 16 bytes
     assert aligned(device) and not aligned(device[1:])  # a view 4 bytes past the start

@@ -1,5 +1,6 @@
 """The generated reading path: every family's docs/<family>.md and the README's family list are
 what ``python -m zoo report`` would write now, so a new or edited step cannot leave its page stale."""
+
 import pytest
 
 import zoo
@@ -16,7 +17,7 @@ def test_family_page_is_up_to_date(fam):
 def test_readme_lists_every_family_with_its_page():
     readme = (results.ROOT / "README.md").read_text()
     start = readme.index(walkthrough.README_BEGIN) + len(walkthrough.README_BEGIN)
-    assert readme[start:readme.index(walkthrough.README_END)].strip() == walkthrough.families_list()
+    assert readme[start : readme.index(walkthrough.README_END)].strip() == walkthrough.families_list()
 
 
 def test_a_page_shows_each_step_with_its_diff_from_the_last():

@@ -3,12 +3,12 @@ zoo.simulator) and zoo.device.warp's width variants, against results written out
 host. Where CUDA leaves a result undefined (a shuffle reading a lane that did not
 take part) the simulator's documented choice, the caller's own value, is checked
 only in the simulator."""
-import zoo  # first: chooses the simulator and installs the warp intrinsics
 
 import numpy as np
 import pytest
 from numba import cuda, types
 
+import zoo  # first: chooses the simulator and installs the warp intrinsics
 from zoo.device import warp
 
 FULL = 0xFFFFFFFF

@@ -1,4 +1,5 @@
 """A throwaway family written to a temporary folder, for tests of discovery."""
+
 import importlib
 import itertools
 import textwrap

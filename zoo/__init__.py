@@ -1,4 +1,5 @@
 """zoo: CUDA kernels in pure Python with numba.cuda, from naive to fast."""
+
 import sys
 
 from zoo import _target
@@ -17,7 +18,8 @@ if SIMULATOR:
 
     simulator.install()
 
-from zoo import registry  # noqa: E402  (after the target is chosen: it imports numba.cuda)
-from zoo.registry import families, family  # noqa: E402,F401
+# after the target is chosen: the registry imports numba.cuda
+from zoo import registry  # noqa: E402
+from zoo.registry import families, family  # noqa: E402
 
-__all__ = ["families", "family", "MODE", "SIMULATOR"]
+__all__ = ["families", "family", "registry", "MODE", "SIMULATOR"]

@@ -5,6 +5,7 @@ simulator (one Python thread per CUDA thread: slow, but it checks correctness on
 any machine). ``ZOO_TARGET=gpu`` or ``ZOO_TARGET=sim`` forces either mode;
 ``NUMBA_ENABLE_CUDASIM`` set by the user is respected as it is.
 """
+
 import ctypes
 import os
 import sys

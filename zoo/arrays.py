@@ -6,6 +6,7 @@ same kind. Kernels always receive numba device arrays (CuPy arrays are wrapped
 without a copy through ``__cuda_array_interface__``): numba launches them with
 less host overhead than CuPy objects.
 """
+
 import weakref
 
 import numpy as np

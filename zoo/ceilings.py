@@ -16,6 +16,7 @@ Both measurements run once per process (cached) and return None in the
 simulator, where there is nothing to measure. ``measured()`` always returns its
 dict; its measured entries are None in the simulator.
 """
+
 import functools
 
 import numpy as np
@@ -65,7 +66,7 @@ def device_copy(src, dst):
     dst.data.copy_from_device_async(src.data, src.nbytes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def copy_bandwidth():
     """GB/s of a 1 GiB device-to-device copy (``device_copy``), bytes read + written; None in the simulator."""
     if SIMULATOR:
@@ -125,7 +126,7 @@ def peak_flops_per_launch(blocks, threads=PEAK_THREADS, iterations=PEAK_ITERATIO
     return 2 * CHAINS * INNER * iterations * blocks * threads
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fp32_peak():
     """GFLOP/s of ``_fma_peak`` on the whole device; None in the simulator."""
     if SIMULATOR:
@@ -136,8 +137,7 @@ def fp32_peak():
     blocks = sm_count() * PEAK_BLOCKS_PER_SM
     out = cuda.device_array(blocks * PEAK_THREADS, np.float32)
     iterations = np.uint32(PEAK_ITERATIONS)
-    timing = time_launches(
-        lambda i: _fma_peak[blocks, PEAK_THREADS](out, iterations, np.float32(1.0 + 1e-3 * (i % 7))))
+    timing = time_launches(lambda i: _fma_peak[blocks, PEAK_THREADS](out, iterations, np.float32(1.0 + 1e-3 * (i % 7))))
     return peak_flops_per_launch(blocks) / (timing.median_ms * 1e-3) / 1e9
 
 

@@ -1,4 +1,5 @@
 """``python -m zoo`` (or ``zoo``): list, show, diff, check, run, report and doctor."""
+
 import argparse
 import difflib
 import subprocess
@@ -73,8 +74,10 @@ def _cases(fam, texts, default):
         elif kind in fam.kinds:
             cases.append((size, kind))
         else:
-            raise UsageError(f"{fam.name} has no input kind {kind!r}"
-                             + (f"; it has: {', '.join(fam.kinds)}" if fam.kinds != (None,) else ""))
+            raise UsageError(
+                f"{fam.name} has no input kind {kind!r}"
+                + (f"; it has: {', '.join(fam.kinds)}" if fam.kinds != (None,) else "")
+            )
     return cases
 
 
@@ -109,8 +112,12 @@ def _show_compiled(v, args):
 
     if zoo.SIMULATOR:  # numba chose the simulator in this process: compile in a fresh one in GPU mode
         env = dict(os.environ, ZOO_TARGET="gpu")
-        return subprocess.run([sys.executable, "-m", "zoo", *sys.argv[1:]] if args.argv is None else
-                              [sys.executable, "-m", "zoo", *args.argv], env=env).returncode
+        return subprocess.run(
+            [sys.executable, "-m", "zoo", *sys.argv[1:]]
+            if args.argv is None
+            else [sys.executable, "-m", "zoo", *args.argv],
+            env=env,
+        ).returncode
     from zoo import machine_code
 
     try:
@@ -164,9 +171,14 @@ def cmd_diff(args):
         raise UsageError(f"{new.name} is the first step of {fam.name}: name another variant to diff against")
     else:
         old = new.compared_with  # its BASE, or the step before
-    diff = "".join(difflib.unified_diff(
-        old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
-        fromfile=f"{fam.name}/{old.path.name}", tofile=f"{fam.name}/{new.path.name}"))
+    diff = "".join(
+        difflib.unified_diff(
+            old.source.splitlines(keepends=True),
+            new.source.splitlines(keepends=True),
+            fromfile=f"{fam.name}/{old.path.name}",
+            tofile=f"{fam.name}/{new.path.name}",
+        )
+    )
     if console.is_terminal:
         console.print(Syntax(diff, "diff", theme="ansi_dark"))
     else:
@@ -212,8 +224,10 @@ def cmd_check(args):
         for fam, sizes in plan:
             rows, failed = _check_family(fam, sizes, progress, task)
             any_failed |= failed
-            table = Table(title=f"{fam.name}: sizes {', '.join(_key(fam, *c) for c in sizes)} "
-                                f"({'simulator' if zoo.SIMULATOR else 'GPU'})")
+            table = Table(
+                title=f"{fam.name}: sizes {', '.join(_key(fam, *c) for c in sizes)} "
+                f"({'simulator' if zoo.SIMULATOR else 'GPU'})"
+            )
             for col in ("variant", "passed", "out of range", "worst error", "status"):
                 table.add_column(col)
             for row in rows:
@@ -230,8 +244,10 @@ def _fmt(value, spec):
 
 def cmd_run(args):
     if zoo.SIMULATOR:
-        console.print("[yellow]Simulator: correctness only at small sizes. Timings, registers and "
-                      "occupancy need a GPU (ZOO_TARGET=gpu on a machine with one).[/]")
+        console.print(
+            "[yellow]Simulator: correctness only at small sizes. Timings, registers and "
+            "occupancy need a GPU (ZOO_TARGET=gpu on a machine with one).[/]"
+        )
         return cmd_check(args)
     from zoo.device import properties, versions
 
@@ -247,8 +263,11 @@ def cmd_run(args):
                 measured = []
                 for name in fam.baselines:
                     progress.update(task, description=f"{fam.name} {key}: {name}")
-                    measured.append(harness.measure_baseline(
-                        fam, size, kind=kind, name=name, baseline_ms=measured[0].ms if measured else None))
+                    measured.append(
+                        harness.measure_baseline(
+                            fam, size, kind=kind, name=name, baseline_ms=measured[0].ms if measured else None
+                        )
+                    )
                     progress.advance(task)
                 for v in fam:
                     progress.update(task, description=f"{fam.name} {key}: {v.name}")
@@ -272,16 +291,34 @@ def cmd_run(args):
 def _run_table(fam, key, measured):
     size, _ = results.parse_case(key)
     table = Table(title=f"{fam.name}, size {key} on {zoo.device.properties()['name']}")
-    for col in ("variant", "ms", "GFLOP/s", "GB/s", f"% of {fam.BASELINE}", "regs", "smem B",
-                "local B", "occupancy", "correct"):
+    for col in (
+        "variant",
+        "ms",
+        "GFLOP/s",
+        "GB/s",
+        f"% of {fam.BASELINE}",
+        "regs",
+        "smem B",
+        "local B",
+        "occupancy",
+        "correct",
+    ):
         table.add_column(col, justify="right" if col != "variant" else "left")
     for m in measured:
         r = m.resources
         correct = {True: "[green]yes[/]", False: "[red]NO[/]", None: "-" if m.name in fam.baselines else "demo"}
-        table.add_row(m.name, _fmt(m.ms, ".4f"), _fmt(m.gflops if fam.flops(size) else None, ",.0f"),
-                      _fmt(m.gbps, ",.0f"), _fmt(100 * m.ratio, ".1f"),
-                      str(r.get("registers", "-")), str(r.get("shared_bytes", "-")), str(r.get("local_bytes", "-")),
-                      _fmt(r.get("occupancy"), ".0%"), correct[m.correct])
+        table.add_row(
+            m.name,
+            _fmt(m.ms, ".4f"),
+            _fmt(m.gflops if fam.flops(size) else None, ",.0f"),
+            _fmt(m.gbps, ",.0f"),
+            _fmt(100 * m.ratio, ".1f"),
+            str(r.get("registers", "-")),
+            str(r.get("shared_bytes", "-")),
+            str(r.get("local_bytes", "-")),
+            _fmt(r.get("occupancy"), ".0%"),
+            correct[m.correct],
+        )
     return table
 
 
@@ -291,8 +328,9 @@ def _git_commit():
     if os.environ.get("ZOO_COMMIT"):  # a copy of the tree without its history (the lent GPU)
         return os.environ["ZOO_COMMIT"]
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=results.ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=results.ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -314,8 +352,10 @@ def cmd_tune(args):
         for size in _sizes(fam, args.size, []):
             cls = sweep.shape_class(*dims(size))
             if cls in shapes:
-                raise UsageError(f"{'x'.join(map(str, shapes[cls]))} and {'x'.join(map(str, dims(size)))} are both "
-                                 f"of class {cls}: a class is tuned at one size")
+                raise UsageError(
+                    f"{'x'.join(map(str, shapes[cls]))} and {'x'.join(map(str, dims(size)))} are both "
+                    f"of class {cls}: a class is tuned at one size"
+                )
             shapes[cls] = dims(size)
     count = len(sweep.candidates()) * len(shapes or sweep.SHAPE_CLASSES)
     with Progress(console=console, transient=True) as progress:
@@ -328,10 +368,17 @@ def cmd_tune(args):
             out.add_column(col)
         for row in entry["rows"]:
             note = row.get("error", "" if row.get("agrees", True) else "[red]disagrees with the others[/]")
-            out.add_row(" ".join(f"{k}={v}" for k, v in row["tiles"].items()), str(row.get("threads", "-")),
-                        _fmt(row.get("ms"), ".3f"), _fmt(row.get("gflops"), ",.0f"), str(row.get("registers", "-")),
-                        str(row.get("blocks_per_sm", "-")), _fmt(row.get("waves"), ".2f"),
-                        _fmt(row.get("last_wave_full"), ".0%"), note)
+            out.add_row(
+                " ".join(f"{k}={v}" for k, v in row["tiles"].items()),
+                str(row.get("threads", "-")),
+                _fmt(row.get("ms"), ".3f"),
+                _fmt(row.get("gflops"), ",.0f"),
+                str(row.get("registers", "-")),
+                str(row.get("blocks_per_sm", "-")),
+                _fmt(row.get("waves"), ".2f"),
+                _fmt(row.get("last_wave_full"), ".0%"),
+                note,
+            )
         console.print(out)
     console.print(f"saved to {sweep.path().relative_to(results.ROOT)}; v10 to v12 launch each class's fastest shape")
 
@@ -350,8 +397,9 @@ def cmd_doctor(args):
     from zoo.device import properties, versions
 
     table = Table(title="zoo doctor", show_header=False)
-    table.add_row("mode", "[yellow]simulator[/] (no usable CUDA driver, or forced)" if zoo.SIMULATOR
-                  else "[green]GPU[/]")
+    table.add_row(
+        "mode", "[yellow]simulator[/] (no usable CUDA driver, or forced)" if zoo.SIMULATOR else "[green]GPU[/]"
+    )
     for k, v in versions().items():
         table.add_row(k, str(v))
     for k, v in properties().items():
@@ -367,8 +415,10 @@ def cmd_sweep(args):
     module = sweeps.modules()[args.command]
     args.simulator = zoo.SIMULATOR
     if zoo.SIMULATOR:
-        console.print(f"[yellow]Simulator: {args.command} runs at tiny sizes to check correctness; "
-                      "its timings mean nothing (they need a GPU).[/]")
+        console.print(
+            f"[yellow]Simulator: {args.command} runs at tiny sizes to check correctness; "
+            "its timings mean nothing (they need a GPU).[/]"
+        )
     rows = module.measure(args)
     table = Table(title=f"{args.command} on {properties()['name']}")
     for col in module.COLUMNS:
@@ -413,22 +463,33 @@ def build_parser():
     s.add_argument("variant")
     s.add_argument("other", nargs="?")
     s.set_defaults(func=cmd_diff)
-    for name, func, text in (("check", cmd_check, "check every variant against the float64 reference"),
-                             ("run", cmd_run, "time every variant against the baseline (check only in the simulator)")):
+    for name, func, text in (
+        ("check", cmd_check, "check every variant against the float64 reference"),
+        ("run", cmd_run, "time every variant against the baseline (check only in the simulator)"),
+    ):
         s = sub.add_parser(name, help=text)
         s.add_argument("families", nargs="*")
-        s.add_argument("--size", action="append",
-                       help="a size such as 4096 or 1000x777x333, or SIZE@KIND for one kind of input (repeatable)")
+        s.add_argument(
+            "--size",
+            action="append",
+            help="a size such as 4096 or 1000x777x333, or SIZE@KIND for one kind of input (repeatable)",
+        )
         if name == "check":
-            s.add_argument("--test-sizes", action="store_true",
-                           help="the simulator's small irregular sizes even on a GPU (for compute-sanitizer)")
+            s.add_argument(
+                "--test-sizes",
+                action="store_true",
+                help="the simulator's small irregular sizes even on a GPU (for compute-sanitizer)",
+            )
         if name == "run":
             s.add_argument("--save", action="store_true", help="merge the figures into results/<gpu>.json")
         s.set_defaults(func=func)
     s = sub.add_parser("tune", help="sweep a family's tile shapes on this GPU and save the table (sgemm)")
     s.add_argument("family")
-    s.add_argument("--size", action="append", help="tune the shape class of this size, at this size "
-                   "(default: every class at its own shape)")
+    s.add_argument(
+        "--size",
+        action="append",
+        help="tune the shape class of this size, at this size (default: every class at its own shape)",
+    )
     s.set_defaults(func=cmd_tune)
     s = sub.add_parser("report", help="regenerate README tables, plots and Measured lines from results/")
     s.set_defaults(func=cmd_report)

@@ -3,6 +3,7 @@
 Nothing here is copied into a variant. ``check`` runs anywhere (the simulator
 included); ``benchmark`` and ``resources`` need a GPU.
 """
+
 import functools
 import math
 import statistics
@@ -110,9 +111,11 @@ def _hold_kernel():
     @intrinsic
     def globaltimer(typingctx):
         """PTX's %globaltimer: nanoseconds, the same on every SM (numba-cuda has no clock reads)."""
+
         def codegen(context, builder, sig, args):
-            read = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l",
-                                side_effect=True)  # volatile: read again on every trip
+            read = ir.InlineAsm(
+                ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l", side_effect=True
+            )  # volatile: read again on every trip
             return builder.call(read, [])
 
         return types.uint64(), codegen
@@ -161,8 +164,9 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
     def timed(batch):
         nonlocal calls
         recent = host_us[-8:]
-        hold_gpu(min(HOLD_MAX_US, max(HOLD_MIN_US, HOLD_FACTOR * statistics.median(recent)))
-                 if recent else HOLD_MAX_US)  # the device waits here while the host queues what follows
+        hold_gpu(
+            min(HOLD_MAX_US, max(HOLD_MIN_US, HOLD_FACTOR * statistics.median(recent))) if recent else HOLD_MAX_US
+        )  # the device waits here while the host queues what follows
         start.record()
         for k in range(batch):
             began = time.perf_counter()
@@ -266,14 +270,24 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params
     variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
     if not variant.demonstration:
-        ref = (_reference(fam.name, size, seed, kind) if not params
-               else np.asarray(fam.reference(*host_inputs, **params)))
+        ref = (
+            _reference(fam.name, size, seed, kind) if not params else np.asarray(fam.reference(*host_inputs, **params))
+        )
         ok, err, _ = compare(arrays.host(out), ref, fam.tolerance(size))
         correct = ok
     timing = time_launches(lambda i: variant.launch(sets[i % len(sets)], out, **params))
     gflops, gbps = _rates(fam, size, timing.median_ms)
-    m = Measurement(variant.name, size, timing.median_ms, timing.spread, gflops, gbps,
-                    correct=correct, error=err, resources=resources(variant, since=launches_before))
+    m = Measurement(
+        variant.name,
+        size,
+        timing.median_ms,
+        timing.spread,
+        gflops,
+        gbps,
+        correct=correct,
+        error=err,
+        resources=resources(variant, since=launches_before),
+    )
     if baseline_ms:
         m.ratio = baseline_ms / timing.median_ms
     return m
@@ -304,8 +318,7 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     timing = time_launches(lambda i: call(*cupy_sets[i % len(cupy_sets)], out))
     gflops, gbps = _rates(fam, size, timing.median_ms)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
-    return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio,
-                       correct=ok, error=err)
+    return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio, correct=ok, error=err)
 
 
 # -- resources (GPU) ----------------------------------------------------------

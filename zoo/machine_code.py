@@ -19,6 +19,7 @@ The dry run needs numba in GPU mode (``ZOO_TARGET=gpu``), which a process that
 chose the simulator cannot switch to: the CLI then runs itself again in a fresh
 process with ``ZOO_TARGET=gpu``.
 """
+
 import contextlib
 import os
 import re
@@ -122,7 +123,7 @@ _FAKE_CUDA = {
 
 
 def _numba_type(value):
-    from numba import types, typeof
+    from numba import typeof, types
 
     if isinstance(value, np.ndarray):
         layout = "C" if value.flags.c_contiguous else ("F" if value.flags.f_contiguous else "A")
@@ -150,8 +151,10 @@ def _dry_run(cc, record):
             argtypes = tuple(_numba_type(a) for a in args)
             options, max_registers = _compile_options(kernel.dispatcher)
             ptx, _ = cuda.compile_ptx(kernel.dispatcher.py_func, argtypes, cc=cc, **options)
-            record.append(CompiledKernel(kernel.__name__, "(" + ", ".join(map(str, argtypes)) + ")", ptx,
-                                         max_registers))
+            record.append(
+                CompiledKernel(kernel.__name__, "(" + ", ".join(map(str, argtypes)) + ")", ptx, max_registers)
+            )
+
         return run
 
     class Target:
@@ -160,7 +163,7 @@ def _dry_run(cc, record):
     saved_cuda = {k: getattr(cuda, k) for k in _FAKE_CUDA if hasattr(cuda, k)}
     saved = (Kernel.__getitem__, zoo.device.OFFLINE, numba_dispatcher.get_current_device)
     Kernel.__getitem__ = compile_instead
-    zoo.device.OFFLINE = dict(zoo.device.OFFLINE or zoo.device.properties(), compute_capability="%d.%d" % cc)
+    zoo.device.OFFLINE = dict(zoo.device.OFFLINE or zoo.device.properties(), compute_capability=f"{cc[0]}.{cc[1]}")
     numba_dispatcher.get_current_device = lambda: Target()  # device functions ask for the current device
     for k, v in _FAKE_CUDA.items():
         setattr(cuda, k, v)
@@ -249,9 +252,14 @@ def assemble(kernel, cc, want_sass=False):
 def parse_ptxas(text):
     """registers, spills, stack and shared memory from ptxas -v output."""
     found = {}
-    for key, pattern in (("registers", r"Used (\d+) registers"), ("stack_bytes", r"(\d+) bytes stack frame"),
-                         ("spill_stores", r"(\d+) bytes spill stores"), ("spill_loads", r"(\d+) bytes spill loads"),
-                         ("shared_bytes", r"(\d+) bytes smem"), ("barriers", r"used (\d+) barriers")):
+    for key, pattern in (
+        ("registers", r"Used (\d+) registers"),
+        ("stack_bytes", r"(\d+) bytes stack frame"),
+        ("spill_stores", r"(\d+) bytes spill stores"),
+        ("spill_loads", r"(\d+) bytes spill loads"),
+        ("shared_bytes", r"(\d+) bytes smem"),
+        ("barriers", r"used (\d+) barriers"),
+    ):
         m = re.search(pattern, text)
         found[key] = int(m.group(1)) if m else 0
     return found
@@ -354,7 +362,7 @@ def loop_mix(text, isa="ptx"):
     items = _ptx_instructions(text) if isa == "ptx" else _sass_instructions(text)
     branch, classify = (_PTX_BRANCH, classify_ptx) if isa == "ptx" else (_SASS_BRANCH, classify_sass)
     loops = _innermost_loops(items, branch)
-    spans = [items[i:j + 1] for i, j in loops] or [items]
+    spans = [items[i : j + 1] for i, j in loops] or [items]
 
     def mix(span):
         return Counter(classify(line) for _, line in span if line)
@@ -366,10 +374,12 @@ def loop_mix(text, isa="ptx"):
 
 def summary_lines(kernel, isa):
     r = kernel.report
-    lines = [f"{kernel.name}{kernel.signature}",
-             f"  ptxas: {r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
-             f"{r.get('spill_loads', 0)} B spill loads, {r.get('stack_bytes', 0)} B stack, "
-             f"{r.get('shared_bytes', 0)} B static shared"]
+    lines = [
+        f"{kernel.name}{kernel.signature}",
+        f"  ptxas: {r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
+        f"{r.get('spill_loads', 0)} B spill loads, {r.get('stack_bytes', 0)} B stack, "
+        f"{r.get('shared_bytes', 0)} B static shared",
+    ]
     for name, text in (("PTX", kernel.ptx), ("SASS", kernel.sass)):
         if not text or (name == "SASS" and isa != "sass"):
             continue

@@ -14,6 +14,7 @@ Discovery fails loudly on a gap in the numbers, a duplicate number, a file that
 looks like a variant but is misnamed, a missing heading, or a BASE that is not
 an earlier step of the family.
 """
+
 import functools
 import importlib
 import pkgutil
@@ -50,20 +51,20 @@ REQUIRED_SPEC = {
 # name: what the family spec may provide
 OPTIONAL_SPEC = {
     "INPUT_KINDS": "names of the kinds of input (dtypes, distributions), the first the default; "
-                   "make_inputs(size, seed, kind) then makes each, and every size is checked and timed "
-                   "for every kind (results key 'SIZE@kind' for all but the first)",
+    "make_inputs(size, seed, kind) then makes each, and every size is checked and timed "
+    "for every kind (results key 'SIZE@kind' for all but the first)",
     "EXTRA_BASELINES": "{name: fn(*cupy_inputs, out)}: more library calls timed in the same run, "
-                       "each a row of its own beside the baseline",
+    "each a row of its own beside the baseline",
     "CEILINGS": "{name: fn(*cupy_inputs, out)}: rows that time what bounds the family (a copy of the "
-                "same bytes, say) rather than compute its result: shown and timed, never checked",
+    "same bytes, say) rather than compute its result: shown and timed, never checked",
     "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind other than the first, each one "
-                       "of TEST_SIZES (the same code on other data need not pay for every size twice); "
-                       "`zoo check` and the GPU tests still check every kind at every size",
+    "of TEST_SIZES (the same code on other data need not pay for every size twice); "
+    "`zoo check` and the GPU tests still check every kind at every size",
     "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
     "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
-                   "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
-                   "PINNED = True is timed on page-locked ones",
+    "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
+    "PINNED = True is timed on page-locked ones",
 }
 
 
@@ -178,8 +179,10 @@ class Variant:
             if arrays.library_of(out) != kind:
                 raise TypeError(f"out is a {arrays.library_of(out)} array, the inputs are {kind}")
             if tuple(out.shape) != tuple(shape) or out.dtype != dtype:
-                raise ValueError(f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
-                                 f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}")
+                raise ValueError(
+                    f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
+                    f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}"
+                )
             if not arrays.is_c_contiguous(out):
                 raise ValueError("out must be C-contiguous")
             if kind == arrays.NUMPY and not out.flags.writeable:
@@ -216,8 +219,7 @@ class Family:
         self.module = module
         missing = [k for k in REQUIRED_SPEC if not hasattr(module, k)]
         if missing:
-            raise RegistryError(f"family {name}: spec lacks " + ", ".join(
-                f"{k} ({REQUIRED_SPEC[k]})" for k in missing))
+            raise RegistryError(f"family {name}: spec lacks " + ", ".join(f"{k} ({REQUIRED_SPEC[k]})" for k in missing))
         self.path = Path(module.__file__).parent
         self.variants = tuple(self._discover())
 
@@ -256,8 +258,9 @@ class Family:
         """(size, kind) the tests check in the simulator: every kind at TEST_SIZES, or at the fewer
         sizes KIND_TEST_SIZES gives it."""
         fewer = getattr(self.module, "KIND_TEST_SIZES", {})
-        return [(size, kind) for size in self.module.TEST_SIZES for kind in self.kinds
-                if size in fewer.get(kind, (size,))]
+        return [
+            (size, kind) for size in self.module.TEST_SIZES for kind in self.kinds if size in fewer.get(kind, (size,))
+        ]
 
     def check_size(self, size):
         """ValueError, before anything is allocated, for a size this family cannot take or this machine cannot hold."""
@@ -266,8 +269,9 @@ class Family:
         dims = getattr(self.module, "SIZE_DIMS", (1,))
         count = len(size) if isinstance(size, tuple) else 1
         if count not in dims:
-            raise ValueError(f"a size of {self.name} is {' or '.join(map(str, dims))} number(s) joined by 'x', "
-                             f"got {count}")
+            raise ValueError(
+                f"a size of {self.name} is {' or '.join(map(str, dims))} number(s) joined by 'x', got {count}"
+            )
         need = self.bytes_moved(size)
         if SIMULATOR:
             have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
@@ -276,8 +280,10 @@ class Family:
 
             have, where = properties()["memory_bytes"], "the GPU's memory"
         if need > have:
-            raise ValueError(f"size {'x'.join(map(str, size)) if count > 1 else size} of {self.name} moves "
-                             f"{need / 1e9:,.1f} GB, more than {where} ({have / 1e9:,.1f} GB)")
+            raise ValueError(
+                f"size {'x'.join(map(str, size)) if count > 1 else size} of {self.name} moves "
+                f"{need / 1e9:,.1f} GB, more than {where} ({have / 1e9:,.1f} GB)"
+            )
 
     def tolerance(self, size):
         """The relative error accepted at this size (TOLERANCE may be a function of the size)."""
@@ -319,14 +325,15 @@ class Family:
         numbers = sorted(by_number)
         if numbers != list(range(1, len(numbers) + 1)):
             missing = sorted(set(range(1, (numbers or [0])[-1] + 1)) - set(numbers))
-            raise RegistryError(f"family {self.name}: variant numbers must run 01, 02, ... without gaps; "
-                                f"missing {', '.join(f'v{n:02d}' for n in missing)}")
+            raise RegistryError(
+                f"family {self.name}: variant numbers must run 01, 02, ... without gaps; "
+                f"missing {', '.join(f'v{n:02d}' for n in missing)}"
+            )
         for n in numbers:
             v = by_number[n]
             absent = [h for h in HEADINGS if h not in v.sections]
             if absent:
-                raise RegistryError(f"{v.path}: docstring lacks the heading(s) "
-                                    + ", ".join(f"'{h}:'" for h in absent))
+                raise RegistryError(f"{v.path}: docstring lacks the heading(s) " + ", ".join(f"'{h}:'" for h in absent))
             base = BASE_LINE.search(v.path.read_text())
             if base and not (int(base.group(1)[1:]) in by_number and int(base.group(1)[1:]) < n):
                 raise RegistryError(f"{v.path}: BASE = {base.group(1)!r} is not an earlier step of {self.name}")
@@ -349,8 +356,9 @@ class Family:
         for v in self.variants:
             if key in (v.name, v.technique, v.name[:3], v.path.name):
                 return v
-        raise KeyError(f"family {self.name} has no variant {key!r}; it has: "
-                       + ", ".join(v.name for v in self.variants))
+        raise KeyError(
+            f"family {self.name} has no variant {key!r}; it has: " + ", ".join(v.name for v in self.variants)
+        )
 
     def validate(self, *inputs, **params):
         """The checks every family shares; returns the arrays' kind. Raises before any launch.
@@ -362,15 +370,18 @@ class Family:
         if not required <= len(inputs) <= len(arguments):
             raise TypeError(f"{self.name} takes arrays ({', '.join(self.INPUTS)}), got {len(inputs)}")
         given = []
-        for (name, optional), a in zip(arguments, inputs):
+        # strict=False: optional trailing inputs may be left out
+        for (name, optional), a in zip(arguments, inputs, strict=False):
             if a is not None:
                 given.append((name, a))
             elif not optional:
                 raise TypeError(f"{name} is required, got None")
         kind = arrays.common_kind([a for _, a in given])
         if self.host_inputs and kind != arrays.NUMPY:
-            raise TypeError(f"{self.name} takes NumPy arrays: its steps move them to the GPU and back "
-                            f"themselves (got {kind} arrays)")
+            raise TypeError(
+                f"{self.name} takes NumPy arrays: its steps move them to the GPU and back "
+                f"themselves (got {kind} arrays)"
+            )
         dtypes = self.dtypes
         for name, a in given:
             if a.dtype not in dtypes:
@@ -380,11 +391,15 @@ class Family:
             if a.size == 0:
                 raise ValueError(f"{name} is empty (shape {tuple(a.shape)})")
             if not arrays.is_c_contiguous(a):
-                raise ValueError(f"{name} is not C-contiguous: pass a contiguous copy "
-                                 "(numpy.ascontiguousarray or cupy.ascontiguousarray)")
+                raise ValueError(
+                    f"{name} is not C-contiguous: pass a contiguous copy "
+                    "(numpy.ascontiguousarray or cupy.ascontiguousarray)"
+                )
         if any(a.dtype != given[0][1].dtype for _, a in given):
-            raise TypeError(f"{self.name}'s arrays must share one dtype, got "
-                            + ", ".join(f"{n} {np.dtype(a.dtype)}" for n, a in given))
+            raise TypeError(
+                f"{self.name}'s arrays must share one dtype, got "
+                + ", ".join(f"{n} {np.dtype(a.dtype)}" for n, a in given)
+            )
         return kind
 
     @functools.cached_property

@@ -7,6 +7,7 @@
 
 Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff.
 """
+
 import math
 import re
 import textwrap
@@ -54,15 +55,19 @@ def _pct(ratio):
 
 def family_table(fam, device_name, size, entries):
     unit, key = metric(fam, size)
-    lines = [f"| variant | ms | {unit} | % of {fam.BASELINE} | registers | occupancy bound | correct |",
-             "|---|---:|---:|---:|---:|---:|:---:|"]
+    lines = [
+        f"| variant | ms | {unit} | % of {fam.BASELINE} | registers | occupancy bound | correct |",
+        "|---|---:|---:|---:|---:|---:|:---:|",
+    ]
     names = [n for n in fam.baselines if n in entries] + [v.name for v in fam if v.name in entries]
     for m in (entries[n] for n in names):
         r = m.get("resources") or {}
         correct = {True: "yes", False: "**no**", None: "-" if m["name"] in fam.baselines else "demo"}[m.get("correct")]
         occ = r.get("occupancy")
-        lines.append(f"| {m['name']} | {m['ms']:.4f} | {_num(m[key])} | {_pct(m.get('ratio'))} | "
-                     f"{r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | {correct} |")
+        lines.append(
+            f"| {m['name']} | {m['ms']:.4f} | {_num(m[key])} | {_pct(m.get('ratio'))} | "
+            f"{r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | {correct} |"
+        )
     return "\n".join(lines)
 
 
@@ -90,8 +95,7 @@ def plot(fam, slug, device_name, keys, by_size):
     for j, key in enumerate(keys):
         pct = [100 * (by_size[key].get(n, {}).get("ratio") or 0) for n in names]
         ypos = [len(names) - 1 - i + (len(keys) - 1 - 2 * j) * height / 2 for i in range(len(names))]
-        bars = ax.barh(ypos, pct, height=height, color=colours[j % len(colours)],
-                       label=key if len(keys) > 1 else None)
+        bars = ax.barh(ypos, pct, height=height, color=colours[j % len(colours)], label=key if len(keys) > 1 else None)
         ax.bar_label(bars, labels=[f"{p:.1f}%" if p else "" for p in pct], padding=3, fontsize=7)
         top = max([top] + pct)
     ax.set_yticks(range(len(names)), names[::-1])
@@ -124,13 +128,18 @@ def measured_lines(variant, all_results):
         r = m.get("resources") or {}
         extra = f", {r['registers']} registers, occupancy bound {r['occupancy']:.0%}" if r else ""
         verdict = "" if m.get("correct") is not False else ", WRONG RESULT"
-        others = [f"{k}: {_pct(measured_at[k][variant.name].get('ratio'))}"
-                  for k in sorted(measured_at, key=_volume) if k != size]
+        others = [
+            f"{k}: {_pct(measured_at[k][variant.name].get('ratio'))}"
+            for k in sorted(measured_at, key=_volume)
+            if k != size
+        ]
         others = f" Other sizes, % of {variant.family.BASELINE}: {', '.join(others)}." if others else ""
         lines += textwrap.wrap(
             f"{data['device']['name']}, size {size}: {_num(m[key])} {unit} ({_num(m['ms'] * 1e3)} us a call), "
             f"{_pct(m.get('ratio'))} of {variant.family.BASELINE}{extra}{verdict}.{others} "
-            f"From results/{slug}.json.", width=84)
+            f"From results/{slug}.json.",
+            width=84,
+        )
     return lines
 
 
@@ -146,7 +155,7 @@ def rewrite_measured(variant, lines):
     if not match or not lines:
         return False
     wrapped = "\n".join("    " + line for line in lines)
-    new = text[:match.start(2)] + wrapped + text[match.end(2):]
+    new = text[: match.start(2)] + wrapped + text[match.end(2) :]
     if new != text:
         variant.path.write_text(new)
         return True
@@ -188,8 +197,10 @@ def regenerate():
     sections = []
     for slug, data in all_results.items():
         name = data["device"]["name"]
-        sections.append(f"### {name}\n\nFrom `results/{slug}.json` (updated {data.get('updated', '?')}, "
-                        f"commit {data.get('commit', '?')}).\n")
+        sections.append(
+            f"### {name}\n\nFrom `results/{slug}.json` (updated {data.get('updated', '?')}, "
+            f"commit {data.get('commit', '?')}).\n"
+        )
         for fam in zoo.families():
             by_size = data["families"].get(fam.name)
             if not by_size:

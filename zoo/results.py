@@ -4,6 +4,7 @@ Everything that shows a figure (the README tables, the plots, the Measured
 lines of the variant docstrings) is generated from these files by
 ``zoo report``; no figure is typed by hand.
 """
+
 import dataclasses
 import datetime
 import json

@@ -50,6 +50,7 @@ rendezvous that cannot complete, the warp is deadlocked and all of its waiters
 raise at once; a wait that lasts ``DEADLOCK_S`` (e.g. a lane stuck in
 ``syncthreads`` while its warp waits for it) raises too.
 """
+
 import sys
 import threading
 import time
@@ -258,9 +259,19 @@ def lanemask_lt(self):
 
 
 _METHODS = (
-    shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, syncwarp,
-    ballot_sync, all_sync, any_sync, eq_sync, match_any_sync, match_all_sync,
-    activemask, lanemask_lt,
+    shfl_sync,
+    shfl_up_sync,
+    shfl_down_sync,
+    shfl_xor_sync,
+    syncwarp,
+    ballot_sync,
+    all_sync,
+    any_sync,
+    eq_sync,
+    match_any_sync,
+    match_all_sync,
+    activemask,
+    lanemask_lt,
 )
 
 
@@ -293,10 +304,7 @@ def install():
         # Warp state for this block, made before any of its threads starts.
         n = int(np.prod(self._block_dim))
         block = tuple(int(i) for i in grid_point)
-        self._zoo_warps = [
-            _Warp(f"block {block} warp {w}", min(32, n - 32 * w))
-            for w in range((n + 31) // 32)
-        ]
+        self._zoo_warps = [_Warp(f"block {block} warp {w}", min(32, n - 32 * w)) for w in range((n + 31) // 32)]
         return block_run(self, grid_point, *args)
 
     def thread_run_then_leave(self):

@@ -12,12 +12,13 @@ one is a subcommand of ``python -m zoo`` with no list to edit. A sweep module ha
     def plot(rows, device_name) -> matplotlib.figure.Figure   # from the rows alone
     def findings(rows) -> list[str]           # optional: a few sentences drawn from the rows
 
-The CLI runs ``measure``, prints the rows (and the findings, if the module has them), writes ``results/sweeps/<gpu>-<command>.csv``
-and ``docs/plots/<gpu>-<command>.png``. ``zoo report`` redraws every PNG from its
+The CLI runs ``measure``, prints the rows (and the findings, if the module has them), writes
+``results/sweeps/<gpu>-<command>.csv`` and ``docs/plots/<gpu>-<command>.png``. ``zoo report`` redraws every PNG from its
 committed CSV and shows it in the README with its findings, so the pictures and the
 sentences follow the data. Files
 written in the simulator carry the simulator's name and are ignored by git.
 """
+
 import csv
 import importlib
 import importlib.util

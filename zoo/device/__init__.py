@@ -19,6 +19,7 @@ results, the reports, the sweeps or the CLI (``tests/test_layout.py`` checks):
 
 Each works on the GPU and, as Python with the same meaning, in numba's simulator.
 """
+
 import functools
 import platform
 import sys
@@ -31,9 +32,16 @@ SIM_SM_COUNT = 1  # the simulator runs blocks one after another; one "SM" keeps 
 
 # The device kernels are compiled for when none is present: GPU mode (ZOO_TARGET=gpu) on a machine
 # without a driver only compiles (zoo.machine_code), and launch code that asks for the SM count gets this.
-HOPPER = {"name": "sm_90 (compiled offline, no device)", "compute_capability": "9.0", "multiprocessors": 132,
-          "max_threads_per_sm": 2048, "l2_bytes": 50 * 2**20, "shared_bytes_per_sm": 233472, "warp_size": 32,
-          "memory_bytes": 80 * 2**30}
+HOPPER = {
+    "name": "sm_90 (compiled offline, no device)",
+    "compute_capability": "9.0",
+    "multiprocessors": 132,
+    "max_threads_per_sm": 2048,
+    "l2_bytes": 50 * 2**20,
+    "shared_bytes_per_sm": 233472,
+    "warp_size": 32,
+    "memory_bytes": 80 * 2**30,
+}
 OFFLINE = None
 if not SIMULATOR:
     from zoo._target import driver_usable
@@ -47,7 +55,7 @@ def sm_count():
     return _sm_count()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count():
     if SIMULATOR:
         return SIM_SM_COUNT
@@ -59,7 +67,7 @@ def properties():
     return dict(OFFLINE) if OFFLINE else _properties()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _properties():
     if SIMULATOR:
         return {"name": "numba CUDA simulator", "compute_capability": "-", "multiprocessors": SIM_SM_COUNT}
@@ -79,8 +87,7 @@ def _properties():
         "memory_bus_bits": "GLOBAL_MEMORY_BUS_WIDTH",
         "warp_size": "WARP_SIZE",
     }
-    props = {"name": name, "compute_capability": "%d.%d" % dev.compute_capability,
-             "memory_bytes": total}
+    props = {"name": name, "compute_capability": "{}.{}".format(*dev.compute_capability), "memory_bytes": total}
     for key, attr in attrs.items():
         try:
             props[key] = getattr(dev, attr)
@@ -115,6 +122,6 @@ def versions():
         out["cupy"] = f"unavailable ({type(e).__name__})"
     if not SIMULATOR:
         drv = cuda.cudadrv.driver.driver.get_version()
-        out["cuda driver"] = "%d.%d" % drv
+        out["cuda driver"] = "{}.{}".format(*drv)
     out["platform"] = f"{sys.platform} {platform.machine()}"
     return out

@@ -9,6 +9,7 @@ single atomic or volatile access publishes whole.
     word = (uint64(as_uint32(total)) << 32) | flag
     total = from_uint32(uint32(word >> 32), total_like)
 """
+
 import numpy as np
 
 from zoo import SIMULATOR
@@ -38,9 +39,11 @@ else:
     @intrinsic
     def as_uint32(typingctx, v):
         if v == types.float32:
+
             def codegen(context, builder, sig, args):
                 return builder.bitcast(args[0], _I32)  # the same 32 bits, read as an integer
         elif isinstance(v, types.Integer):
+
             def codegen(context, builder, sig, args):
                 return context.cast(builder, args[0], sig.args[0], types.uint32)
         else:
@@ -50,12 +53,16 @@ else:
     @intrinsic
     def from_uint32(typingctx, bits, like):
         if like == types.float32:
+
             def codegen(context, builder, sig, args):
                 word = context.cast(builder, args[0], sig.args[0], types.uint32)
                 return builder.bitcast(word, ir.FloatType())
+
             return types.float32(bits, like), codegen
         if like == types.int32:
+
             def codegen(context, builder, sig, args):
                 return context.cast(builder, args[0], sig.args[0], types.uint32)  # same 32 bits
+
             return types.int32(bits, like), codegen
         return None

@@ -13,6 +13,7 @@ its contents are whatever the last call left. ``only_latest=True`` keeps one
 size per name, freeing the others: for large temporaries (two of 2^28 float32
 are 2 GiB). ``release(prefix)`` drops the buffers whose names start with it.
 """
+
 import numpy as np
 from numba import cuda
 

@@ -25,6 +25,7 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
 device function that runs ``body(0, ...)``, ``body(1, ...)``, ...,
 ``body(count - 1, ...)`` in straight-line code, each index a constant.
 """
+
 import functools
 import inspect
 import itertools
@@ -147,8 +148,7 @@ class Kernel:
         for the most recently compiled specialisation (the driver's occupancy calculator)."""
         from numba import cuda as _cuda
 
-        return _cuda.current_context().get_active_blocks_per_multiprocessor(
-            self._cufunc(), threads, shared_bytes)
+        return _cuda.current_context().get_active_blocks_per_multiprocessor(self._cufunc(), threads, shared_bytes)
 
     def _cufunc(self):
         compiled = self.compiled()
@@ -197,15 +197,18 @@ def unrolled(count, body):
 
     def link(i, rest):  # body(i, ...) then the rest of the chain: i is a closure constant
         if rest is None:
+
             @jit(device=True, forceinline=True)
             def last(*args):
                 body(uint32(i), *args)
+
             return last
 
         @jit(device=True, forceinline=True)
         def step(*args):
             body(uint32(i), *args)
             rest(*args)
+
         return step
 
     chain = None

@@ -35,6 +35,7 @@ launch makes before choosing the 128-bit path.
 In the simulator they are plain Python that also check the alignment (the word
 forms check the real address), so a misaligned access fails a test there too.
 """
+
 from zoo import SIMULATOR
 
 
@@ -90,8 +91,12 @@ if SIMULATOR:
             raise IndexError(f"{width}-byte {what} at byte {i} runs past {arr.size} bytes")
 
     def _word(arr, i):
-        return (np.uint32(arr[i]) | np.uint32(arr[i + 1]) << np.uint32(8)
-                | np.uint32(arr[i + 2]) << np.uint32(16) | np.uint32(arr[i + 3]) << np.uint32(24))
+        return (
+            np.uint32(arr[i])
+            | np.uint32(arr[i + 1]) << np.uint32(8)
+            | np.uint32(arr[i + 2]) << np.uint32(16)
+            | np.uint32(arr[i + 3]) << np.uint32(24)
+        )
 
     def _put_word(arr, i, w):
         w = np.uint32(w)
@@ -136,8 +141,10 @@ else:
 
     def _check_lanes(arr, dtype):
         if not (isinstance(arr, types.Array) and arr.dtype == dtype and (arr.ndim == 1 or arr.layout == "C")):
-            raise TypeError(f"{'float4' if dtype == types.float32 else 'int4'} access needs a 1-D or C-contiguous "
-                            f"{dtype} array, got {arr}")
+            raise TypeError(
+                f"{'float4' if dtype == types.float32 else 'int4'} access needs a 1-D or C-contiguous "
+                f"{dtype} array, got {arr}"
+            )
 
     def _load4(arr, index, dtype):
         _check_lanes(arr, dtype)
@@ -145,8 +152,7 @@ else:
 
         def codegen(context, builder, sig, args):
             vec4 = ir.VectorType(context.get_data_type(sig.args[0].dtype), 4)  # <4 x float> or <4 x i32>
-            vec = builder.load(pointer_as(context, builder, sig.args[0], args[0], args[1], sig.args[1], vec4),
-                               align=16)
+            vec = builder.load(pointer_as(context, builder, sig.args[0], args[0], args[1], sig.args[1], vec4), align=16)
             parts = [builder.extract_element(vec, ir.Constant(_I32, j)) for j in range(4)]
             return context.make_tuple(builder, sig.return_type, parts)
 

@@ -63,17 +63,19 @@ commit and wait are no-ops, which is a legal schedule of the real instruction.
 What the simulator cannot check is that the hardware agrees with this module's
 reading of the PTX ISA; ``tests/test_hgemm.py`` runs the kernels on a GPU too.
 """
+
 import numpy as np
 
 from zoo import SIMULATOR
-
 from zoo.device.warp import FULL_MASK
+
 # Pass as cuda.shared.array(..., alignment=SHARED_ALIGN): numba aligns a float16 shared array to
 # 2 bytes, but 128-bit stores, ldmatrix rows and cp.async need 16. The simulator refuses the
 # argument unless it is None (its arrays are NumPy's, aligned anyway).
 SHARED_ALIGN = None if SIMULATOR else 16
 
 if SIMULATOR:
+
     def _bits(x):
         return int(np.asarray(x, dtype=np.float16).view(np.uint16))
 
@@ -190,7 +192,8 @@ else:
 
     def _word_pointer(context, builder, arrty, arr, index, indexty, words):
         """arr[index] as a pointer to one 32-bit word or to a vector of ``words`` words."""
-        return pointer_as(context, builder, arrty, arr, index, indexty, _I32 if words == 1 else ir.VectorType(_I32, words))
+        target = _I32 if words == 1 else ir.VectorType(_I32, words)
+        return pointer_as(context, builder, arrty, arr, index, indexty, target)
 
     def _shared_address(context, builder, arrty, arr, index, indexty):
         """The 32-bit shared-window address of arr[index] (numba hands out generic pointers)."""
@@ -214,15 +217,16 @@ else:
         sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
 
         def codegen(context, builder, sig, args):
-            words = [_as_i32(context, builder, v, t) for v, t in zip(args[:6], sig.args[:6])]
-            accs = [context.cast(builder, v, t, types.float32) for v, t in zip(args[6:], sig.args[6:])]
+            words = [_as_i32(context, builder, v, t) for v, t in zip(args[:6], sig.args[:6], strict=True)]
+            accs = [context.cast(builder, v, t, types.float32) for v, t in zip(args[6:], sig.args[6:], strict=True)]
             ftype = ir.FunctionType(ir.LiteralStructType([_F32] * 4), [_I32] * 6 + [_F32] * 4)
             asm = ir.InlineAsm(
                 ftype,
                 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                 "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
                 "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
-                side_effect=False)  # registers only: LLVM may schedule it like arithmetic
+                side_effect=False,
+            )  # registers only: LLVM may schedule it like arithmetic
             result = builder.call(asm, words + accs)
             parts = [builder.extract_value(result, j) for j in range(4)]
             return context.make_tuple(builder, sig.return_type, parts)
@@ -273,8 +277,9 @@ else:
             ptr = _word_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1], 4)
             vec = ir.Constant(ir.VectorType(_I32, 4), None)
             for j in range(4):
-                vec = builder.insert_element(vec, _as_i32(context, builder, args[2 + j], sig.args[2 + j]),
-                                             ir.Constant(_I32, j))
+                vec = builder.insert_element(
+                    vec, _as_i32(context, builder, args[2 + j], sig.args[2 + j]), ir.Constant(_I32, j)
+                )
             builder.store(vec, ptr, align=16)
             return context.get_dummy_value()
 
@@ -288,8 +293,7 @@ else:
         def codegen(context, builder, sig, args):
             address = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
             ftype = ir.FunctionType(ir.LiteralStructType([_I32] * 4), [_I32])
-            asm = ir.InlineAsm(ftype, op + " {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r,~{memory}",
-                               side_effect=True)
+            asm = ir.InlineAsm(ftype, op + " {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r,~{memory}", side_effect=True)
             result = builder.call(asm, [address])
             parts = [builder.extract_value(result, j) for j in range(4)]
             return context.make_tuple(builder, sig.return_type, parts)
@@ -315,8 +319,7 @@ else:
             source = _global_address(context, builder, sig.args[2], args[2], args[3], sig.args[3])
             ftype = ir.FunctionType(ir.VoidType(), [_I32, ir.IntType(64)])
             # .cg: cache in L2 only (the tile is read once per block); 16 bytes, the only size .cg takes
-            asm = ir.InlineAsm(ftype, "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}",
-                               side_effect=True)
+            asm = ir.InlineAsm(ftype, "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}", side_effect=True)
             builder.call(asm, [dst, source])
             return context.get_dummy_value()
 

@@ -29,6 +29,7 @@ named in ``mask`` must call, with the same ``width``; ``width`` is not checked.
 All arguments are integers; ``value`` may be int32, int64, float32 or float64.
 They work on the GPU and in the simulator (``zoo.simulator``).
 """
+
 from numba import cuda
 
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
