@@ -1,4 +1,5 @@
 """ReLU beyond the generic checks: grid-stride passes, the n % 4 tail, misaligned views, special values, the sweep."""
+
 import csv
 
 import numpy as np
@@ -63,16 +64,17 @@ def _launched(kernel, monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("name,kernel", [("v04", v04_float4.relu4_kernel), ("v05", v05_unrolled.relu4_kernel)])
-def test_float4_steps_fall_back_on_a_misaligned_view(name, kernel, monkeypatch):
-    calls = _launched(kernel, monkeypatch)
+@pytest.mark.parametrize("step", [v04_float4, v05_unrolled], ids=["v04", "v05"])
+def test_float4_steps_fall_back_on_a_misaligned_view(step, monkeypatch):
+    calls, scalar_calls = _launched(step.relu4_kernel, monkeypatch), _launched(step.relu_kernel, monkeypatch)
+    name = step.__name__.rsplit(".", 1)[-1][:3]
     (x,) = RELU.make_inputs(41, 6)
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x]))
     view = backing[1:]  # 4 bytes past a 16-byte boundary
     out = cuda.device_array(41, np.float32)
     RELU[name](view, out=out)
     assert np.array_equal(out.copy_to_host(), RELU.reference(x))
-    assert not calls
+    assert not calls and scalar_calls, "the scalar grid-stride kernel runs instead"
     RELU[name](x)  # and an aligned array does take the float4 kernel
     assert calls
 
@@ -94,8 +96,9 @@ def test_grid_blocks():
 
 
 def test_sweep_writes_csv_and_png(zoo_cli, tmp_path):
-    r = zoo_cli("elementwise-sweep", "--out", str(tmp_path), "--size", "1031", "--unrolls", "1,2",
-                "--blocks-per-sm", "1,all")
+    r = zoo_cli(
+        "elementwise-sweep", "--out", str(tmp_path), "--size", "1031", "--unrolls", "1,2", "--blocks-per-sm", "1,all"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     (table,) = tmp_path.glob("*-elementwise-sweep.csv")
     (png,) = tmp_path.glob("*-elementwise-sweep.png")
@@ -109,9 +112,23 @@ def test_sweep_writes_csv_and_png(zoo_cli, tmp_path):
 
 def test_sweep_plot_draws_gpu_rows():
     # rows as read back from a committed CSV: numbers, and 'all' as text
-    rows = [dict(size=1 << 28, unroll=u, elements_per_thread=4 * u, blocks_per_sm=b, blocks=1, threads_per_block=256,
-                 ms=1.0, gbps=3000.0 + 100 * u, of_copy=0.8, copy_gbps=4100.0, correct="True")
-            for u in (1, 4) for b in (1, 8, "all")]
+    rows = [
+        dict(
+            size=1 << 28,
+            unroll=u,
+            elements_per_thread=4 * u,
+            blocks_per_sm=b,
+            blocks=1,
+            threads_per_block=256,
+            ms=1.0,
+            gbps=3000.0 + 100 * u,
+            of_copy=0.8,
+            copy_gbps=4100.0,
+            correct="True",
+        )
+        for u in (1, 4)
+        for b in (1, 8, "all")
+    ]
     fig = sweep.plot(rows, "NVIDIA H200")
     ax = fig.axes[0]
     assert len(ax.lines) == 4  # two unrolls, the copy line and the 90% line

@@ -1,4 +1,5 @@
 """Fusion beyond the generic checks: cached temporaries, repeated calls, misaligned views, large |x|, the sweep."""
+
 import csv
 import types
 
@@ -11,7 +12,7 @@ from zoo import harness, sweeps
 from zoo.device import buffers
 from zoo.errors import OutOfRange
 from zoo.kernels import fusion as spec
-from zoo.kernels.fusion import ops, sweep, v04_fused_float4
+from zoo.kernels.fusion import ops, sweep
 
 FUSION = zoo.family("fusion")
 
@@ -32,8 +33,9 @@ def allocations(monkeypatch):
         return cuda.device_array(n, dtype)
 
     ops.release()
-    monkeypatch.setattr(buffers, "cuda", types.SimpleNamespace(device_array=device_array,
-                                                               get_current_device=cuda.get_current_device))
+    monkeypatch.setattr(
+        buffers, "cuda", types.SimpleNamespace(device_array=device_array, get_current_device=cuda.get_current_device)
+    )
     yield made
     ops.release()
 
@@ -69,8 +71,10 @@ def test_second_call_with_new_inputs(variant):
 @pytest.mark.parametrize("variant", FUSION.variants, ids=lambda v: v.name)
 def test_large_magnitudes_and_special_values(variant):
     # sinf reduces large arguments exactly (no fastmath): 1e30 is as accurate as 1.0
-    x = np.array([0.0, -0.0, 1e-30, -1e-30, np.pi, -np.pi, 1e4, -1e4, 123456.7, 1e6, -3e7, 1e15, 1e30,
-                  -1e30, 3.4e38, -3.4e38], np.float32)
+    x = np.array(
+        [0.0, -0.0, 1e-30, -1e-30, np.pi, -np.pi, 1e4, -1e4, 123456.7, 1e6, -3e7, 1e15, 1e30, -1e30, 3.4e38, -3.4e38],
+        np.float32,
+    )
     ok, detail = _close(variant, x)
     assert ok, detail
     assert np.array_equal(variant(np.array([np.nan], np.float32)), [np.nan], equal_nan=True)
@@ -91,11 +95,12 @@ def test_cupy_baselines_compute_the_reference():
     assert np.allclose(np.minimum(np.maximum(g, spec.LO), spec.HI), FUSION.reference(x), rtol=1e-14, atol=1e-15)
 
 
-def test_float4_grid_stride_takes_several_passes(monkeypatch):
-    monkeypatch.setattr(v04_fused_float4, "BLOCKS_PER_SM", 1)  # few blocks: each thread loops
+@pytest.mark.parametrize("name", ["v04", "v05"])
+def test_float4_grid_stride_takes_several_passes(name, monkeypatch):
+    monkeypatch.setattr(FUSION[name].module, "BLOCKS_PER_SM", 1)  # few blocks: each thread loops
     monkeypatch.setattr(zoo.device, "_sm_count", lambda: 1)
     (x,) = FUSION.make_inputs(4099, 5)  # 1024 float4 for 256 threads, and a tail of 3
-    ok, detail = _close(FUSION["v04"], x)
+    ok, detail = _close(FUSION[name], x)
     assert ok, detail
 
 
@@ -112,23 +117,26 @@ def _launched(kernel, monkeypatch):
     return calls
 
 
-def test_float4_step_falls_back_on_a_misaligned_view(monkeypatch):
-    calls = _launched(v04_fused_float4.fused4_kernel, monkeypatch)
+@pytest.mark.parametrize("name", ["v04", "v05"])
+def test_float4_step_falls_back_on_a_misaligned_view(name, monkeypatch):
+    step = FUSION[name].module
+    wide, one_per_thread = _launched(step.fused4_kernel, monkeypatch), _launched(step.fused_kernel, monkeypatch)
     (x,) = FUSION.make_inputs(41, 6)
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x]))
     view = backing[1:]  # 4 bytes past a 16-byte boundary
     out = cuda.device_array(41, np.float32)
-    FUSION["v04"](view, out=out)
+    FUSION[name](view, out=out)
     assert harness.compare(out.copy_to_host(), FUSION.reference(x), FUSION.TOLERANCE)[0]
-    assert not calls
-    FUSION["v04"](x)  # and an aligned array does take the float4 kernel
-    assert calls
+    assert not wide and one_per_thread
+    FUSION[name](x)  # and an aligned array does take the float4 kernel
+    assert wide
 
 
-def test_float4_step_refuses_2_to_the_31_elements():
+@pytest.mark.parametrize("name", ["v04", "v05"])
+def test_float4_step_refuses_2_to_the_31_elements(name):
     huge = np.broadcast_to(np.float32(0), (1 << 31,))  # no memory behind it
     with pytest.raises(OutOfRange, match="fewer than 2\\^31"):
-        v04_fused_float4.validate(huge)
+        FUSION[name].module.validate(huge)
 
 
 def test_every_step_states_its_launches_and_bytes():
@@ -149,14 +157,26 @@ def test_sweep_writes_csv_and_png(zoo_cli, tmp_path):
     rows = sweeps.read_csv(table)
     numba_rows = ("four_launches", "fused", "fused_float4", "fused_bounded", "fused_fastmath")  # no CuPy here
     assert [(r["size"], r["method"], r["launches"], r["bytes"]) for r in rows] == [
-        (n, m, sweep.METHODS[m][0], sweep.METHODS[m][1] * n) for n in (97, 5) for m in numba_rows]
+        (n, m, sweep.METHODS[m][0], sweep.METHODS[m][1] * n) for n in (97, 5) for m in numba_rows
+    ]
     assert all(r["correct"] == "True" for r in rows)
 
 
 def test_sweep_plot_draws_gpu_rows():
-    rows = [dict(size=n, method=m, launches=sweep.METHODS[m][0], bytes=sweep.METHODS[m][1] * n, ms=ms,
-                 gbps=1.0, speedup=2.0 / ms, correct="True")
-            for n in (1 << 24, 1 << 28) for m, ms in zip(sweep.METHODS, (2.0, 0.55, 0.5, 0.35, 0.5, 2.2, 0.6))]
+    rows = [
+        dict(
+            size=n,
+            method=m,
+            launches=sweep.METHODS[m][0],
+            bytes=sweep.METHODS[m][1] * n,
+            ms=ms,
+            gbps=1.0,
+            speedup=2.0 / ms,
+            correct="True",
+        )
+        for n in (1 << 24, 1 << 28)
+        for m, ms in zip(sweep.METHODS, (2.0, 0.55, 0.5, 0.35, 0.5, 2.2, 0.6), strict=True)
+    ]
     fig = sweep.plot(rows, "NVIDIA H200")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == list(sweep.METHODS)

@@ -1,5 +1,6 @@
 """Int4 beyond the generic checks: the packing (NumPy reference and GPU kernels, exactly), every byte
 value through every step, views off a word boundary, grid-stride passes, the CuPy rows' logic."""
+
 import sys
 import types
 
@@ -8,8 +9,8 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo.errors import OutOfRange
 from zoo.device.jit import Kernel
+from zoo.errors import OutOfRange
 from zoo.kernels import int4 as spec
 from zoo.kernels.int4 import alignment, packing
 
@@ -114,23 +115,27 @@ def test_pack_then_unpack_is_the_rounded_clamped_input():
 def no_launch(monkeypatch):
     def refuse(self, config):
         raise AssertionError("a kernel was launched before the input was rejected")
+
     monkeypatch.setattr(Kernel, "__getitem__", refuse)
 
 
-@pytest.mark.parametrize("args,error,match", [
-    ((np.zeros(4, np.float64), 1.0), TypeError, "x must be float32"),
-    ((np.zeros((2, 2), np.float32), 1.0), ValueError, "1 dimension"),
-    ((np.zeros(0, np.float32), 1.0), ValueError, "empty"),
-    ((np.zeros(8, np.float32)[::2], 1.0), ValueError, "contiguous"),
-    ((np.zeros(4, np.float32), 0.0), ValueError, "positive finite"),
-    ((np.zeros(4, np.float32), -1.0), ValueError, "positive finite"),
-    ((np.zeros(4, np.float32), float("nan")), ValueError, "positive finite"),
-    ((np.zeros(4, np.float32), float("inf")), ValueError, "positive finite"),
-    ((np.zeros(4, np.float32), 1e-50), ValueError, "positive finite"),  # 0 as a float32
-    ((np.zeros(4, np.float32), "2"), TypeError, "real number"),
-    ((np.zeros(4, np.float32), True), TypeError, "real number"),
-    (([1.0, 2.0], 1.0), TypeError, "NumPy, CuPy or numba"),
-])
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((np.zeros(4, np.float64), 1.0), TypeError, "x must be float32"),
+        ((np.zeros((2, 2), np.float32), 1.0), ValueError, "1 dimension"),
+        ((np.zeros(0, np.float32), 1.0), ValueError, "empty"),
+        ((np.zeros(8, np.float32)[::2], 1.0), ValueError, "contiguous"),
+        ((np.zeros(4, np.float32), 0.0), ValueError, "positive finite"),
+        ((np.zeros(4, np.float32), -1.0), ValueError, "positive finite"),
+        ((np.zeros(4, np.float32), float("nan")), ValueError, "positive finite"),
+        ((np.zeros(4, np.float32), float("inf")), ValueError, "positive finite"),
+        ((np.zeros(4, np.float32), 1e-50), ValueError, "positive finite"),  # 0 as a float32
+        ((np.zeros(4, np.float32), "2"), TypeError, "real number"),
+        ((np.zeros(4, np.float32), True), TypeError, "real number"),
+        (([1.0, 2.0], 1.0), TypeError, "NumPy, CuPy or numba"),
+    ],
+)
 def test_pack_refuses_bad_input_before_any_launch(no_launch, args, error, match):
     with pytest.raises(error, match=match):
         packing.pack(*args)
@@ -167,13 +172,20 @@ def test_second_call_into_the_same_output(variant):
 
 
 def _launched(kernel, monkeypatch):
+    """The (config, args) of every launch of ``kernel`` while the test runs."""
     calls = []
     original = type(kernel).__getitem__
 
     def spy(self, config):
-        if self is kernel:
-            calls.append(config)
-        return original(self, config)
+        launcher = original(self, config)
+        if self is not kernel:
+            return launcher
+
+        def launch(*args):
+            calls.append((config, args))
+            return launcher(*args)
+
+        return launch
 
     monkeypatch.setattr(type(kernel), "__getitem__", spy)
     return calls
@@ -191,13 +203,18 @@ def test_views_off_a_word_boundary(name, in_offset, out_offset, size, monkeypatc
     d_in, d_out = cuda.to_device(base), cuda.to_device(np.full(size + 32, 0xFF, np.uint8))
     start_in = -alignment.address(d_in) % 16 + in_offset
     start_out = -alignment.address(d_out) % 16 + out_offset
-    view_in, view_out = d_in[start_in:start_in + size], d_out[start_out:start_out + size]
+    view_in, view_out = d_in[start_in : start_in + size], d_out[start_out : start_out + size]
     step(view_in, out=view_out)
     after = d_out.copy_to_host()
-    assert np.array_equal(after[start_out:start_out + size], spec.relu_bytes(base[start_in:start_in + size]))
-    assert (np.delete(after, np.s_[start_out:start_out + size]) == 0xFF).all(), "wrote outside out"
+    assert np.array_equal(after[start_out : start_out + size], spec.relu_bytes(base[start_in : start_in + size]))
+    assert (np.delete(after, np.s_[start_out : start_out + size]) == 0xFF).all(), "wrote outside out"
     same_offset = (in_offset - out_offset) % WIDE[name] == 0
-    assert bool(calls) == same_offset, "the wide kernel runs exactly when both views can be aligned"
+    parts = alignment.split(view_in, view_out, WIDE[name])
+    assert (parts is not None) == same_offset
+    ((_, args),) = calls
+    head, pieces = int(args[2]), int(args[3])
+    # both views can be aligned: the split's head and pieces; else no pieces and every byte is tail
+    assert (head, pieces) == (parts if same_offset else (0, 0))
 
 
 @pytest.mark.parametrize("name", sorted(WIDE))
@@ -221,6 +238,7 @@ def test_split():
         def __init__(self, address, size):
             self.__cuda_array_interface__ = {"data": (address, False)}
             self.size = size
+
     assert alignment.split(At(0, 100), At(32, 100), 16) == (0, 6)
     assert alignment.split(At(13, 100), At(29, 100), 16) == (3, 6)
     assert alignment.split(At(13, 2), At(29, 2), 16) == (2, 0)
@@ -230,11 +248,10 @@ def test_split():
 # -- the CuPy rows, with NumPy standing in for CuPy ---------------------------------------------
 @pytest.fixture
 def fake_cupy(monkeypatch):
-    fake = types.SimpleNamespace(asnumpy=np.asarray, asarray=np.array, empty=np.empty, maximum=np.maximum,
-                                 take=np.take)
+    fake = types.SimpleNamespace(asnumpy=np.asarray, asarray=np.array, empty=np.empty, maximum=np.maximum, take=np.take)
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(spec, "_TABLE", {})
-    monkeypatch.setattr(spec, "_SCRATCH", {})
+    monkeypatch.setattr(spec, "_WIDER_OPERANDS", {})
     return fake
 
 
@@ -249,13 +266,15 @@ def test_float32_and_int8_rows_compute_relu_of_the_same_tensor(fake_cupy, monkey
     monkeypatch.setattr("zoo.device.properties", lambda: {"l2_bytes": 4000})
     (x,) = INT4.make_inputs(1001, 3)  # 501 bytes: 1002 float32 (4008 bytes, 2 copies), 1002 int8 (8 copies)
     codes = spec.unpack_codes_reference(x)
-    for row, dtype, copies, expected in ((spec.float32_relu, np.float32, 2, np.maximum(codes * spec.SCALE, 0)),
-                                         (spec.int8_relu, np.int8, 8, np.maximum(codes, 0))):
+    for row, dtype, copies, expected in (
+        (spec.float32_relu, np.float32, 2, np.maximum(codes * spec.SCALE, 0)),
+        (spec.int8_relu, np.int8, 8, np.maximum(codes, 0)),
+    ):
         for _ in range(copies + 1):
             row(x, None)
-        sources, dest, calls = spec._SCRATCH[(1002, np.dtype(dtype).str)]
+        sources, dest, calls = spec._WIDER_OPERANDS[(1002, np.dtype(dtype).str)]
         assert len(sources) == copies and calls == copies + 1
         assert dest.dtype == dtype and np.array_equal(dest, expected.astype(dtype))
     (y,) = INT4.make_inputs(33, 3)
     spec.int8_relu(y, None)
-    assert list(spec._SCRATCH) == [(34, np.dtype(np.int8).str)], "a new size frees the old arrays"
+    assert list(spec._WIDER_OPERANDS) == [(34, np.dtype(np.int8).str)], "a new size frees the old arrays"

@@ -9,6 +9,7 @@ Every configuration is also checked against the reference. In the simulator the
 sizes are tiny and nothing is timed: the rows only say that each configuration
 is correct.
 """
+
 import numpy as np
 from numba import cuda
 
@@ -16,8 +17,19 @@ from zoo.kernels.elementwise import v05_unrolled as v05
 
 COMMAND = "elementwise-sweep"
 HELP = "ReLU (elementwise v05): float4 per thread x blocks per SM, GB/s and fraction of copy bandwidth"
-COLUMNS = ("size", "unroll", "elements_per_thread", "blocks_per_sm", "blocks", "threads_per_block",
-           "ms", "gbps", "of_copy", "copy_gbps", "correct")
+COLUMNS = (
+    "size",
+    "unroll",
+    "elements_per_thread",
+    "blocks_per_sm",
+    "blocks",
+    "threads_per_block",
+    "ms",
+    "gbps",
+    "of_copy",
+    "copy_gbps",
+    "correct",
+)
 GPU_UNROLLS = "1,2,4,8"
 GPU_BLOCKS = "1,2,4,8,16,all"
 SIM_UNROLLS = "1,4"
@@ -26,10 +38,13 @@ SIM_BLOCKS = "1,all"
 
 def add_arguments(parser):
     parser.add_argument("--size", type=int, help="elements (default 2^28 on a GPU, 1003 in the simulator)")
-    parser.add_argument("--unrolls", help=f"float4 per thread per pass (default {GPU_UNROLLS}; "
-                                          f"{SIM_UNROLLS} in the simulator)")
-    parser.add_argument("--blocks-per-sm", help=f"blocks of 256 per SM, 'all' for one pass (default "
-                                                f"{GPU_BLOCKS}; {SIM_BLOCKS} in the simulator)")
+    parser.add_argument(
+        "--unrolls", help=f"float4 per thread per pass (default {GPU_UNROLLS}; {SIM_UNROLLS} in the simulator)"
+    )
+    parser.add_argument(
+        "--blocks-per-sm",
+        help=f"blocks of 256 per SM, 'all' for one pass (default {GPU_BLOCKS}; {SIM_BLOCKS} in the simulator)",
+    )
 
 
 def _numbers(text, allow_all=False):
@@ -41,8 +56,9 @@ def _numbers(text, allow_all=False):
         elif item.isdigit() and int(item) > 0:
             out.append(int(item))
         else:
-            raise ValueError(f"expected positive integers{' or all' if allow_all else ''} joined by commas, "
-                             f"got {text!r}")
+            raise ValueError(
+                f"expected positive integers{' or all' if allow_all else ''} joined by commas, got {text!r}"
+            )
     return out
 
 
@@ -68,13 +84,20 @@ def measure(args):
         for blocks_per_sm in per_sm:
             out.copy_to_device(poison)
             v05.launch_with(kernel, unroll, blocks_per_sm, sets[0][0], out)
-            row = dict(size=n, unroll=unroll, elements_per_thread=4 * unroll,
-                       blocks_per_sm="all" if blocks_per_sm is None else blocks_per_sm,
-                       blocks=v05.grid_blocks(n, unroll, blocks_per_sm), threads_per_block=v05.THREADS_PER_BLOCK,
-                       correct=bool(np.array_equal(out.copy_to_host(), ref)))
+            row = dict(
+                size=n,
+                unroll=unroll,
+                elements_per_thread=4 * unroll,
+                blocks_per_sm="all" if blocks_per_sm is None else blocks_per_sm,
+                blocks=v05.grid_blocks(n, unroll, blocks_per_sm),
+                threads_per_block=v05.THREADS_PER_BLOCK,
+                correct=bool(np.array_equal(out.copy_to_host(), ref)),
+            )
             if not args.simulator:
+                # timed here, within this iteration: the lambda's loop variables still hold
                 timing = harness.time_launches(
-                    lambda i: v05.launch_with(kernel, unroll, blocks_per_sm, sets[i % len(sets)][0], out))
+                    lambda i: v05.launch_with(kernel, unroll, blocks_per_sm, sets[i % len(sets)][0], out)  # noqa: B023
+                )
                 gbps = fam.bytes_moved(n) / timing.median_ms / 1e6
                 row.update(ms=timing.median_ms, gbps=gbps, copy_gbps=copy, of_copy=gbps / copy if copy else None)
             rows.append(row)
@@ -92,19 +115,34 @@ def plot(rows, device_name):
     timed = [r for r in rows if isinstance(r.get("gbps"), (int, float))]
     size = rows[0].get("size") if rows else "?"
     if not timed:
-        ax.text(0.5, 0.5, "no timings: the simulator checks correctness only", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no timings: the simulator checks correctness only",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
     else:
         labels = sorted({str(r["blocks_per_sm"]) for r in timed}, key=_order)
         for unroll in sorted({r["unroll"] for r in timed}):
             mine = sorted((r for r in timed if r["unroll"] == unroll), key=lambda r: _order(str(r["blocks_per_sm"])))
-            ax.plot([labels.index(str(r["blocks_per_sm"])) for r in mine], [r["gbps"] for r in mine], marker="o",
-                    label=f"{unroll} float4 ({4 * unroll} elements) per thread")
+            ax.plot(
+                [labels.index(str(r["blocks_per_sm"])) for r in mine],
+                [r["gbps"] for r in mine],
+                marker="o",
+                label=f"{unroll} float4 ({4 * unroll} elements) per thread",
+            )
         copies = [r["copy_gbps"] for r in timed if isinstance(r.get("copy_gbps"), (int, float))]
         if copies:
-            ax.axhline(copies[0], color="black", linestyle="--", linewidth=1,
-                       label=f"device-to-device copy, {copies[0]:,.0f} GB/s")
+            ax.axhline(
+                copies[0],
+                color="black",
+                linestyle="--",
+                linewidth=1,
+                label=f"device-to-device copy, {copies[0]:,.0f} GB/s",
+            )
             ax.axhline(0.9 * copies[0], color="grey", linestyle=":", linewidth=1, label="90% of copy")
         ax.set_xticks(range(len(labels)), labels)
         ax.set_xlabel("blocks of 256 threads per SM ('all': one pass, no grid-stride loop)")

@@ -16,6 +16,7 @@ Measured:
     0, out=out), 12 registers, occupancy bound 100%. Other sizes, % of cupy.maximum(x,
     0, out=out): 1048576: 33.4%, 16777216: 154.6%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit

@@ -7,7 +7,7 @@ first lesson, ``sin(sin(sin(sin(x))))`` on n float32, in seven ways:
                     two cached temporaries: 4 launches, 4 x 8n = 32n bytes
     fused           v02's sin4_kernel: 1 launch, 8n bytes
     fused_float4    the four sins in v04's loop (float4, four elements a thread): 1 launch, 8n
-    fused_bounded   the same with sins two to four as v05's polynomial (``ops.sin_unit``):
+    fused_bounded   the same with sins two to four as v05's polynomial (``sin_unit``):
                     their arguments are sines, in [-1, 1], so they skip range reduction
     fused_fastmath  the same kernel compiled with fastmath: sin becomes the hardware's
                     sin.approx.f32 (MUFU.SIN), a few instructions instead of sinf's 20 to 25;
@@ -21,16 +21,21 @@ time (CUDA events), the GB/s those bytes make, and the speed relative to
 four_launches; every row is checked against the float64 reference. In the
 simulator the size is tiny, only the numba rows run and nothing is timed.
 """
+
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, uint32
 
+from zoo.device import sm_count
 from zoo.device.jit import jit
-
+from zoo.device.memory import aligned, load_float4, store_float4
 from zoo.kernels import fusion as spec
-from zoo.kernels.fusion import ops, v01_unfused_launches as v01, v02_fused_sin as v02
-from zoo.kernels.fusion import v03_fused_chain as v03, v04_fused_float4 as v04
+from zoo.kernels.fusion import ops
+from zoo.kernels.fusion import v01_unfused_launches as v01
+from zoo.kernels.fusion import v02_fused_sin as v02
+from zoo.kernels.fusion import v04_fused_float4 as v04
+from zoo.kernels.fusion import v05_bounded_sin as v05
 
 COMMAND = "fusion-sweep"
 HELP = "sin x4 (fusion family): four launches with temporaries against one fused kernel, and CuPy's two ways"
@@ -49,8 +54,9 @@ SIM_SIZES = "1003"
 
 
 def add_arguments(parser):
-    parser.add_argument("--sizes", help=f"elements, joined by commas (default {GPU_SIZES} on a GPU, "
-                                        f"{SIM_SIZES} in the simulator)")
+    parser.add_argument(
+        "--sizes", help=f"elements, joined by commas (default {GPU_SIZES} on a GPU, {SIM_SIZES} in the simulator)"
+    )
 
 
 def _sizes(text):
@@ -84,17 +90,44 @@ def fused(x, out):
     v02.sin4_kernel[blocks, v02.THREADS_PER_BLOCK](x, out)
 
 
-# (float4 kernel, the one-element kernel v04.launch_with falls back to for unaligned arrays)
-SIN4_WIDE = (v04.build(ops.sin4), v02.sin4_kernel)
-SIN4_BOUNDED = (v04.build(ops.sin4_bounded), v03.build(ops.sin4_bounded))
+def float4_kernel(element):
+    """v04's float4 grid-stride loop (``v04_fused_float4.fused4_kernel``) over the device function ``element``."""
+
+    @jit
+    def sweep_float4_kernel(x, out, n):
+        n4 = n // uint32(4)  # whole float4; the rest is the tail
+        i = uint32(cuda.grid(1))  # the float4 this thread starts at: elements 4i .. 4i + 3
+        stride = uint32(cuda.gridsize(1))
+        while i < n4:
+            a, b, c, d = load_float4(x, i * uint32(4))
+            store_float4(out, i * uint32(4), element(a), element(b), element(c), element(d))
+            i += stride
+        tail = n4 * uint32(4) + uint32(cuda.grid(1))  # the n % 4 leftovers, one thread each
+        if tail < n:
+            out[tail] = element(x[tail])
+
+    return sweep_float4_kernel
+
+
+SIN4_FLOAT4 = float4_kernel(ops.sin4)
+SIN4_BOUNDED_FLOAT4 = float4_kernel(v05.sin4_bounded)
+
+
+def launch_float4(kernel, x, out):
+    """v04's grid: at most BLOCKS_PER_SM blocks per SM. The sweep's arrays are whole allocations: aligned."""
+    if not (aligned(x) and aligned(out)):
+        raise ValueError("the sweep's float4 rows need 16-byte aligned arrays")
+    needed = (x.size // 4 + v04.THREADS_PER_BLOCK - 1) // v04.THREADS_PER_BLOCK
+    blocks = max(1, min(needed, v04.BLOCKS_PER_SM * sm_count()))
+    kernel[blocks, v04.THREADS_PER_BLOCK](x, out, np.uint32(x.size))
 
 
 def fused_float4(x, out):
-    v04.launch_with(*SIN4_WIDE, x, out)
+    launch_float4(SIN4_FLOAT4, x, out)
 
 
 def fused_bounded(x, out):
-    v04.launch_with(*SIN4_BOUNDED, x, out)
+    launch_float4(SIN4_BOUNDED_FLOAT4, x, out)
 
 
 @jit(fastmath=True)
@@ -142,9 +175,13 @@ def measure(args):
         sets = [(cuda.to_device(x),)] if args.simulator else harness.input_sets((x,))
         out = cuda.device_array(n, np.float32)
         poison = np.full(n, np.nan, np.float32)
-        calls = {"four_launches": (four_launches, sets, out), "fused": (fused, sets, out),
-                 "fused_float4": (fused_float4, sets, out), "fused_bounded": (fused_bounded, sets, out),
-                 "fused_fastmath": (fused_fastmath, sets, out)}
+        calls = {
+            "four_launches": (four_launches, sets, out),
+            "fused": (fused, sets, out),
+            "fused_float4": (fused_float4, sets, out),
+            "fused_bounded": (fused_bounded, sets, out),
+            "fused_fastmath": (fused_fastmath, sets, out),
+        }
         if not args.simulator:
             import cupy
 
@@ -159,7 +196,8 @@ def measure(args):
             ok, _, _ = harness.compare(out.copy_to_host(), ref, spec.TOLERANCE)
             row = dict(size=n, method=method, launches=launches, bytes=per_element * n, correct=bool(ok))
             if not args.simulator:
-                ms = harness.time_launches(lambda i: call(inputs[i % len(inputs)][0], dst)).median_ms
+                # timed here, within this iteration: the lambda's loop variables still hold
+                ms = harness.time_launches(lambda i: call(inputs[i % len(inputs)][0], dst)).median_ms  # noqa: B023
                 first = first or ms
                 row.update(ms=ms, gbps=per_element * n / ms / 1e6, speedup=first / ms)
             rows.append(row)
@@ -176,19 +214,33 @@ def plot(rows, device_name):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     timed = [r for r in rows if _num(r.get("ms"))]
     if not timed:
-        ax.text(0.5, 0.5, "no timings: the simulator checks correctness only", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no timings: the simulator checks correctness only",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
         ax.set_title(f"sin x4, fused and not, on {device_name}")
     else:
         n = max(r["size"] for r in timed)  # the largest size: the one DRAM bandwidth decides
         mine = [r for r in timed if r["size"] == n]
-        bars = ax.bar(range(len(mine)), [r["ms"] for r in mine],
-                      color=["tab:red" if r["launches"] > 1 else "tab:green" for r in mine])
-        for bar, r in zip(bars, mine):
-            ax.annotate(f"{r['launches']} launch{'es' if r['launches'] > 1 else ''}, {r['bytes'] / n:.0f}n B\n"
-                        f"{r['speedup']:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=8)
+        bars = ax.bar(
+            range(len(mine)),
+            [r["ms"] for r in mine],
+            color=["tab:red" if r["launches"] > 1 else "tab:green" for r in mine],
+        )
+        for bar, r in zip(bars, mine, strict=True):
+            ax.annotate(
+                f"{r['launches']} launch{'es' if r['launches'] > 1 else ''}, {r['bytes'] / n:.0f}n B\n"
+                f"{r['speedup']:.2f}x",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
         ax.set_xticks(range(len(mine)), [r["method"] for r in mine])
         ax.set_ylabel("ms per call")
         ax.set_ylim(0, 1.25 * max(r["ms"] for r in mine))

@@ -24,6 +24,7 @@ Measured:
     occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
     ufuncs, cupy.clip (16 launches): 16777216: 292.9%. From results/nvidia-h200.json.
 """
+
 from numba import cuda
 
 from zoo.device.jit import jit

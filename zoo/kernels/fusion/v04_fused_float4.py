@@ -9,7 +9,8 @@ Changes:
     four lanes of each. The last n % 4 elements are done by the grid's first
     threads after the loop. Indices and n are ``uint32`` (``validate`` refuses
     2^31 elements or more). When x or out does not start on a 16-byte boundary
-    (a view starting mid-array) ``launch`` runs v03's kernel instead.
+    (a view starting mid-array) ``launch`` runs v03's kernel, kept here as
+    ``fused_kernel``.
 
 Why it is faster:
     The four chains of a float4 do not depend on each other, so the compiler
@@ -25,62 +26,62 @@ Measured:
     occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
     ufuncs, cupy.clip (16 launches): 16777216: 1616.5%. From results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, uint32
 
 from zoo.device import sm_count
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
-from zoo.kernels.fusion import v03_fused_chain as scalar
-from zoo.kernels.fusion.v03_fused_chain import chain
 from zoo.device.memory import aligned, load_float4, store_float4
+from zoo.errors import OutOfRange
+from zoo.kernels.fusion import ops
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
 LIMIT = 2**31  # elements; i + stride stays below 2^32
 
 
-def build(element):
-    """The float4 grid-stride kernel applying the device function ``element`` to every element.
-
-    v05 and the fusion sweep build theirs from the same loop with other functions.
-    """
-
-    @jit
-    def fused4_kernel(x, out, n):
-        n4 = n // uint32(4)  # whole float4; the rest is the tail
-        i = uint32(cuda.grid(1))
-        stride = uint32(cuda.gridsize(1))  # every thread of the grid: no float4 is visited twice
-        while i < n4:
-            a, b, c, d = load_float4(x, i * uint32(4))  # element index a multiple of 4: 16-byte aligned
-            store_float4(out, i * uint32(4), element(a), element(b), element(c), element(d))
-            i += stride
-        t = n4 * uint32(4) + uint32(cuda.grid(1))  # the n % 4 leftovers, one thread each
-        if t < n:
-            out[t] = element(x[t])
-
-    return fused4_kernel
+@jit(device=True)
+def chain(v):
+    """The eight ops of the chain on one value, in registers (v03's chain)."""
+    s = ops.sin4(v)
+    y = ops.bias(ops.scale(s))
+    g = ops.gelu(y)
+    return ops.clamp(g)
 
 
-fused4_kernel = build(chain)
+@jit
+def fused4_kernel(x, out, n):
+    n4 = n // uint32(4)  # whole float4; the rest is the tail
+    i = uint32(cuda.grid(1))  # the float4 this thread starts at: elements 4i .. 4i + 3
+    stride = uint32(cuda.gridsize(1))  # every thread of the grid: no float4 is visited twice
+    while i < n4:
+        a, b, c, d = load_float4(x, i * uint32(4))  # element index a multiple of 4: 16-byte aligned
+        # four independent chains: the compiler interleaves them, one issues while another waits
+        store_float4(out, i * uint32(4), chain(a), chain(b), chain(c), chain(d))
+        i += stride
+    tail = n4 * uint32(4) + uint32(cuda.grid(1))  # the n % 4 leftovers, one thread each
+    if tail < n:
+        out[tail] = chain(x[tail])
+
+
+@jit
+def fused_kernel(x, out):
+    """v03's kernel, one element a thread: for arrays a float4 cannot be aligned in."""
+    i = cuda.grid(1)
+    if i < x.size:  # the last block sticks out past n
+        out[i] = chain(x[i])
 
 
 def validate(x):
     if x.size >= LIMIT:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: fewer than 2^31 elements, "
-                         f"got {x.size}")
-
-
-def launch_with(kernel, unaligned_kernel, x, out):
-    """Launch a ``build``-made kernel on x, a grid of at most BLOCKS_PER_SM blocks per SM, or v03's
-    ``build``-made ``unaligned_kernel`` of the same function where x or out is not 16-byte aligned."""
-    if not (aligned(x) and aligned(out)):
-        scalar.launch_with(unaligned_kernel, x, out)  # a float4 here would straddle a 16-byte boundary
-        return
-    needed = (x.size // 4 + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-    blocks = max(1, min(needed, BLOCKS_PER_SM * sm_count()))
-    kernel[blocks, THREADS_PER_BLOCK](x, out, np.uint32(x.size))
+        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: fewer than 2^31 elements, got {x.size}")
 
 
 def launch(x, out):
-    launch_with(fused4_kernel, scalar.fused_kernel, x, out)
+    if not (aligned(x) and aligned(out)):  # a float4 here would straddle a 16-byte boundary
+        fused_kernel[(x.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, THREADS_PER_BLOCK](x, out)
+        return
+    needed = (x.size // 4 + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+    blocks = max(1, min(needed, BLOCKS_PER_SM * sm_count()))
+    fused4_kernel[blocks, THREADS_PER_BLOCK](x, out, np.uint32(x.size))

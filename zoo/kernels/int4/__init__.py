@@ -52,11 +52,10 @@ GFLOP/s column is their element rate and compares directly with the steps'
 element rate). Their GB/s column, like every row's, counts the int4 bytes: the
 float32 row really moves 8x that and the int8 row 2x.
 """
+
 import math
 
 import numpy as np
-
-from zoo import ceilings
 
 ORDER = 125
 INPUTS = ("packed",)
@@ -150,18 +149,23 @@ def baseline(packed, out):
 
 def copy_ceiling(packed, out):
     """A device-to-device copy of the packed bytes: the bandwidth the steps aim at (its result is not ReLU's)."""
+    from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
+
     ceilings.device_copy(packed, out)
 
 
-_SCRATCH = {}
+# The float32 and int8 rows' operands: (n, dtype) -> [rotated sources, destination, calls so far].
+# Not zoo.device.buffers' scratch: these are CuPy arrays for CuPy's ufuncs, filled with the tensor's values
+# (scratch hands out uninitialized numba arrays), and several copies of them that the row rotates through,
+# as the harness rotates input sets, so that a row whose operands would fit in L2 still reads from DRAM.
+_WIDER_OPERANDS = {}
 
 
-def _unpacked(packed, dtype):
-    """(sources, destination) of 2 packed.size elements of ``dtype``: the codes (times SCALE for float32).
+def _wider_operands(packed, dtype):
+    """(source, destination) of 2 packed.size elements of ``dtype``: the codes (times SCALE for float32).
 
     Made on the first call (untimed: the harness calls once before timing), from the first input's
-    codes; as many copies of the sources as make them exceed twice the L2 cache, rotated like the
-    harness rotates input sets, so the float32 and int8 rows read from DRAM as the steps do.
+    codes; as many copies of the sources as make them exceed twice the L2 cache, one per call in turn.
     """
     import cupy
 
@@ -169,16 +173,16 @@ def _unpacked(packed, dtype):
 
     n, dtype = 2 * packed.size, np.dtype(dtype)
     key = (n, dtype.str)
-    if key not in _SCRATCH:
-        for k in [k for k in _SCRATCH if k[0] != n]:
-            del _SCRATCH[k]  # a new size: free the last one's arrays
+    if key not in _WIDER_OPERANDS:
+        for k in [k for k in _WIDER_OPERANDS if k[0] != n]:
+            del _WIDER_OPERANDS[k]  # a new size: free the last one's arrays
         values = unpack_codes_reference(cupy.asnumpy(packed)).astype(dtype)
         if dtype == np.float32:
             values *= SCALE
         l2 = properties().get("l2_bytes") or 0
         count = 1 if values.nbytes >= 2 * l2 else min(16, math.ceil(2 * l2 / values.nbytes))
-        _SCRATCH[key] = [[cupy.asarray(values) for _ in range(count)], cupy.empty(n, dtype), 0]
-    entry = _SCRATCH[key]
+        _WIDER_OPERANDS[key] = [[cupy.asarray(values) for _ in range(count)], cupy.empty(n, dtype), 0]
+    entry = _WIDER_OPERANDS[key]
     sources, dest, calls = entry
     entry[2] = calls + 1
     return sources[calls % len(sources)], dest
@@ -188,7 +192,7 @@ def float32_relu(packed, out):
     """ReLU of the same tensor as float32 values, cupy.maximum: 8 bytes an element."""
     import cupy
 
-    x, y = _unpacked(packed, np.float32)
+    x, y = _wider_operands(packed, np.float32)
     cupy.maximum(x, np.float32(0), out=y)
 
 
@@ -196,7 +200,7 @@ def int8_relu(packed, out):
     """ReLU of the same tensor as int8 codes, one a byte, cupy.maximum: 2 bytes an element."""
     import cupy
 
-    x, y = _unpacked(packed, np.int8)
+    x, y = _wider_operands(packed, np.int8)
     cupy.maximum(x, np.int8(0), out=y)
 
 

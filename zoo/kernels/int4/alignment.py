@@ -8,6 +8,7 @@ pieces: the head (bytes before the first aligned address), the whole pieces,
 and the tail after them; None when the two arrays sit at different offsets
 from a ``width`` boundary, so no piece could be aligned in both.
 """
+
 from zoo.device.memory import address
 from zoo.errors import OutOfRange
 

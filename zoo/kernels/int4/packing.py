@@ -16,6 +16,7 @@ byte, so no two threads write the same byte. These conversions are not
 optimized (the family's steps are about the op on packed data); each moves
 4 n + n / 2 bytes.
 """
+
 import math
 import numbers
 
@@ -91,8 +92,9 @@ def _output(out, kind, shape, dtype):
     if arrays.library_of(out) != kind:
         raise TypeError(f"out is a {arrays.library_of(out)} array, the input is {kind}")
     if tuple(out.shape) != shape or np.dtype(out.dtype) != dtype:
-        raise ValueError(f"out must be {np.dtype(dtype)} of shape {shape}, got {np.dtype(out.dtype)} "
-                         f"of shape {tuple(out.shape)}")
+        raise ValueError(
+            f"out must be {np.dtype(dtype)} of shape {shape}, got {np.dtype(out.dtype)} of shape {tuple(out.shape)}"
+        )
     if not arrays.is_c_contiguous(out):
         raise ValueError("out must be C-contiguous")
     if kind == arrays.NUMPY and not out.flags.writeable:

@@ -20,6 +20,7 @@ Measured:
     packed, out=out), 12 registers, occupancy bound 100%. Other sizes, % of
     cupy.take(TABLE, packed, out=out): 16777216: 178.3%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, int32, uint8, uint32
 
 from zoo.device.jit import jit

@@ -23,59 +23,73 @@ Measured:
     packed, out=out), 40 registers, occupancy bound 75%. Other sizes, % of
     cupy.take(TABLE, packed, out=out): 16777216: 96.8%. From results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, uint8, uint32
 
 from zoo.device import sm_count
 from zoo.device.jit import jit
-from zoo.kernels.int4 import v02_words as wordwise
-from zoo.kernels.int4 import alignment
-from zoo.kernels.int4.v04_swar import relu_swar
 from zoo.device.memory import load_words4, store_words4
+from zoo.kernels.int4 import alignment
 
 THREADS_PER_BLOCK = 256
 UNROLL = 4  # 16-byte pieces per thread per pass: 64 bytes in flight per thread
 STAGED = 4 * UNROLL  # words held in registers (a module constant: numba's local array sizes must be)
 BLOCKS_PER_SM = 4
-validate = alignment.validate
+SIGNS = 0x11111111  # bit 0 of every nibble
+validate = alignment.validate  # uint32 byte indices: fewer than 2^31 bytes
+
+
+@jit(device=True)
+def relu_swar(w):
+    negative = (w >> uint32(3)) & uint32(SIGNS)  # each nibble's sign bit (bit 3) moved to its bit 0
+    return uint32(w & ~(negative * uint32(15)))  # x15: 0b0001 -> 0b1111 per nibble; clear the negative codes
 
 
 @jit
 def relu_unrolled(packed, out, head, count, size):
-    staged = cuda.local.array(STAGED, uint32)  # indexed by constants after unrolling: registers
-    threads = uint32(cuda.gridsize(1))
-    g = uint32(cuda.grid(1))
-    i = g
+    staged = cuda.local.array(STAGED, uint32)  # staged[4k .. 4k+3]: piece k's words; constant indices: registers
+    grid_threads = uint32(cuda.gridsize(1))
+    thread = uint32(cuda.grid(1))  # this thread's index in the grid: its first piece, and its head or tail byte
+    i = thread
     while i < count:
         for k in range(UNROLL):  # every load is issued before the first store waits on one
-            p = i + uint32(k) * threads  # a grid apart: each warp access stays coalesced
-            if p < count:
-                j = head + p * uint32(16)
-                staged[4 * k], staged[4 * k + 1], staged[4 * k + 2], staged[4 * k + 3] = load_words4(packed, j)
+            piece = i + uint32(k) * grid_threads  # k-th piece, a grid apart: warp accesses stay coalesced
+            if piece < count:
+                byte = head + piece * uint32(16)  # 16-byte aligned in both arrays (launch's split)
+                staged[4 * k], staged[4 * k + 1], staged[4 * k + 2], staged[4 * k + 3] = load_words4(packed, byte)
         for k in range(UNROLL):
-            p = i + uint32(k) * threads
-            if p < count:
-                store_words4(out, head + p * uint32(16), relu_swar(staged[4 * k]), relu_swar(staged[4 * k + 1]),
-                             relu_swar(staged[4 * k + 2]), relu_swar(staged[4 * k + 3]))
-        i += threads * uint32(UNROLL)
-    if g < head:  # bytes before the first aligned piece
-        out[g] = uint8(relu_swar(uint32(packed[g])))
-    e = head + count * uint32(16) + g  # bytes after the last whole piece
-    if e < size:
-        out[e] = uint8(relu_swar(uint32(packed[e])))
+            piece = i + uint32(k) * grid_threads
+            if piece < count:
+                store_words4(
+                    out,
+                    head + piece * uint32(16),
+                    relu_swar(staged[4 * k]),
+                    relu_swar(staged[4 * k + 1]),
+                    relu_swar(staged[4 * k + 2]),
+                    relu_swar(staged[4 * k + 3]),
+                )
+        i += grid_threads * uint32(UNROLL)
+    if thread < head:  # bytes before the first aligned piece: a byte is a word with three zero bytes
+        out[thread] = uint8(relu_swar(uint32(packed[thread])))
+    tail = head + count * uint32(16) + thread  # bytes after the last whole piece
+    if tail < size:
+        out[tail] = uint8(relu_swar(uint32(packed[tail])))
 
 
-def grid_blocks(count, blocks_per_sm=BLOCKS_PER_SM):
-    """Blocks for ``count`` 16-byte pieces: enough for one pass, at most blocks_per_sm per SM."""
-    per_block = THREADS_PER_BLOCK * UNROLL
-    return max(1, min((count + per_block - 1) // per_block, blocks_per_sm * sm_count()))
+def grid_blocks(count):
+    """Blocks for ``count`` 16-byte pieces: enough for one pass, at most BLOCKS_PER_SM per SM."""
+    per_block = THREADS_PER_BLOCK * UNROLL  # pieces one block covers in one pass
+    return max(1, min((count + per_block - 1) // per_block, BLOCKS_PER_SM * sm_count()))
 
 
 def launch(packed, out):
     parts = alignment.split(packed, out, 16)
-    if parts is None:
-        wordwise.launch(packed, out)  # no 16 bytes are aligned in both arrays at once
+    if parts is None:  # no 16 bytes are aligned in both arrays at once: no pieces, every byte is tail
+        blocks = (packed.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK  # the tail is one byte a thread
+        relu_unrolled[blocks, THREADS_PER_BLOCK](packed, out, np.uint32(0), np.uint32(0), np.uint32(packed.size))
         return
     head, count = parts
-    relu_unrolled[grid_blocks(count), THREADS_PER_BLOCK](packed, out, np.uint32(head), np.uint32(count),
-                                                         np.uint32(packed.size))
+    relu_unrolled[grid_blocks(count), THREADS_PER_BLOCK](
+        packed, out, np.uint32(head), np.uint32(count), np.uint32(packed.size)
+    )
