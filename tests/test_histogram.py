@@ -1,5 +1,6 @@
 """Histogram beyond the generic checks: repeated calls, the input kinds, extreme contention,
 misaligned views for the wide-load steps, grid-stride passes, the int32 limit."""
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -44,10 +45,10 @@ def test_views_starting_off_a_word_boundary(name, offset, size):
     (base,) = HIST.inputs(size + 32, 9, "skewed")
     d_base = cuda.to_device(base)
     start = (-bins.address(d_base)) % 16 + offset  # offset bytes past a 16-byte boundary
-    view = d_base[start:start + size]
+    view = d_base[start : start + size]
     assert bins.address(view) % 16 == offset % 16
     got = HIST[name](view, out=cuda.device_array(256, np.int32)).copy_to_host()
-    assert np.array_equal(got, _counts(base[start:start + size]))
+    assert np.array_equal(got, _counts(base[start : start + size]))
 
 
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator's Python loads are what check alignment")
@@ -55,7 +56,7 @@ def test_wide_loads_refuse_a_misaligned_address():
     # What makes the test above able to fail: a misaligned load raises in the simulator.
     d = cuda.to_device(np.arange(64, dtype=np.uint8))
     start = (-bins.address(d)) % 16
-    aligned = d[start:start + 32]
+    aligned = d[start : start + 32]
     assert memory.load_word(aligned, 4) == 0x03020100 + 0x04040404 * (start + 1)
     with pytest.raises(IndexError):
         memory.load_word(aligned, 2)
@@ -63,8 +64,10 @@ def test_wide_loads_refuse_a_misaligned_address():
         memory.load_words4(aligned, 4)
 
 
-@pytest.mark.parametrize("address,size,width,expected", [
-    (0, 100, 16, (0, 6)), (1, 100, 16, (15, 5)), (13, 2, 4, (2, 0)), (3, 9, 4, (1, 2)), (4, 3, 4, (0, 0))])
+@pytest.mark.parametrize(
+    "address,size,width,expected",
+    [(0, 100, 16, (0, 6)), (1, 100, 16, (15, 5)), (13, 2, 4, (2, 0)), (3, 9, 4, (1, 2)), (4, 3, 4, (0, 0))],
+)
 def test_split_into_head_chunks_and_tail(monkeypatch, address, size, width, expected):
     monkeypatch.setattr(bins, "address", lambda arr: address)
     assert bins.split(np.zeros(size, np.uint8), width) == expected
@@ -91,7 +94,8 @@ def test_skewed_inputs_are_ninety_percent_one_value():
 
 def test_more_elements_than_an_int32_count_holds_is_refused():
     class Huge:
-        size = 2 ** 31
+        size = 2**31
+
     with pytest.raises(ValueError, match="int32"):
         HIST.output_for(Huge())
     assert HIST.output_for(np.zeros(5, np.uint8)) == ((256,), np.int32)

@@ -2,15 +2,16 @@
 
 int32 exactness at every TEST_SIZES is the generic test's job (integer results compare exactly).
 """
+
 import numpy as np
 import pytest
 from numba import cuda
 
 import zoo
-from zoo import arrays, harness
+from zoo import harness
 from zoo.device import buffers
 from zoo.errors import OutOfRange
-from zoo.kernels.reduce import passes, v01_interleaved_divergent, v08_warp_shuffle, v09_single_pass, v10_vector_loads
+from zoo.kernels.reduce import v01_interleaved_divergent, v08_warp_shuffle, v09_single_pass, v10_vector_loads
 
 REDUCE = zoo.family("reduce")
 KINDS = REDUCE.kinds
@@ -76,15 +77,18 @@ def test_vector_loads_on_a_view_that_is_not_16_byte_aligned(offset):
 
 def test_three_levels_of_partials():
     # Step 1 reduces BLOCK elements per block: BLOCK^2 + 1 elements need three launches.
-    n = v01_interleaved_divergent.BLOCK ** 2 + 1
+    n = v01_interleaved_divergent.BLOCK**2 + 1
     (x,) = REDUCE.inputs(n, 7, "int32")
     assert REDUCE["v01"](x)[0] == x.astype(np.int64).sum()
 
 
-@pytest.mark.parametrize("module", [v08_warp_shuffle, v09_single_pass, v10_vector_loads], ids=lambda m: m.__name__[-16:])
+@pytest.mark.parametrize(
+    "module", [v08_warp_shuffle, v09_single_pass, v10_vector_loads], ids=lambda m: m.__name__[-16:]
+)
 def test_32_bit_steps_refuse_2_to_the_31(module):
     class Big:
         size = 1 << 31
+
     with pytest.raises(OutOfRange):
         module.validate(Big())
     module.validate(np.zeros(10, np.float32))

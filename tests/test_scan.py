@@ -2,13 +2,14 @@
 
 int32 exactness at every TEST_SIZES is the generic test's job (integer results compare exactly).
 """
+
 import numpy as np
 import pytest
 
 import zoo
 from zoo import harness
-from zoo.errors import OutOfRange
 from zoo.device import buffers
+from zoo.errors import OutOfRange
 from zoo.kernels.scan import lookback, v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback
 
 SCAN = zoo.family("scan")
@@ -33,8 +34,11 @@ def test_second_call_with_new_inputs_is_right(variant, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("module", [v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback],
-                         ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3])
+@pytest.mark.parametrize(
+    "module",
+    [v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback],
+    ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3],
+)
 def test_many_tiles_with_a_partial_last_one(module, kind):
     # Three tiles and a 3-element tail (repeated calls over several tiles: see the epoch test).
     variant = SCAN[module.__name__.rsplit(".", 1)[-1][:3]]
@@ -42,8 +46,9 @@ def test_many_tiles_with_a_partial_last_one(module, kind):
     _expect(variant, x, variant(x))
 
 
-@pytest.mark.parametrize("module", [v05_decoupled_lookback, v06_vectorized_warp_lookback],
-                         ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3])
+@pytest.mark.parametrize(
+    "module", [v05_decoupled_lookback, v06_vectorized_warp_lookback], ids=lambda m: m.__name__.rsplit(".", 1)[-1][:3]
+)
 def test_lookback_leaves_counter_at_zero_and_flags_in_the_current_epoch(module):
     tiles = 3
     n = 2 * module.TILE + 1
@@ -51,8 +56,9 @@ def test_lookback_leaves_counter_at_zero_and_flags_in_the_current_epoch(module):
     SCAN[module.__name__.rsplit(".", 1)[-1][:3]](x)
     flags_array = buffers.scratch("lookback_flags", tiles, np.uint64, zero=True)
     epoch = lookback._EPOCHS[id(flags_array)]
-    assert buffers.scratch("lookback_counter", 1, np.int32, zero=True).copy_to_host()[0] == 0, \
+    assert buffers.scratch("lookback_counter", 1, np.int32, zero=True).copy_to_host()[0] == 0, (
         "the last tile must reset the ticket counter"
+    )
     flags = flags_array.copy_to_host()
     assert (flags >> np.uint64(32) == np.uint64((epoch << 2) | 2)).all(), "every tile must end INCLUSIVE, this epoch"
     prefixes = (flags & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
@@ -74,12 +80,14 @@ def test_single_pass_steps_share_one_epoch_count_per_flags_array():
     assert seen[0] < seen[1] < seen[2]
 
 
-def test_misaligned_view_takes_the_scalar_path():
+@pytest.mark.parametrize("n", [1001, 2 * v06_vectorized_warp_lookback.TILE + 3])
+def test_misaligned_view_takes_the_scalar_path(n):
     from numba import cuda
 
-    (x,) = SCAN.inputs(1001, 9, "float32")
+    (x,) = SCAN.inputs(n, 9, "float32")
     whole = cuda.to_device(x)
-    view = whole[1:]  # starts 4 bytes past a 16-byte boundary on a GPU
+    view = whole[1:]  # starts 4 bytes past a 16-byte boundary
+    assert not v06_vectorized_warp_lookback.aligned(view)
     got = SCAN["v06"](view).copy_to_host()
     _expect(SCAN["v06"], x[1:], got)
 

@@ -23,6 +23,7 @@ Inputs come in two kinds, both checked and timed: ``uniform`` bytes, and
 and the rest are uniform. The baseline is ``cupy.bincount`` (its int64 counts
 written into the int32 output).
 """
+
 import numpy as np
 
 ORDER = 60
@@ -57,7 +58,7 @@ def reference(data):
 
 
 def output_for(data):
-    if data.size >= 2 ** 31:
+    if data.size >= 2**31:
         raise ValueError(f"histogram: {data.size} elements could overflow an int32 count (at most 2**31 - 1)")
     return (BINS,), np.int32
 

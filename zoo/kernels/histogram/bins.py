@@ -1,20 +1,22 @@
-"""Helpers shared by the histogram steps: zeroing the output, sizing the grid, alignment.
+"""Helpers shared by the histogram steps: zeroing the output, sizing the grid, the aligned split.
 
 Every step accumulates into ``out`` with atomics, so ``out`` must hold zeros
 first: ``zero_bins`` is launched before the step's kernel in the same stream
 (ordered after it, no host synchronisation).
 """
+
 from numba import cuda, int32
 
 from zoo.device import sm_count
 from zoo.device.jit import jit
+from zoo.device.memory import address
 
 BINS = 256
 
 
 @jit
 def zero_bins(out):
-    b = cuda.grid(1)
+    b = cuda.grid(1)  # one thread per bin
     if b < out.size:
         out[b] = int32(0)
 
@@ -27,12 +29,6 @@ def grid_for(units, block, blocks_per_sm):
     """Blocks for `units` pieces of work at one per thread, capped at blocks_per_sm per SM."""
     needed = (units + block - 1) // block
     return max(1, min(needed, blocks_per_sm * sm_count()))
-
-
-def address(arr):
-    """Device address of arr's first element (the simulator's arrays are host memory)."""
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    return interface["data"][0] if interface else arr.ctypes.data
 
 
 def split(arr, width):

@@ -18,6 +18,7 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216: 20.2%,
     16777216@skewed: 4.9%, 268435456@skewed: 3.2%. From results/nvidia-h200.json.
 """
+
 from numba import cuda
 
 from zoo import SIMULATOR

@@ -22,13 +22,14 @@ Measured:
     660.8%, 16777216@skewed: 909.6%, 268435456@skewed: 4817.8%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, int32, uint32
 
 from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.kernels.histogram import bins
 from zoo.device.memory import load_word
+from zoo.kernels.histogram import bins
 
 BINS = 256
 BLOCK = 64 if SIMULATOR else 256
@@ -44,29 +45,29 @@ def histogram_words(data, head, words, out):
     for b in range(t, COPIES, BLOCK):
         hist[b] = 0
     cuda.syncthreads()  # every copy zero before any warp counts
-    mine = uint32((t // 32) * BINS)
-    g = uint32(cuda.grid(1))
+    warp_copy = uint32((t // 32) * BINS)  # where this warp's copy starts: warp w owns hist[w BINS : (w + 1) BINS]
+    g = uint32(cuda.grid(1))  # this thread's index in the grid
     stride = uint32(cuda.gridsize(1))
     i = g
     while i < words:
         w = load_word(data, head + i * uint32(4))  # head + 4i is 4-byte aligned (launch's split)
-        cuda.atomic.add(hist, mine + (w & uint32(255)), 1)
-        cuda.atomic.add(hist, mine + ((w >> uint32(8)) & uint32(255)), 1)
-        cuda.atomic.add(hist, mine + ((w >> uint32(16)) & uint32(255)), 1)
-        cuda.atomic.add(hist, mine + (w >> uint32(24)), 1)
+        cuda.atomic.add(hist, warp_copy + (w & uint32(255)), 1)
+        cuda.atomic.add(hist, warp_copy + ((w >> uint32(8)) & uint32(255)), 1)
+        cuda.atomic.add(hist, warp_copy + ((w >> uint32(16)) & uint32(255)), 1)
+        cuda.atomic.add(hist, warp_copy + (w >> uint32(24)), 1)
         i += stride
     if g < head:  # bytes before the first aligned word
-        cuda.atomic.add(hist, mine + data[g], 1)
-    e = head + words * uint32(4) + g  # bytes after the last whole word
-    if e < data.size:
-        cuda.atomic.add(hist, mine + data[e], 1)
+        cuda.atomic.add(hist, warp_copy + data[g], 1)
+    tail = head + words * uint32(4) + g  # bytes after the last whole word
+    if tail < data.size:
+        cuda.atomic.add(hist, warp_copy + data[tail], 1)
     cuda.syncthreads()  # every warp's counts are complete
     for b in range(t, BINS, BLOCK):
-        c = 0
+        count = 0
         for k in range(WARPS):
-            c += hist[k * BINS + b]
-        if c != 0:
-            cuda.atomic.add(out, b, c)
+            count += hist[k * BINS + b]
+        if count != 0:
+            cuda.atomic.add(out, b, count)
 
 
 def launch(data, out):

@@ -19,13 +19,14 @@ Measured:
     489.5%, 16777216@skewed: 684.2%, 268435456@skewed: 7841.0%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, int32, uint32
 
 from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.kernels.histogram import bins
 from zoo.device.memory import load_words4
+from zoo.kernels.histogram import bins
 
 BINS = 256
 BLOCK = 64 if SIMULATOR else 256
@@ -35,11 +36,11 @@ BLOCKS_PER_SM = 8
 
 
 @jit(device=True)
-def count_word(hist, mine, w):
-    cuda.atomic.add(hist, mine + (w & uint32(255)), 1)
-    cuda.atomic.add(hist, mine + ((w >> uint32(8)) & uint32(255)), 1)
-    cuda.atomic.add(hist, mine + ((w >> uint32(16)) & uint32(255)), 1)
-    cuda.atomic.add(hist, mine + (w >> uint32(24)), 1)
+def count_word(hist, warp_copy, w):
+    cuda.atomic.add(hist, warp_copy + (w & uint32(255)), 1)
+    cuda.atomic.add(hist, warp_copy + ((w >> uint32(8)) & uint32(255)), 1)
+    cuda.atomic.add(hist, warp_copy + ((w >> uint32(16)) & uint32(255)), 1)
+    cuda.atomic.add(hist, warp_copy + (w >> uint32(24)), 1)
 
 
 @jit
@@ -49,29 +50,29 @@ def histogram_vector(data, head, chunks, out):
     for b in range(t, COPIES, BLOCK):
         hist[b] = 0
     cuda.syncthreads()  # every copy zero before any warp counts
-    mine = uint32((t // 32) * BINS)
-    g = uint32(cuda.grid(1))
+    warp_copy = uint32((t // 32) * BINS)  # where this warp's copy starts: warp w owns hist[w BINS : (w + 1) BINS]
+    g = uint32(cuda.grid(1))  # this thread's index in the grid
     stride = uint32(cuda.gridsize(1))
     i = g
     while i < chunks:
         w0, w1, w2, w3 = load_words4(data, head + i * uint32(16))  # 16-byte aligned (launch's split)
-        count_word(hist, mine, w0)
-        count_word(hist, mine, w1)
-        count_word(hist, mine, w2)
-        count_word(hist, mine, w3)
+        count_word(hist, warp_copy, w0)
+        count_word(hist, warp_copy, w1)
+        count_word(hist, warp_copy, w2)
+        count_word(hist, warp_copy, w3)
         i += stride
     if g < head:  # bytes before the first aligned chunk
-        cuda.atomic.add(hist, mine + data[g], 1)
-    e = head + chunks * uint32(16) + g  # bytes after the last whole chunk
-    if e < data.size:
-        cuda.atomic.add(hist, mine + data[e], 1)
+        cuda.atomic.add(hist, warp_copy + data[g], 1)
+    tail = head + chunks * uint32(16) + g  # bytes after the last whole chunk
+    if tail < data.size:
+        cuda.atomic.add(hist, warp_copy + data[tail], 1)
     cuda.syncthreads()  # every warp's counts are complete
     for b in range(t, BINS, BLOCK):
-        c = 0
+        count = 0
         for k in range(WARPS):
-            c += hist[k * BINS + b]
-        if c != 0:
-            cuda.atomic.add(out, b, c)
+            count += hist[k * BINS + b]
+        if count != 0:
+            cuda.atomic.add(out, b, count)
 
 
 def launch(data, out):

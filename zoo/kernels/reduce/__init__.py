@@ -30,6 +30,7 @@ the simulator sizes (n <= 4099), so a lost element fails there; at large n the
 int32 kind catches it. int32 results must be exact: values in [-3, 3] keep
 |sum| <= 3 (2**28 + 7), far inside int32.
 """
+
 import math
 
 import numpy as np
@@ -49,7 +50,7 @@ BASELINE = "cupy.sum (CUB)"
 
 def TOLERANCE(size):
     """Relative error accepted for float32 at n = size (int32 is compared exactly)."""
-    return 1e-6 + 2.0 ** -22 * math.sqrt(int(size))
+    return 1e-6 + 2.0**-22 * math.sqrt(int(size))
 
 
 def make_inputs(size, seed, kind="float32"):

@@ -3,6 +3,7 @@
 Each step file shows its own kernel in full; only the host-side loop that
 launches it again on the partials lives here (the cached buffers are ``zoo.device.buffers.scratch``).
 """
+
 from zoo.device.buffers import scratch
 
 

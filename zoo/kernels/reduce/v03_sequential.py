@@ -15,6 +15,7 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 15.8%,
     16777216@int32: 14.5%, 268435456@int32: 19.9%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
 from zoo import SIMULATOR

@@ -15,6 +15,7 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 10.5%,
     16777216@int32: 8.7%, 268435456@int32: 36.9%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
 from zoo import SIMULATOR

@@ -22,6 +22,7 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 8.1%,
     16777216@int32: 10.1%, 268435456@int32: 47.8%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
 from zoo import SIMULATOR

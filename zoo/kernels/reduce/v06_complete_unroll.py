@@ -18,6 +18,7 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 12.4%,
     16777216@int32: 10.5%, 268435456@int32: 49.4%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
 from zoo import SIMULATOR

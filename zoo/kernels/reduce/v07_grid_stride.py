@@ -19,6 +19,7 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 11.4%,
     16777216@int32: 12.0%, 268435456@int32: 88.1%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
 from zoo import SIMULATOR

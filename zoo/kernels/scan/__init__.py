@@ -25,6 +25,7 @@ uses is below n, so sqrt(n) times twice the unit roundoff bounds it with room
 data is drawn from [-3, 3], so no prefix can pass 3 * (2**28 + 7), far inside
 int32.
 """
+
 import math
 
 import numpy as np
@@ -44,7 +45,7 @@ BASELINE = "cupy.cumsum(x, out=out)"
 
 def TOLERANCE(size):
     """Relative norm error accepted for float32 at n = size (int32 is compared exactly)."""
-    return 1e-6 + 2.0 ** -23 * math.sqrt(int(size))
+    return 1e-6 + 2.0**-23 * math.sqrt(int(size))
 
 
 def make_inputs(size, seed, kind="float32"):

@@ -5,6 +5,7 @@ later tiles read; the words and the counter that hands out tile numbers live in
 device buffers kept between calls, so the epoch that tells this call's words from
 an earlier call's lives here too, one for all the steps that use them.
 """
+
 import numpy as np
 
 from zoo.device.buffers import scratch

@@ -17,10 +17,11 @@ Measured:
     out=out), 12 registers, occupancy bound 100%. Other sizes, % of cupy.cumsum(x,
     out=out): 1024@int32: 82.4%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
+from zoo.errors import OutOfRange
 
 CAPACITY = 1024  # CUDA's limit on threads per block: one element each
 BUFFER = 2 * CAPACITY  # two rows: read one, write the other
@@ -58,8 +59,10 @@ scan_int32 = _build(int32)
 
 def validate(x):
     if x.size > CAPACITY:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} runs one block of one thread per element: "
-                         f"at most {CAPACITY} elements, got {x.size}")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} runs one block of one thread per element: "
+            f"at most {CAPACITY} elements, got {x.size}"
+        )
 
 
 def launch(x, out):

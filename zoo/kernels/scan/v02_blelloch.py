@@ -25,10 +25,11 @@ Measured:
     out=out), 25 registers, occupancy bound 100%. Other sizes, % of cupy.cumsum(x,
     out=out): 1024@int32: 50.6%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
+from zoo.errors import OutOfRange
 
 CAPACITY = 2048  # 1024 threads, two elements each
 PADDED = CAPACITY + CAPACITY // 32  # one spare word per 32
@@ -90,8 +91,10 @@ scan_int32 = _build(int32)
 
 def validate(x):
     if x.size > CAPACITY:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} scans in one block of two elements per thread: "
-                         f"at most {CAPACITY} elements, got {x.size}")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} scans in one block of two elements per thread: "
+            f"at most {CAPACITY} elements, got {x.size}"
+        )
 
 
 def launch(x, out):

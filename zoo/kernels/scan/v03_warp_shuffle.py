@@ -19,11 +19,12 @@ Measured:
     out=out), 23 registers, occupancy bound 100%. Other sizes, % of cupy.cumsum(x,
     out=out): 1024@int32: 57.1%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
 from zoo.device.warp import warp_inclusive_scan
+from zoo.errors import OutOfRange
 
 MAX_THREADS = 1024
 WARPS = MAX_THREADS // 32
@@ -35,8 +36,8 @@ def _build(T):
     def warp_shuffle_scan(x, out):
         warp_sums = cuda.shared.array(WARPS, T)
         t = cuda.threadIdx.x
-        lane = t & 31
-        warp = t >> 5
+        lane = t & 31  # lane within the warp
+        warp = t >> 5  # warp within the block
         nwarps = cuda.blockDim.x >> 5
         n = x.size
         carry = T(0)  # sum of all earlier chunks, the same in every thread
@@ -46,7 +47,7 @@ def _build(T):
             v = warp_inclusive_scan(v)
             if lane == 31:
                 warp_sums[warp] = v
-            cuda.syncthreads()  # warp totals written
+            cuda.syncthreads()  # warp totals written before warp 0 scans them
             if warp == 0:
                 w = warp_sums[lane] if lane < nwarps else T(0)
                 warp_sums[lane] = warp_inclusive_scan(w)
@@ -67,8 +68,10 @@ scan_int32 = _build(int32)
 
 def validate(x):
     if x.size > MAX_ELEMENTS:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} runs one block over the whole array: "
-                         f"at most {MAX_ELEMENTS} elements, got {x.size}")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} runs one block over the whole array: "
+            f"at most {MAX_ELEMENTS} elements, got {x.size}"
+        )
 
 
 def launch(x, out):

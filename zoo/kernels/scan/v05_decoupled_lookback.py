@@ -3,37 +3,13 @@
 Changes:
     One kernel. Each block takes a tile index from a global ticket counter,
     scans its tile as v04's kernel 1 does, then learns the sum of all earlier
-    tiles from flags in global memory instead of from a second kernel. Each tile
-    has a 64-bit status word: the high 32 bits a tag (epoch * 4 + status), the
-    low 32 the bits of a value. As soon as its tile total is known, a block
-    publishes it (status AGGREGATE); thread 0 then walks back over predecessors,
-    adding AGGREGATE values until it meets an INCLUSIVE one (a tile that already
-    knows its full prefix), and publishes its own INCLUSIVE prefix. Tile 0
-    publishes INCLUSIVE at once.
-
-    From numba: the word is written with ``cuda.atomic.exch`` and read with
-    ``cuda.atomic.add(flags, p, 0)``: atomics go to L2, so a reader never sees a
-    stale L1 copy and the polling load cannot be hoisted out of the loop. Value
-    and flag travel in one 64-bit word, so there is no ordering between two
-    stores to enforce and no ``cuda.threadfence()`` is needed (with separate
-    value and flag arrays, a fence would have to sit between the value store and
-    the flag store, and between the flag load and the value load). The float32
-    bits are moved with a small llvmlite bitcast intrinsic (``zoo.device.bits``).
-
-    No deadlock in any schedule: tickets are handed out in the order blocks
-    start, so a block only waits on tiles whose tickets were drawn earlier, by
-    blocks that are already running; those publish their AGGREGATE without
-    waiting on anyone, and the chain ends at tile 0, which waits on nothing.
-    (Using blockIdx.x instead could deadlock: block 5000 may be resident and
-    spinning while block 3 has not been scheduled, with no room for it.)
-
-    Nothing is left for the next call: the block that draws the last ticket
-    resets the counter (every ticket is drawn by then), and flags of an earlier
-    call carry an older epoch, which readers treat as "not yet published". The
-    epoch goes up by one every call (``lookback.lookback_state``, shared with
-    v06); flags and counter are cached per tile count and device.
-    The simulator runs blocks one at a time in order, so there the look-back
-    always finds its predecessor done: races only show on a GPU (racecheck).
+    tiles from a status word per tile in global memory instead of from a second
+    kernel. As soon as its tile total is known a block publishes it (status
+    AGGREGATE); thread 0 then walks back over predecessors, adding AGGREGATE
+    values until it meets an INCLUSIVE one (a tile that knows its full prefix),
+    and publishes its own INCLUSIVE prefix. Tile 0 publishes INCLUSIVE at once.
+    Flags and counter are kept between calls (``lookback.lookback_state``); an
+    epoch in each word tells this call's words from an earlier call's.
 
 Why it is faster:
     x is read once and out written once: 8 n bytes instead of v04's 16 n, one
@@ -47,11 +23,12 @@ Measured:
     out=out): 1024: 44.4%, 1024@int32: 37.8%, 16777216: 68.9%, 16777216@int32: 68.9%,
     268435456@int32: 69.9%. From results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32, int32, uint64
 
-from zoo.device.jit import jit
 from zoo.device.bits import as_uint32, from_uint32
+from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK, warp_inclusive_scan
 from zoo.kernels.scan.lookback import lookback_state
 
@@ -59,10 +36,15 @@ THREADS = 256
 WARPS = THREADS // 32
 ITEMS = 8
 TILE = THREADS * ITEMS
+# A tile's status word, 64 bits: the high 32 a tag, epoch * 4 + status; the low 32 the bits of a value
+# (float32 bits moved with zoo.device.bits). Value and status travel in one word written by one atomic, so
+# no reader can see a status without its value: no cuda.threadfence() is needed. (With separate value and
+# flag arrays a fence would have to sit between the value store and the flag store, and between the flag
+# load and the value load.)
 AGGREGATE = np.uint64(1)  # the tile's own total is published
 INCLUSIVE = np.uint64(2)  # the sum of this tile and every earlier one is published
-SHIFT = np.uint64(32)
-TAG_BITS = np.uint64(2)
+SHIFT = np.uint64(32)  # the tag sits above the value
+TAG_BITS = np.uint64(2)  # the status takes the tag's low two bits, the epoch the rest
 LOW = np.uint64(0xFFFFFFFF)
 ZERO = np.uint64(0)
 
@@ -75,43 +57,50 @@ def _build(T):
         ticket = cuda.shared.array(1, int32)
         items = cuda.local.array(ITEMS, T)
         t = cuda.threadIdx.x
-        lane = t & 31
-        warp = t >> 5
+        lane = t & 31  # lane within the warp
+        warp = t >> 5  # warp within the block
         n = x.size
         tiles = cuda.gridDim.x
+        # Tiles numbered in the order blocks start, not by blockIdx.x: a block then only waits on tiles whose
+        # tickets were drawn earlier, by blocks already running, which publish their AGGREGATE without waiting
+        # on anyone; the chain ends at tile 0, which waits on nothing: no deadlock in any schedule. (With
+        # blockIdx.x, block 5000 may be resident and spinning while block 3 has no room to be scheduled.)
         if t == 0:
-            ticket[0] = cuda.atomic.add(counter, 0, 1)  # tiles numbered in start order
+            ticket[0] = cuda.atomic.add(counter, 0, 1)
         cuda.syncthreads()  # the ticket is visible to the block
         tile = ticket[0]
-        first = tile * TILE + t * ITEMS
+        first = tile * TILE + t * ITEMS  # this thread's ITEMS consecutive elements start here
         total = T(0)
-        for j in range(ITEMS):
+        for j in range(ITEMS):  # serial inclusive scan of this thread's elements
             i = first + j
             total += x[i] if i < n else T(0)
             items[j] = total
         incl = warp_inclusive_scan(total)
-        before = cuda.shfl_up_sync(FULL_MASK, incl, 1)
+        before = cuda.shfl_up_sync(FULL_MASK, incl, 1)  # the lane to the left's inclusive sum
         if lane == 0:
             before = T(0)
         if lane == 31:
             warp_sums[warp] = incl
-        cuda.syncthreads()  # warp totals written
+        cuda.syncthreads()  # warp totals written before warp 0 scans them
         if warp == 0:
             w = warp_sums[lane] if lane < WARPS else T(0)
             warp_sums[lane] = warp_inclusive_scan(w)
         cuda.syncthreads()  # scanned warp totals visible, the tile total among them
         if warp > 0:
             before += warp_sums[warp - 1]
-        if t == 0:
+        if t == 0:  # thread 0 publishes and looks back for the whole tile
             aggregate = warp_sums[WARPS - 1]
-            base = epoch << TAG_BITS
+            base = epoch << TAG_BITS  # this call's tag with status 0; earlier calls' tags are all smaller
             exclusive = T(0)
             if tile > 0:
                 word = (uint64(base | AGGREGATE) << SHIFT) | uint64(as_uint32(aggregate))
                 cuda.atomic.exch(flags, tile, word)  # publish early: successors need not wait for us
                 p = tile - 1
                 while True:
-                    word = cuda.atomic.add(flags, p, ZERO)  # an L2 read that is never cached or hoisted
+                    # Reading through an atomic goes to L2: never a stale L1 copy, never hoisted out of the loop.
+                    # The simulator runs blocks one at a time, in order, so there the predecessor is always
+                    # done: races in this loop only show on a GPU (compute-sanitizer racecheck).
+                    word = cuda.atomic.add(flags, p, ZERO)
                     tag = word >> SHIFT
                     if tag > base:  # published in this call (older epochs are smaller)
                         exclusive += from_uint32(word & LOW, aggregate)
@@ -119,10 +108,10 @@ def _build(T):
                             break
                         p -= 1  # only an aggregate: keep walking back
             word = (uint64(base | INCLUSIVE) << SHIFT) | uint64(as_uint32(exclusive + aggregate))
-            cuda.atomic.exch(flags, tile, word)
+            cuda.atomic.exch(flags, tile, word)  # INCLUSIVE: successors' look-backs stop here
             prefix[0] = exclusive
             if tile == tiles - 1:
-                counter[0] = 0  # every ticket is drawn: ready for the next call
+                counter[0] = 0  # every ticket is drawn: ready for the next call (old flags carry an old epoch)
         cuda.syncthreads()  # the tile's prefix is visible
         before += prefix[0]
         for j in range(ITEMS):
