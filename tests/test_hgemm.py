@@ -8,6 +8,7 @@ hardware agrees with the table. On a GPU the whole file runs with
 
 (the steps' large sizes, 4095 x 4097 x 1000 included, are the GPU-only tests at the end).
 """
+
 import numpy as np
 import pytest
 from numba import cuda, uint32
@@ -15,12 +16,12 @@ from numba.core.types import float16
 
 import zoo
 from tests.conftest import run_zoo
-from zoo import machine_code, harness
-from zoo.errors import OutOfRange
+from zoo import harness, machine_code
 from zoo.device.jit import jit
+from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half2, mma_f16_f32, pack_half2
+from zoo.errors import OutOfRange
 from zoo.kernels.hgemm import padding
 from zoo.kernels.hgemm.v04_cp_async_double_buffered import DEFAULT, Tiles, build, launch_with, valid
-from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half2, mma_f16_f32, pack_half2
 
 HGEMM = zoo.family("hgemm")
 IRREGULAR = (17, 33, 41)  # K: two BK = 32 steps, the last one partial and not a multiple of 8
@@ -38,8 +39,9 @@ def one_mma(A, B, C, D):
     a3 = pack_half2(A[g + 8, 2 * t + 8], A[g + 8, 2 * t + 9])
     b0 = pack_half2(B[2 * t, g], B[2 * t + 1, g])
     b1 = pack_half2(B[2 * t + 8, g], B[2 * t + 9, g])
-    d0, d1, d2, d3 = mma_f16_f32(a0, a1, a2, a3, b0, b1,
-                                 C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1])
+    d0, d1, d2, d3 = mma_f16_f32(
+        a0, a1, a2, a3, b0, b1, C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]
+    )
     D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1] = d0, d1, d2, d3
 
 
@@ -113,23 +115,34 @@ def test_ldmatrix_gives_the_a_and_b_fragments():
     for lane in range(32):
         g, t = lane // 4, lane % 4
         # non-transposed: the A fragment of X (a0 a1 a2 a3)
-        a = [_word(X[g, 2 * t], X[g, 2 * t + 1]), _word(X[g + 8, 2 * t], X[g + 8, 2 * t + 1]),
-             _word(X[g, 2 * t + 8], X[g, 2 * t + 9]), _word(X[g + 8, 2 * t + 8], X[g + 8, 2 * t + 9])]
+        a = [
+            _word(X[g, 2 * t], X[g, 2 * t + 1]),
+            _word(X[g + 8, 2 * t], X[g + 8, 2 * t + 1]),
+            _word(X[g, 2 * t + 8], X[g, 2 * t + 9]),
+            _word(X[g + 8, 2 * t + 8], X[g + 8, 2 * t + 9]),
+        ]
         assert list(words[lane, :4]) == a, f"lane {lane}"
         # transposed, X as a k x n tile of B: b0 b1 of columns 0-7, then b0 b1 of columns 8-15
-        b = [_word(X[2 * t, g], X[2 * t + 1, g]), _word(X[2 * t + 8, g], X[2 * t + 9, g]),
-             _word(X[2 * t, g + 8], X[2 * t + 1, g + 8]), _word(X[2 * t + 8, g + 8], X[2 * t + 9, g + 8])]
+        b = [
+            _word(X[2 * t, g], X[2 * t + 1, g]),
+            _word(X[2 * t + 8, g], X[2 * t + 9, g]),
+            _word(X[2 * t, g + 8], X[2 * t + 1, g + 8]),
+            _word(X[2 * t + 8, g + 8], X[2 * t + 9, g + 8]),
+        ]
         assert list(words[lane, 4:]) == b, f"lane {lane}"
 
 
 # -- the family ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("bad,error,message", [
-    (lambda A, B: (A, B[:-1]), ValueError, "A's columns must equal B's rows"),
-    (lambda A, B: (A.astype(np.float32), B.astype(np.float32)), TypeError, "must be float16"),
-    (lambda A, B: (A, B.astype(np.float32)), TypeError, "must be float16"),
-    (lambda A, B: (A, B.T), ValueError, "not C-contiguous"),
-    (lambda A, B: (A.ravel(), B), ValueError, "2 dimension"),
-])
+@pytest.mark.parametrize(
+    "bad,error,message",
+    [
+        (lambda A, B: (A, B[:-1]), ValueError, "A's columns must equal B's rows"),
+        (lambda A, B: (A.astype(np.float32), B.astype(np.float32)), TypeError, "must be float16"),
+        (lambda A, B: (A, B.astype(np.float32)), TypeError, "must be float16"),
+        (lambda A, B: (A, B.T), ValueError, "not C-contiguous"),
+        (lambda A, B: (A.ravel(), B), ValueError, "2 dimension"),
+    ],
+)
 @pytest.mark.parametrize("variant", HGEMM.variants, ids=lambda v: v.name)
 def test_bad_operands_are_refused(variant, bad, error, message):
     A, B = HGEMM.make_inputs(IRREGULAR, seed=0)
@@ -186,7 +199,7 @@ def test_a_smaller_tile_shape_is_correct():
     assert harness.compare(out.copy_to_host(), HGEMM.reference(A, B), HGEMM.tolerance(40))[0]
 
 
-@pytest.mark.parametrize("step", ["v06_multistage_swizzled", "v07_fragments_double_buffered"])
+@pytest.mark.parametrize("step", ["v06_multistage_swizzled", "v07_fragments_double_buffered", "v08_block_swizzle"])
 def test_the_multistage_pipeline_rotates_its_buffers(step):
     """One-warp tiles and more K steps than stages: every buffer is refilled while the others are read."""
     import importlib
@@ -200,6 +213,19 @@ def test_the_multistage_pipeline_rotates_its_buffers(step):
         mod.launch_with(mod.build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), out)
         ok, err, detail = harness.compare(out.copy_to_host(), HGEMM.reference(A, B), HGEMM.tolerance(k))
         assert ok, f"{stages} stages, K = {k}: {detail}"
+
+
+def test_grouped_block_order_covers_every_tile_once():
+    """v08 with one-warp tiles on 18 x 2 blocks: a whole group of 16 block rows, then a short one of 2."""
+    from zoo.kernels.hgemm import v08_block_swizzle as v08
+
+    tiles = v08.Tiles(BM=16, BN=32, BK=32, WM=16, WN=32, STAGES=2)
+    m, n, k = 16 * (v08.GROUP + 2), 64, 32
+    A, B = HGEMM.make_inputs((m, n, k), seed=9)
+    out = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    v08.launch_with(v08.build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), out)
+    ok, err, detail = harness.compare(out.copy_to_host(), HGEMM.reference(A, B), HGEMM.tolerance(k))
+    assert ok, detail  # a tile taken twice leaves another NaN
 
 
 def test_swizzle_spreads_eight_rows_over_eight_bank_groups():
@@ -221,14 +247,22 @@ def v06_valid(changes):
 
 
 # -- what the compiler made of it (no GPU needed: compiled offline for sm_90) --------------------
-@pytest.mark.skipif(machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None,
-                    reason="ptxas or nvdisasm missing: pip install -e '.[test]'")
-@pytest.mark.parametrize("step,wanted", [
-    ("v01", ("HMMA.16816.F32",)),
-    ("v03", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDG.E.128", "STS.128")),
-    ("v04", ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
-    ("v07", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR")),
-])
+@pytest.mark.skipif(
+    machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None,
+    reason="ptxas or nvdisasm missing: pip install -e '.[test]'",
+)
+@pytest.mark.parametrize(
+    "step,wanted",
+    [
+        ("v01", ("HMMA.16816.F32",)),
+        ("v03", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDG.E.128", "STS.128")),
+        ("v04", ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
+        ("v05", ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
+        ("v06", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR")),
+        ("v07", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR")),
+        ("v08", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR")),
+    ],
+)
 def test_sass_shows_the_tensor_core_instructions(step, wanted):
     r = run_zoo("show", "hgemm", step, "--sass")
     assert r.returncode == 0, r.stderr[-2000:]

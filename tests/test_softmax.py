@@ -1,12 +1,13 @@
 """Softmax beyond the generic checks: safety at large magnitudes, rows summing to 1, the online merge rule,
 cached temporaries, and the register steps' choice of layout, width and fallback."""
+
 import numpy as np
 import pytest
 from numba import cuda
 
 import zoo
 from zoo.errors import OutOfRange
-from zoo.kernels.softmax import v01_four_kernels, v04_online, v05_row_in_registers
+from zoo.kernels.softmax import v01_four_kernels, v04_online
 
 SOFTMAX = zoo.family("softmax")
 REAL = [v for v in SOFTMAX.variants if not v.demonstration]
@@ -19,10 +20,15 @@ def _run(variant, x):
 
 @pytest.mark.parametrize("variant", REAL, ids=lambda v: v.name)
 def test_large_magnitudes_give_finite_rows_that_sum_to_one(variant):
-    x = np.array([[1e4, 0.0, -1e4, 1e4, 5.0],  # the max twice: half the mass each
-                  [-1e4, -1e4, -1e4, -1e4, -1e4],  # all equal and very negative: uniform, not 0 / 0
-                  [-1e4, 3.0, 2.0, -1e4, 1.0],
-                  [88.0, 89.0, 90.0, 0.0, -88.0]], np.float32)  # expf(89) alone overflows float32
+    x = np.array(
+        [
+            [1e4, 0.0, -1e4, 1e4, 5.0],  # the max twice: half the mass each
+            [-1e4, -1e4, -1e4, -1e4, -1e4],  # all equal and very negative: uniform, not 0 / 0
+            [-1e4, 3.0, 2.0, -1e4, 1.0],
+            [88.0, 89.0, 90.0, 0.0, -88.0],
+        ],
+        np.float32,
+    )  # expf(89) alone overflows float32
     y = _run(variant, x)
     assert np.isfinite(y).all(), f"{variant.name}: inf or NaN at large magnitudes"
     np.testing.assert_allclose(y.sum(axis=1), 1.0, rtol=1e-6)
@@ -43,8 +49,9 @@ def test_second_call_with_new_shapes_and_inputs(variant):
     for size, seed in (((2, 12), 1), ((3, 8), 2), ((1, 41), 3), ((2, 12), 4)):
         (x,) = SOFTMAX.make_inputs(size, seed, kind="large")
         y = _run(variant, x)
-        np.testing.assert_allclose(y, SOFTMAX.reference(x), rtol=1e-5, atol=1e-7,
-                                   err_msg=f"{variant.name} at {size} (seed {seed})")
+        np.testing.assert_allclose(
+            y, SOFTMAX.reference(x), rtol=1e-5, atol=1e-7, err_msg=f"{variant.name} at {size} (seed {seed})"
+        )
 
 
 def test_four_kernels_reuse_their_temporaries():
@@ -102,8 +109,12 @@ def _launched(kernel, monkeypatch):
     return calls
 
 
-def test_registers_plan_picks_a_warp_then_a_block_then_nothing():
-    plan, block = v05_row_in_registers.plan, v05_row_in_registers.BLOCK
+REGISTER_STEPS = pytest.mark.parametrize("step", ["v05", "v06"])  # v06: v05's kernels on 2-D arrays
+
+
+@REGISTER_STEPS
+def test_registers_plan_picks_a_warp_then_a_block_then_nothing(step):
+    plan, block = SOFTMAX[step].module.plan, SOFTMAX[step].module.BLOCK
     assert plan(1, False) == (32, 1)
     assert plan(31, False) == (32, 1)
     assert plan(65, False) == (32, 4)  # 3 loads per lane, rounded up to a power of two
@@ -114,14 +125,11 @@ def test_registers_plan_picks_a_warp_then_a_block_then_nothing():
     assert plan(block * 32 + 1, False) is None  # past the registers: v04's path
 
 
-REGISTER_STEPS = pytest.mark.parametrize("step", ["v05", "v06"])  # v06: v05's kernel on 2-D arrays
-
-
 @REGISTER_STEPS
 @pytest.mark.parametrize("size,wide", [((3, 1000), True), ((3, 31), False), ((2, 2044), True), ((2, 1030), False)])
 def test_registers_step_reads_float4_when_rows_allow(step, size, wide, monkeypatch):
     cols = size[1]
-    group, loads = v05_row_in_registers.plan(cols, wide)
+    group, loads = SOFTMAX[step].module.plan(cols, wide)
     calls = _launched(SOFTMAX[step].module.build(group, loads, wide), monkeypatch)
     (x,) = SOFTMAX.make_inputs(size, 6)
     np.testing.assert_allclose(_run(SOFTMAX[step], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
@@ -132,7 +140,8 @@ def test_registers_step_reads_float4_when_rows_allow(step, size, wide, monkeypat
 def test_registers_step_reads_scalars_from_a_misaligned_view(step, monkeypatch):
     rows, cols = 3, 40
     (x,) = SOFTMAX.make_inputs((rows, cols), 7)
-    scalar = _launched(SOFTMAX[step].module.build(*v05_row_in_registers.plan(cols, False), False), monkeypatch)
+    module = SOFTMAX[step].module
+    scalar = _launched(module.build(*module.plan(cols, False), False), monkeypatch)
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x.ravel()]))
     view = backing[1:].reshape(rows, cols)  # 4 bytes past a 16-byte boundary
     out = cuda.device_array((rows, cols), np.float32)
@@ -144,11 +153,12 @@ def test_registers_step_reads_scalars_from_a_misaligned_view(step, monkeypatch):
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="the launch spy sees the simulator's kernels only")
 @REGISTER_STEPS
 def test_registers_step_falls_back_to_online_past_its_registers(step, monkeypatch):
-    monkeypatch.setattr(v05_row_in_registers, "MAX_ELEMENTS", 1)  # 65 columns no longer fit (v06 shares plan)
-    calls = _launched(v04_online.softmax_online, monkeypatch)
+    module = SOFTMAX[step].module
+    monkeypatch.setattr(module, "MAX_ELEMENTS", 1)  # 65 columns no longer fit
+    calls = _launched(module.softmax_online, monkeypatch)  # v04's kernel, copied into the step
     (x,) = SOFTMAX.make_inputs((3, 65), 8, kind="large")
     np.testing.assert_allclose(_run(SOFTMAX[step], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
-    assert calls == [(3, v04_online.BLOCK)]
+    assert calls == [(3, module.BLOCK)]
 
 
 @pytest.mark.parametrize("variant", REAL, ids=lambda v: v.name)

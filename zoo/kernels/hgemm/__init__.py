@@ -18,9 +18,10 @@ global loads and larger block tiles (v03), asynchronous copies that load the
 next tile while the current one is multiplied (v04), larger warp tiles
 (v05), a third stage in tiles swizzled instead of padded (v06), fragments
 double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
-``mma`` (v07), and blocks ordered in groups for the L2 (v08). No step is GPU_ONLY: in the simulator ``zoo.device.mma`` emulates each
-instruction over the warp (see its docstring), so the tests check every step's
-index arithmetic here, and ``tests/test_hgemm.py`` checks on a GPU that the
+``mma`` (v07), and blocks ordered in groups for the L2 (v08). Every step
+runs in the simulator too, where ``zoo.device.mma`` emulates each instruction
+over the warp (see its docstring), so the tests check every step's index
+arithmetic there, and ``tests/test_hgemm.py`` checks on a GPU that the
 hardware agrees with the fragment table below.
 
 The fragments of ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``
@@ -111,6 +112,7 @@ asm too, and the offline check in this repository compiles for plain sm_90,
 where ptxas refuses wgmma. So this family stops at ``mma.sync``; a wgmma step
 would be a project of its own.
 """
+
 import math
 
 import numpy as np
@@ -120,8 +122,7 @@ INPUTS = ("A", "B")
 DTYPE = np.float16
 NDIM = 2
 TEST_SIZES = ((1, 1, 1), (17, 33, 41), (70, 129, 31))  # small K: the simulator pays per K step
-GPU_TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31), (1000, 777, 333), (4095, 4097, 1000),
-                  (4096, 4096, 4096))
+GPU_TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31), (1000, 777, 333), (4095, 4097, 1000), (4096, 4096, 4096))
 BENCH_SIZES = (1024, 2048, 4096, 8192)
 HEADLINE_SIZE = 4096
 BASELINE = "cuBLAS GemmEx"
@@ -145,8 +146,10 @@ def TOLERANCE(size):
 def make_inputs(size, seed):
     m, n, k = dims(size)
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((m, k), dtype=np.float32).astype(np.float16),
-            rng.standard_normal((k, n), dtype=np.float32).astype(np.float16))
+    return (
+        rng.standard_normal((m, k), dtype=np.float32).astype(np.float16),
+        rng.standard_normal((k, n), dtype=np.float32).astype(np.float16),
+    )
 
 
 def reference(A, B):
@@ -155,8 +158,9 @@ def reference(A, B):
 
 def output_for(A, B):
     if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
-                         "A's columns must equal B's rows")
+        raise ValueError(
+            f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: A's columns must equal B's rows"
+        )
     return (A.shape[0], B.shape[1]), np.float32
 
 
@@ -185,11 +189,27 @@ def baseline(A, B, out):
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
     try:
         # cuBLAS is column-major: row-major out (M x N) is column-major out^T = B^T A^T, so B goes first.
-        cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
-                      one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, n,
-                      A.data.ptr, runtime.CUDA_R_16F, k,
-                      zero.ctypes.data, out.data.ptr, runtime.CUDA_R_32F, n,
-                      cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+        cublas.gemmEx(
+            handle,
+            cublas.CUBLAS_OP_N,
+            cublas.CUBLAS_OP_N,
+            n,
+            m,
+            k,
+            one.ctypes.data,
+            B.data.ptr,
+            runtime.CUDA_R_16F,
+            n,
+            A.data.ptr,
+            runtime.CUDA_R_16F,
+            k,
+            zero.ctypes.data,
+            out.data.ptr,
+            runtime.CUDA_R_32F,
+            n,
+            cublas.CUBLAS_COMPUTE_32F,
+            cublas.CUBLAS_GEMM_DEFAULT,
+        )
     finally:
         cublas.setPointerMode(handle, mode)
 

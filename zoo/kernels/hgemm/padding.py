@@ -9,11 +9,12 @@ corner is copied out. The copies are O(M K + K N + M N) against the kernel's
 O(M N K) and run inside the step's launch, so its timings include them; at the
 benchmark sizes (multiples of 128) nothing is copied.
 """
+
 from numba import cuda
 from numba.core.types import float16
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
+from zoo.errors import OutOfRange
 
 LIMIT = 2**32  # elements per matrix that uint32 indices reach
 
@@ -78,5 +79,7 @@ def check_uint32(step, A, B, tile_m, tile_n, tile_k):
     n = B.shape[1]
     mp, np_, kp = round_up(m, tile_m), round_up(n, tile_n), round_up(k, tile_k)
     if max(mp * kp, kp * np_, mp * np_) >= LIMIT:
-        raise OutOfRange(f"{step.rsplit('.', 1)[-1]} indexes with uint32: each matrix must hold fewer than "
-                         "2^32 elements after padding to whole tiles")
+        raise OutOfRange(
+            f"{step.rsplit('.', 1)[-1]} indexes with uint32: each matrix must hold fewer than "
+            "2^32 elements after padding to whole tiles"
+        )

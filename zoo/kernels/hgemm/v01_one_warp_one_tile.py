@@ -23,12 +23,13 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cuBLAS GemmEx: 1024: 13.7%, 2048:
     3.1%, 8192: 2.9%. From results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.kernels.hgemm.padding import check_uint32, run_tiled
 from zoo.device.mma import load_half2, mma_f16_f32, pack_half2
+from zoo.kernels.hgemm.padding import check_uint32, run_tiled
 
 WARPS = 4  # warps per block, side by side along N
 TILE_M = 16

@@ -25,14 +25,15 @@ Measured:
     registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 19.1%, 2048:
     4.9%, 8192: 4.5%. From results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
 from zoo.device.jit import jit
+from zoo.device.mma import load_half2
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.device.mma import load_half2
 
 BM = 64
 BN = 64
@@ -64,9 +65,9 @@ def hgemm_kernel(A, B, out, M, N, K):
     tid = uint32(cuda.threadIdx.x)
     lane = tid % uint32(32)
     warp = tid // uint32(32)
-    g = lane // uint32(4)
-    t = lane % uint32(4)
-    row0 = uint32(cuda.blockIdx.y) * uint32(BM)
+    g = lane // uint32(4)  # PTX's groupID: the C fragment's rows g and g + 8
+    t = lane % uint32(4)  # threadID_in_group: its columns 2t and 2t + 1
+    row0 = uint32(cuda.blockIdx.y) * uint32(BM)  # the block tile's top-left corner in out
     col0 = uint32(cuda.blockIdx.x) * uint32(BN)
     warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp's corner inside the block tile
     warp_col = warp % uint32(WARPS_N) * uint32(WN)
@@ -77,12 +78,12 @@ def hgemm_kernel(A, B, out, M, N, K):
         k0 = uint32(k0)
         for p in range(A_COPIES):  # consecutive threads read consecutive k of one row: coalesced
             e = tid + uint32(p * THREADS)
-            r, k = e // uint32(BK), e % uint32(BK)
-            a_tile[e] = A[(row0 + r) * K + k0 + k]
+            row_in_tile, k_in_tile = e // uint32(BK), e % uint32(BK)  # element e of the BM x BK tile
+            a_tile[e] = A[(row0 + row_in_tile) * K + k0 + k_in_tile]
         for p in range(B_COPIES):  # consecutive threads read consecutive n of one k: coalesced
             e = tid + uint32(p * THREADS)
-            k, n = e // uint32(BN), e % uint32(BN)
-            b_tile[n * uint32(BK) + k] = B[(k0 + k) * N + col0 + n]
+            k_in_tile, col_in_tile = e // uint32(BN), e % uint32(BN)  # element e of the BK x BN slice of B
+            b_tile[col_in_tile * uint32(BK) + k_in_tile] = B[(k0 + k_in_tile) * N + col0 + col_in_tile]
         cuda.syncthreads()  # the tiles are complete
 
         for kk in range(0, BK, 16):

@@ -28,14 +28,15 @@ Measured:
     registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 16.5%, 2048:
     29.3%, 8192: 31.0%. From results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
 from zoo.device.jit import jit
+from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half8, store_half8
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half8, store_half8
 
 BM = 128
 BN = 128
@@ -70,11 +71,11 @@ def hgemm_kernel(A, B, out, M, N, K):
     tid = uint32(cuda.threadIdx.x)
     lane = tid % uint32(32)
     warp = tid // uint32(32)
-    g = lane // uint32(4)
-    t = lane % uint32(4)
-    row0 = uint32(cuda.blockIdx.y) * uint32(BM)
+    g = lane // uint32(4)  # PTX's groupID: the C fragment's rows g and g + 8
+    t = lane % uint32(4)  # threadID_in_group: its columns 2t and 2t + 1
+    row0 = uint32(cuda.blockIdx.y) * uint32(BM)  # the block tile's top-left corner in out
     col0 = uint32(cuda.blockIdx.x) * uint32(BN)
-    warp_row = warp // uint32(WARPS_N) * uint32(WM)
+    warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp tile's corner inside the block tile
     warp_col = warp % uint32(WARPS_N) * uint32(WN)
     # ldmatrix: lane l names row l % 16 of the 16 x 16 block, at column offset 8 (l // 16)
     a_lane = (warp_row + lane % uint32(16)) * uint32(A_STRIDE) + lane // uint32(16) * uint32(8)
@@ -85,24 +86,26 @@ def hgemm_kernel(A, B, out, M, N, K):
     for k0 in range(0, K, BK):
         k0 = uint32(k0)
         for p in range(A_CHUNKS):  # 4 threads cover one 32-wide row of A's slice
-            c = tid + uint32(p * THREADS)
-            r, kc = c // uint32(BK // 8), c % uint32(BK // 8) * uint32(8)
-            w0, w1, w2, w3 = load_half8(A, (row0 + r) * K + k0 + kc)
-            store_half8(a_tile, r * uint32(A_STRIDE) + kc, w0, w1, w2, w3)
+            c = tid + uint32(p * THREADS)  # chunk c of 8 float16: row c // 4, columns from 8 (c % 4)
+            row_in_tile, k_in_tile = c // uint32(BK // 8), c % uint32(BK // 8) * uint32(8)
+            w0, w1, w2, w3 = load_half8(A, (row0 + row_in_tile) * K + k0 + k_in_tile)
+            store_half8(a_tile, row_in_tile * uint32(A_STRIDE) + k_in_tile, w0, w1, w2, w3)
         for p in range(B_CHUNKS):  # 16 threads cover one 128-wide row of B's slice
-            c = tid + uint32(p * THREADS)
-            k, nc = c // uint32(BN // 8), c % uint32(BN // 8) * uint32(8)
-            w0, w1, w2, w3 = load_half8(B, (k0 + k) * N + col0 + nc)
-            store_half8(b_tile, k * uint32(B_STRIDE) + nc, w0, w1, w2, w3)
+            c = tid + uint32(p * THREADS)  # chunk c of 8 float16: row c // 16, columns from 8 (c % 16)
+            k_in_tile, col_in_tile = c // uint32(BN // 8), c % uint32(BN // 8) * uint32(8)
+            w0, w1, w2, w3 = load_half8(B, (k0 + k_in_tile) * N + col0 + col_in_tile)
+            store_half8(b_tile, k_in_tile * uint32(B_STRIDE) + col_in_tile, w0, w1, w2, w3)
         cuda.syncthreads()  # the tiles are complete
 
         for kk in range(0, BK, 16):
             for i in range(MT):  # a0..a3 of the 16-row tile i, in one instruction
                 a_frag[4 * i], a_frag[4 * i + 1], a_frag[4 * i + 2], a_frag[4 * i + 3] = ldmatrix_x4(
-                    a_tile, a_lane + uint32(i * 16 * A_STRIDE + kk))
+                    a_tile, a_lane + uint32(i * 16 * A_STRIDE + kk)
+                )
             for j in range(NT // 2):  # b0 b1 of the 8-column tiles 2j and 2j + 1
                 b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
-                    b_tile, b_lane + uint32(kk * B_STRIDE + j * 16))
+                    b_tile, b_lane + uint32(kk * B_STRIDE + j * 16)
+                )
             multiply_tile(acc, a_frag, 0, b_frag, 0)
         cuda.syncthreads()  # every warp is done with the tiles before the next step overwrites them
 

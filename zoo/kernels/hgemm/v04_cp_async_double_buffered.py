@@ -25,17 +25,17 @@ Measured:
     registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 18.0%, 2048:
     31.3%, 8192: 41.4%. From results/nvidia-h200.json.
 """
-import numpy as np
+
 from typing import NamedTuple
 
+import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
 from zoo.device.jit import jit
+from zoo.device.mma import SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_all, ldmatrix_x4, ldmatrix_x4_trans
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.device.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_all, ldmatrix_x4,
-                     ldmatrix_x4_trans)
 
 
 class Tiles(NamedTuple):
@@ -104,15 +104,17 @@ def build(tiles):
         tid = uint32(cuda.threadIdx.x)
         lane = tid % uint32(32)
         warp = tid // uint32(32)
-        g = lane // uint32(4)
-        t = lane % uint32(4)
-        row0 = uint32(cuda.blockIdx.y) * uint32(BM)
+        g = lane // uint32(4)  # PTX's groupID: the C fragment's rows g and g + 8
+        t = lane % uint32(4)  # threadID_in_group: its columns 2t and 2t + 1
+        row0 = uint32(cuda.blockIdx.y) * uint32(BM)  # the block tile's top-left corner in out
         col0 = uint32(cuda.blockIdx.x) * uint32(BN)
-        warp_row = warp // uint32(WARPS_N) * uint32(WM)
+        warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp tile's corner inside the block tile
         warp_col = warp % uint32(WARPS_N) * uint32(WN)
+        # ldmatrix: lane l names row l % 16 of the 16 x 16 block, at column offset 8 (l // 16), as in v03
         a_lane = (warp_row + lane % uint32(16)) * uint32(A_STRIDE) + lane // uint32(16) * uint32(8)
         b_lane = (lane % uint32(16)) * uint32(B_STRIDE) + warp_col + lane // uint32(16) * uint32(8)
-        # this thread's copies: chunk c = tid + p * THREADS of each slice, for k0 = 0 and buffer 0
+        # this thread's copies: chunk c = tid + p * THREADS of each slice, for k0 = 0 and buffer 0; chunk
+        # `tid` is row tid // A_PER_ROW (B: tid // B_PER_ROW), 8 float16 from column 8 (tid % A_PER_ROW)
         a_src = (row0 + tid // uint32(A_PER_ROW)) * K + tid % uint32(A_PER_ROW) * uint32(8)
         a_dst = tid // uint32(A_PER_ROW) * uint32(A_STRIDE) + tid % uint32(A_PER_ROW) * uint32(8)
         b_src = tid // uint32(B_PER_ROW) * N + col0 + tid % uint32(B_PER_ROW) * uint32(8)
@@ -124,11 +126,19 @@ def build(tiles):
 
         steps = K // uint32(BK)
         for p in range(A_CHUNKS):  # prologue: step 0's slices into buffer 0
-            cp_async16(a_tiles, a_dst + uint32(p) * a_rows_per_pass * uint32(A_STRIDE),
-                       A, a_src + uint32(p) * a_rows_per_pass * K)
+            cp_async16(
+                a_tiles,
+                a_dst + uint32(p) * a_rows_per_pass * uint32(A_STRIDE),
+                A,
+                a_src + uint32(p) * a_rows_per_pass * K,
+            )
         for p in range(B_CHUNKS):
-            cp_async16(b_tiles, b_dst + uint32(p) * b_rows_per_pass * uint32(B_STRIDE),
-                       B, b_src + uint32(p) * b_rows_per_pass * N)
+            cp_async16(
+                b_tiles,
+                b_dst + uint32(p) * b_rows_per_pass * uint32(B_STRIDE),
+                B,
+                b_src + uint32(p) * b_rows_per_pass * N,
+            )
         cp_async_commit()
 
         for step in range(steps):
@@ -140,21 +150,31 @@ def build(tiles):
                 other = current ^ uint32(1)
                 k_next = (step + uint32(1)) * uint32(BK)
                 for p in range(A_CHUNKS):
-                    cp_async16(a_tiles, other * uint32(A_TILE) + a_dst + uint32(p) * a_rows_per_pass * uint32(A_STRIDE),
-                               A, a_src + k_next + uint32(p) * a_rows_per_pass * K)
+                    cp_async16(
+                        a_tiles,
+                        other * uint32(A_TILE) + a_dst + uint32(p) * a_rows_per_pass * uint32(A_STRIDE),
+                        A,
+                        a_src + k_next + uint32(p) * a_rows_per_pass * K,
+                    )
                 for p in range(B_CHUNKS):
-                    cp_async16(b_tiles, other * uint32(B_TILE) + b_dst + uint32(p) * b_rows_per_pass * uint32(B_STRIDE),
-                               B, b_src + k_next * N + uint32(p) * b_rows_per_pass * N)
+                    cp_async16(
+                        b_tiles,
+                        other * uint32(B_TILE) + b_dst + uint32(p) * b_rows_per_pass * uint32(B_STRIDE),
+                        B,
+                        b_src + k_next * N + uint32(p) * b_rows_per_pass * N,
+                    )
                 cp_async_commit()
             a_at = current * uint32(A_TILE) + a_lane
             b_at = current * uint32(B_TILE) + b_lane
             for kk in range(0, BK, 16):
                 for i in range(MT):
                     a_frag[4 * i], a_frag[4 * i + 1], a_frag[4 * i + 2], a_frag[4 * i + 3] = ldmatrix_x4(
-                        a_tiles, a_at + uint32(i * 16 * A_STRIDE + kk))
+                        a_tiles, a_at + uint32(i * 16 * A_STRIDE + kk)
+                    )
                 for j in range(NT // 2):
                     b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
-                        b_tiles, b_at + uint32(kk * B_STRIDE + j * 16))
+                        b_tiles, b_at + uint32(kk * B_STRIDE + j * 16)
+                    )
                 multiply_tile(acc, a_frag, 0, b_frag, 0)
 
         store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)
@@ -171,6 +191,7 @@ def validate(A, B):
 
 def launch_with(kernel, tiles, A, B, out):
     """Run ``kernel`` (built from ``tiles``) on any shape; later steps call this with their tiles."""
+
     def launch_tiles(a, b, result, M, N, K):
         kernel[(N // tiles.BN, M // tiles.BM), tiles.threads](a, b, result, np.uint32(M), np.uint32(N), np.uint32(K))
 

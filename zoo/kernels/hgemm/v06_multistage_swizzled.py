@@ -18,29 +18,32 @@ Why it is faster:
     tensor cores wait less at the barrier. Padding would have cost
     3 x 3 KiB, which the 48 KiB that a block gets without opting in cannot
     hold; the swizzle keeps ``ldmatrix`` conflict-free at no cost in bytes.
-    One more thing changed with it: 207 registers a thread (v05: 166) leave
-    room for two blocks an SM instead of three, so 4096^2 is 3.9 waves of
-    1024 tiles over 264 slots (nearly four whole waves) instead of 2.6.
-    Timed one after another on an H200 at 4096: v05 26.9% of cuBLAS, this
-    kernel with two stages 35.6%, with three 39.2%, with four 27.8%; at 8192
-    two, three and four stages all gave 51%.
+    The registers it costs (207 a thread, v05: 166) change the waves too:
+    see the comment at ``Tiles``.
 
 Measured:
     NVIDIA H200, size 4096: 365,102 GFLOP/s (376 us a call), 53.4% of cuBLAS GemmEx, 207
     registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 17.4%, 2048:
     28.1%, 8192: 52.7%. From results/nvidia-h200.json.
 """
-import numpy as np
+
 from typing import NamedTuple
 
+import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
 from zoo.device.jit import jit
+from zoo.device.mma import (
+    SHARED_ALIGN,
+    cp_async16,
+    cp_async_commit,
+    cp_async_wait_group,
+    ldmatrix_x4,
+    ldmatrix_x4_trans,
+)
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
-from zoo.device.mma import (SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, ldmatrix_x4,
-                     ldmatrix_x4_trans)
 
 CHUNK = 8  # float16 elements in 16 bytes: the unit of cp.async and of an ldmatrix row
 
@@ -51,8 +54,12 @@ class Tiles(NamedTuple):
     BM: int = 128
     BN: int = 128
     BK: int = 32
-    WM: int = 64
+    WM: int = 64  # v05's 64 x 64 warp tiles
     WN: int = 64
+    # Timed one after another on an H200 at 4096: v05 26.9% of cuBLAS, this kernel with two stages
+    # 35.6%, with three 39.2%, with four 27.8%; at 8192 two, three and four stages all gave 51%.
+    # With three, 207 registers a thread (v05: 166) leave room for two blocks an SM instead of three,
+    # so 4096^2 is 3.9 waves of 1024 tiles over 264 slots (nearly four whole waves) instead of 2.6.
     STAGES: int = 3
 
     @property
@@ -93,11 +100,8 @@ def valid(t):
     return t.shared_bytes() <= 227 * 1024
 
 
-def build(tiles, **options):
-    """The kernel for one tile shape (closure variables are compile-time constants to numba).
-
-    ``options`` go to ``zoo.device.jit`` (``max_registers=...``, for instance).
-    """
+def build(tiles):
+    """The kernel for one tile shape (closure variables are compile-time constants to numba)."""
     if not valid(tiles):
         raise ValueError(f"tile shape {tiles} is not valid for this kernel")
     BM, BN, BK, WM, WN, STAGES = tiles
@@ -121,7 +125,7 @@ def build(tiles, **options):
     B_DIV, B_MOD = swizzle(B_PER_ROW)
     IN_FLIGHT = STAGES - 2  # copy groups that may still be pending when a step starts
 
-    @jit(**options)
+    @jit
     def hgemm_kernel(A, B, out, M, N, K):
         tiles = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)  # STAGES A tiles, then STAGES B tiles
         acc = cuda.local.array(ACC, float32)
@@ -130,11 +134,11 @@ def build(tiles, **options):
         tid = uint32(cuda.threadIdx.x)
         lane = tid % uint32(32)
         warp = tid // uint32(32)
-        g = lane // uint32(4)
-        t = lane % uint32(4)
-        row0 = uint32(cuda.blockIdx.y) * uint32(BM)
+        g = lane // uint32(4)  # PTX's groupID: the C fragment's rows g and g + 8
+        t = lane % uint32(4)  # threadID_in_group: its columns 2t and 2t + 1
+        row0 = uint32(cuda.blockIdx.y) * uint32(BM)  # the block tile's top-left corner in out
         col0 = uint32(cuda.blockIdx.x) * uint32(BN)
-        warp_row = warp // uint32(WARPS_N) * uint32(WM)
+        warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp tile's corner inside the block tile
         warp_col = warp % uint32(WARPS_N) * uint32(WN)
         # ldmatrix: lanes 0-15 give rows 0-15 at chunk column c, lanes 16-31 the same rows at c + 1.
         # The rows' offsets within the swizzle period do not depend on warp_row, i or kk (all
@@ -146,12 +150,18 @@ def build(tiles, **options):
         b_row = (lane % uint32(16)) * uint32(BN)
         # this thread's copies: chunk `tid` of each pass, rows_per_pass rows apart (a multiple of the
         # swizzle period, so every pass lands at the same XORed chunk column)
-        a_r, a_c = tid // uint32(A_PER_ROW), tid % uint32(A_PER_ROW)
-        b_r, b_c = tid // uint32(B_PER_ROW), tid % uint32(B_PER_ROW)
-        a_src = (row0 + a_r) * K + a_c * uint32(CHUNK)
-        a_dst = a_r * uint32(BK) + (a_c ^ (a_r // uint32(A_DIV) % uint32(A_MOD))) * uint32(CHUNK)
-        b_src = b_r * N + col0 + b_c * uint32(CHUNK)
-        b_dst = uint32(B_BASE) + b_r * uint32(BN) + (b_c ^ (b_r // uint32(B_DIV) % uint32(B_MOD))) * uint32(CHUNK)
+        a_row_in_tile, a_chunk_in_row = tid // uint32(A_PER_ROW), tid % uint32(A_PER_ROW)  # A: BM rows of BK
+        b_row_in_tile, b_chunk_in_row = tid // uint32(B_PER_ROW), tid % uint32(B_PER_ROW)  # B: BK rows of BN
+        a_src = (row0 + a_row_in_tile) * K + a_chunk_in_row * uint32(CHUNK)
+        a_dst = a_row_in_tile * uint32(BK) + (
+            a_chunk_in_row ^ (a_row_in_tile // uint32(A_DIV) % uint32(A_MOD))
+        ) * uint32(CHUNK)
+        b_src = b_row_in_tile * N + col0 + b_chunk_in_row * uint32(CHUNK)
+        b_dst = (
+            uint32(B_BASE)
+            + b_row_in_tile * uint32(BN)
+            + (b_chunk_in_row ^ (b_row_in_tile // uint32(B_DIV) % uint32(B_MOD))) * uint32(CHUNK)
+        )
         a_rows_per_pass = uint32(THREADS // A_PER_ROW)
         b_rows_per_pass = uint32(THREADS // B_PER_ROW)
         for i in range(ACC):
@@ -162,11 +172,19 @@ def build(tiles, **options):
             if uint32(s) < steps:
                 k0 = uint32(s * BK)
                 for p in range(A_CHUNKS):
-                    cp_async16(tiles, a_dst + uint32(s * A_TILE) + uint32(p) * a_rows_per_pass * uint32(BK),
-                               A, a_src + k0 + uint32(p) * a_rows_per_pass * K)
+                    cp_async16(
+                        tiles,
+                        a_dst + uint32(s * A_TILE) + uint32(p) * a_rows_per_pass * uint32(BK),
+                        A,
+                        a_src + k0 + uint32(p) * a_rows_per_pass * K,
+                    )
                 for p in range(B_CHUNKS):
-                    cp_async16(tiles, b_dst + uint32(s * B_TILE) + uint32(p) * b_rows_per_pass * uint32(BN),
-                               B, b_src + k0 * N + uint32(p) * b_rows_per_pass * N)
+                    cp_async16(
+                        tiles,
+                        b_dst + uint32(s * B_TILE) + uint32(p) * b_rows_per_pass * uint32(BN),
+                        B,
+                        b_src + k0 * N + uint32(p) * b_rows_per_pass * N,
+                    )
             cp_async_commit()  # one group per stage, empty or not: the wait below counts groups
 
         read = uint32(0)  # the buffer step `step` is in
@@ -178,23 +196,33 @@ def build(tiles, **options):
             k_next = (step + uint32(STAGES - 1)) * uint32(BK)
             if k_next < K:
                 for p in range(A_CHUNKS):
-                    cp_async16(tiles, a_dst + write * uint32(A_TILE) + uint32(p) * a_rows_per_pass * uint32(BK),
-                               A, a_src + k_next + uint32(p) * a_rows_per_pass * K)
+                    cp_async16(
+                        tiles,
+                        a_dst + write * uint32(A_TILE) + uint32(p) * a_rows_per_pass * uint32(BK),
+                        A,
+                        a_src + k_next + uint32(p) * a_rows_per_pass * K,
+                    )
                 for p in range(B_CHUNKS):
-                    cp_async16(tiles, b_dst + write * uint32(B_TILE) + uint32(p) * b_rows_per_pass * uint32(BN),
-                               B, b_src + k_next * N + uint32(p) * b_rows_per_pass * N)
-            cp_async_commit()
+                    cp_async16(
+                        tiles,
+                        b_dst + write * uint32(B_TILE) + uint32(p) * b_rows_per_pass * uint32(BN),
+                        B,
+                        b_src + k_next * N + uint32(p) * b_rows_per_pass * N,
+                    )
+            cp_async_commit()  # one group per step, empty or not, as in the prologue
             a_at = read * uint32(A_TILE) + a_row
             b_at = uint32(B_BASE) + read * uint32(B_TILE) + b_row
             for kk in range(0, BK, 16):
                 a_col = ((uint32(kk // CHUNK) + half) ^ a_swz) * uint32(CHUNK)  # chunk kk/8 (+1), XORed
                 for i in range(MT):
                     a_frag[4 * i], a_frag[4 * i + 1], a_frag[4 * i + 2], a_frag[4 * i + 3] = ldmatrix_x4(
-                        tiles, a_at + uint32(i * 16 * BK) + a_col)
+                        tiles, a_at + uint32(i * 16 * BK) + a_col
+                    )
                 for j in range(NT // 2):
                     chunk = (warp_col + uint32(16 * j)) // uint32(CHUNK) + half
                     b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
-                        tiles, b_at + uint32(kk * BN) + (chunk ^ b_swz) * uint32(CHUNK))
+                        tiles, b_at + uint32(kk * BN) + (chunk ^ b_swz) * uint32(CHUNK)
+                    )
                 multiply_tile(acc, a_frag, 0, b_frag, 0)
             read = uint32(0) if read == uint32(STAGES - 1) else read + uint32(1)
             write = uint32(0) if write == uint32(STAGES - 1) else write + uint32(1)
@@ -214,6 +242,7 @@ def validate(A, B):
 
 def launch_with(kernel, tiles, A, B, out):
     """Run ``kernel`` (built from ``tiles``) on any shape, its tiles in dynamic shared memory."""
+
     def launch_tiles(a, b, result, M, N, K):
         grid = (N // tiles.BN, M // tiles.BM)
         kernel[grid, tiles.threads, 0, tiles.shared_bytes()](a, b, result, np.uint32(M), np.uint32(N), np.uint32(K))

@@ -1,23 +1,21 @@
 """Blocks ordered for the L2: v07's kernel with its tiles visited in groups of 16 block rows.
 
 Changes:
-    v07's kernel built with ``group=16``: the block that the hardware launches
-    b-th no longer takes tile (b // tiles_n, b % tiles_n), row by row, but
-    walks 16 block rows at a time, down each column of the group before moving
-    right (the "thread-block swizzle" of CUTLASS and Triton's grouped
-    ordering). It costs a few integer operations per block, at its start.
+    From v07: the kernel maps its block index to a tile in a new order. The
+    block that the hardware launches b-th no longer takes tile
+    (b // tiles_n, b % tiles_n), row by row, but walks 16 block rows at a
+    time, down each column of the group before moving right (the
+    "thread-block swizzle" of CUTLASS and Triton's grouped ordering). It costs
+    a few integer operations per block, at its start; the rest is v07's.
 
 Why it is faster:
-    Blocks that run at the same time share the tiles they read. In launch
-    order, the 264 blocks resident on 132 SMs cover 8 block rows and all 32
-    block columns of a 4096^2 output: 8 of A's 1 MiB row panels and all 32 of
-    B's column panels (40 MiB) stream through the L2 together. Grouped, they
-    cover 16 rows and 16.5 columns (33 MiB): fewer distinct bytes in flight,
-    so more of each panel is still in the L2 when its next reader asks for
-    it. The kernel is v07's, so the gain is only what the L2 hit rate buys:
-    small at 4096, where most of A and B fit in the L2 either way, and more
-    at 8192, where B alone is 128 MiB. Measured, it is a small gain at best:
-    1.5 points of cuBLAS at 8192 in ``zoo run`` (1.7 in two exploration
+    Blocks that run at the same time share the tiles they read, so fewer
+    distinct bytes of A and B are in flight and more of each panel is still
+    in the L2 when its next reader asks for it (the count is at ``GROUP``).
+    The work per block is v07's, so the gain is only what the L2 hit rate
+    buys: small at 4096, where most of A and B fit in the L2 either way, and
+    more at 8192, where B alone is 128 MiB. Measured, it is a small gain at
+    best: 1.5 points of cuBLAS at 8192 in ``zoo run`` (1.7 in two exploration
     runs) and none at 4096, where two exploration runs disagreed by more
     than the difference.
 
@@ -26,16 +24,238 @@ Measured:
     registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 16.5%, 2048:
     33.2%, 8192: 56.1%. From results/nvidia-h200.json.
 """
-from zoo.kernels.hgemm.padding import check_uint32
-from zoo.kernels.hgemm.v06_multistage_swizzled import launch_with
-from zoo.kernels.hgemm.v07_fragments_double_buffered import TILES, build
 
-GROUP = 16  # block rows per group
-hgemm_kernel = build(TILES, group=GROUP)
+from typing import NamedTuple
+
+import numpy as np
+from numba import cuda, float32, uint32
+from numba.core.types import float16
+
+from zoo.device.jit import jit
+from zoo.device.mma import (
+    SHARED_ALIGN,
+    cp_async16,
+    cp_async_commit,
+    cp_async_wait_group,
+    ldmatrix_x4,
+    ldmatrix_x4_trans,
+)
+from zoo.kernels.hgemm import warp_tile
+from zoo.kernels.hgemm.padding import check_uint32, run_tiled
+
+# Block rows per group. In launch order, the 264 blocks resident on 132 SMs cover 8 block rows and all
+# 32 block columns of a 4096^2 output: 8 of A's 1 MiB row panels and all 32 of B's column panels
+# (40 MiB) stream through the L2 together. In groups of 16 rows they cover 16 rows and 16.5 columns
+# (33 MiB).
+GROUP = 16
+CHUNK = 8  # float16 elements in 16 bytes: the unit of cp.async and of an ldmatrix row
+
+
+class Tiles(NamedTuple):
+    """Block tile BM x BN x BK, warp tile WM x WN, and STAGES buffers of each tile."""
+
+    BM: int = 128
+    BN: int = 128
+    BK: int = 32
+    WM: int = 64  # v05's 64 x 64 warp tiles
+    WN: int = 64
+    STAGES: int = 3  # v06's three stages (its Tiles says why three)
+
+    @property
+    def threads(self):
+        return (self.BM // self.WM) * (self.BN // self.WN) * 32
+
+    def shared_bytes(self):
+        return 2 * self.STAGES * (self.BM * self.BK + self.BK * self.BN)
+
+
+def swizzle(chunks_per_row):
+    """(divisor, modulus) of the XOR pattern f(r) = (r // divisor) % modulus for rows of that many chunks.
+
+    A bank group is 16 bytes and there are eight of them in 128 bytes. Eight
+    consecutive rows read at one chunk column c then sit in groups
+    (r x chunks_per_row + (c ^ f(r))) % 8, which this f makes all different:
+    with 8 or more chunks a row, f(r) = r % 8 spreads them directly; with 4
+    (BK = 32), rows r and r + 2 start in the same group, so f(r) = (r // 2) % 4.
+    """
+    if chunks_per_row >= 8:
+        return 1, 8
+    return 8 // chunks_per_row, chunks_per_row
+
+
+def valid(t):
+    """True when the copies and warps divide evenly, each thread's copies share one swizzle, and a stage
+    has an even number of 16-wide slices (each step starts on fragment set 0)."""
+    if t.BM % t.WM or t.BN % t.WN or t.WM % 16 or t.WN % 32 or t.BK % 32 or t.STAGES < 2:
+        return False
+    threads = t.threads
+    if threads > 1024 or (t.BM * t.BK // CHUNK) % threads or (t.BK * t.BN // CHUNK) % threads:
+        return False
+    for rows, width in ((t.BM, t.BK), (t.BK, t.BN)):  # A tile, B tile
+        chunks = width // CHUNK
+        rows_per_pass = threads // chunks
+        div, mod = swizzle(chunks)
+        if rows > rows_per_pass and rows_per_pass % (div * mod):  # a thread's rows must share f(r)
+            return False
+    return t.shared_bytes() <= 227 * 1024
+
+
+def build(tiles):
+    """The kernel for one tile shape (closure variables are compile-time constants to numba)."""
+    if not valid(tiles):
+        raise ValueError(f"tile shape {tiles} is not valid for this kernel")
+    BM, BN, BK, WM, WN, STAGES = tiles
+    WARPS_N = BN // WN
+    THREADS = tiles.threads
+    MT = WM // 16
+    NT = WN // 8
+    multiply_tile = warp_tile.multiply(MT, NT)  # acc += a warp tile of mma
+    store_tile = warp_tile.store(MT, NT)
+    ACC = MT * NT * 4
+    A_FRAG = MT * 4
+    B_FRAG = NT * 2
+    SET = A_FRAG + B_FRAG  # words in one set of fragments: A's, then B's
+    FRAGS = 2 * SET
+    SLICES = BK // 16
+    A_TILE = BM * BK
+    B_TILE = BK * BN
+    B_BASE = STAGES * A_TILE  # the B buffers follow the A buffers in the one shared array
+    A_PER_ROW = BK // CHUNK
+    B_PER_ROW = BN // CHUNK
+    A_CHUNKS = BM * A_PER_ROW // THREADS
+    B_CHUNKS = BK * B_PER_ROW // THREADS
+    A_PASS = THREADS // A_PER_ROW  # rows between a thread's copies
+    B_PASS = THREADS // B_PER_ROW
+    A_DIV, A_MOD = swizzle(A_PER_ROW)
+    B_DIV, B_MOD = swizzle(B_PER_ROW)
+    IN_FLIGHT = STAGES - 2  # copy groups that may still be pending when a step starts
+
+    @jit(device=True, forceinline=True)
+    def copy_stage(tiles, A, B, buffer, k0, a_src, a_dst, b_src, b_dst, N, K):
+        """This thread's ``cp.async`` of the A and B slices at k0 into ``buffer``."""
+        for p in range(A_CHUNKS):
+            cp_async16(
+                tiles, a_dst + buffer * uint32(A_TILE) + uint32(p * A_PASS * BK), A, a_src + k0 + uint32(p * A_PASS) * K
+            )
+        for p in range(B_CHUNKS):
+            cp_async16(
+                tiles,
+                b_dst + buffer * uint32(B_TILE) + uint32(p * B_PASS * BN),
+                B,
+                b_src + (k0 + uint32(p * B_PASS)) * N,
+            )
+
+    @jit(device=True, forceinline=True)
+    def load_slice(tiles, frag, s, buffer, kk, half, a_row, a_swz, b_row, b_swz, b_chunk0):
+        """ldmatrix the A and B fragments of k slice ``kk`` of ``buffer`` into set ``s`` (swizzled as v06)."""
+        a_at = buffer * uint32(A_TILE) + a_row + ((uint32(kk // CHUNK) + half) ^ a_swz) * uint32(CHUNK)
+        for i in range(MT):
+            f = s * SET + 4 * i
+            frag[f], frag[f + 1], frag[f + 2], frag[f + 3] = ldmatrix_x4(tiles, a_at + uint32(i * 16 * BK))
+        b_at = uint32(B_BASE) + buffer * uint32(B_TILE) + b_row + uint32(kk * BN)
+        for j in range(NT // 2):
+            f = s * SET + A_FRAG + 4 * j
+            frag[f], frag[f + 1], frag[f + 2], frag[f + 3] = ldmatrix_x4_trans(
+                tiles, b_at + ((b_chunk0 + uint32(2 * j)) ^ b_swz) * uint32(CHUNK)
+            )
+
+    @jit
+    def hgemm_kernel(A, B, out, M, N, K):
+        tiles = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)  # STAGES A tiles, then STAGES B tiles
+        acc = cuda.local.array(ACC, float32)
+        frag = cuda.local.array(FRAGS, uint32)  # set 0, then set 1
+        tid = uint32(cuda.threadIdx.x)
+        lane = tid % uint32(32)
+        warp = tid // uint32(32)
+        g = lane // uint32(4)  # PTX's groupID: the C fragment's rows g and g + 8
+        t = lane % uint32(4)  # threadID_in_group: its columns 2t and 2t + 1
+        # Block b of the launch order (row by row) takes tile (tile_m, tile_n) of the grouped order:
+        # groups of GROUP block rows, each walked column by column. The hardware hands out blockIdx in
+        # launch order whatever the grid's shape, so the new order can only be made here, in the kernel.
+        tile_m, tile_n = uint32(cuda.blockIdx.y), uint32(cuda.blockIdx.x)
+        b = tile_m * uint32(cuda.gridDim.x) + tile_n  # the block's place in the launch order
+        per_group = uint32(GROUP) * uint32(cuda.gridDim.x)  # blocks in a whole group
+        first_m = b // per_group * uint32(GROUP)  # the group's first block row
+        rows = min(uint32(cuda.gridDim.y) - first_m, uint32(GROUP))  # the last group may be short
+        tile_m = first_m + b % per_group % rows  # down the group's column first ...
+        tile_n = b % per_group // rows  # ... then the next column
+        row0 = tile_m * uint32(BM)  # the block tile's top-left corner in out
+        col0 = tile_n * uint32(BN)
+        warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp tile's corner inside the block tile
+        warp_col = warp % uint32(WARPS_N) * uint32(WN)
+        # ldmatrix rows as in v06: lanes 16-31 read the chunk after lanes 0-15's; XORs fixed per lane
+        half = lane // uint32(16)
+        a_swz = (lane % uint32(16)) // uint32(A_DIV) % uint32(A_MOD)
+        b_swz = (lane % uint32(16)) // uint32(B_DIV) % uint32(B_MOD)
+        a_row = (warp_row + lane % uint32(16)) * uint32(BK)
+        b_row = (lane % uint32(16)) * uint32(BN)
+        b_chunk0 = warp_col // uint32(CHUNK) + half  # B: the chunk of this lane's first ldmatrix row
+        # this thread's copies, as in v06: chunk `tid` of each pass, swizzled
+        a_row_in_tile, a_chunk_in_row = tid // uint32(A_PER_ROW), tid % uint32(A_PER_ROW)  # A: BM rows of BK
+        b_row_in_tile, b_chunk_in_row = tid // uint32(B_PER_ROW), tid % uint32(B_PER_ROW)  # B: BK rows of BN
+        a_src = (row0 + a_row_in_tile) * K + a_chunk_in_row * uint32(CHUNK)
+        a_dst = a_row_in_tile * uint32(BK) + (
+            a_chunk_in_row ^ (a_row_in_tile // uint32(A_DIV) % uint32(A_MOD))
+        ) * uint32(CHUNK)
+        b_src = b_row_in_tile * N + col0 + b_chunk_in_row * uint32(CHUNK)
+        b_dst = (
+            uint32(B_BASE)
+            + b_row_in_tile * uint32(BN)
+            + (b_chunk_in_row ^ (b_row_in_tile // uint32(B_DIV) % uint32(B_MOD))) * uint32(CHUNK)
+        )
+        for i in range(ACC):
+            acc[i] = float32(0.0)
+
+        steps = K // uint32(BK)
+        for s in range(STAGES - 1):  # prologue: steps 0 .. STAGES-2 into buffers 0 .. STAGES-2
+            if uint32(s) < steps:
+                copy_stage(tiles, A, B, uint32(s), uint32(s * BK), a_src, a_dst, b_src, b_dst, N, K)
+            cp_async_commit()  # one group per stage, empty or not: the waits count groups
+        cp_async_wait_group(IN_FLIGHT)  # step 0 has landed, for this thread ...
+        cuda.syncthreads()  # ... and for everyone
+        load_slice(tiles, frag, 0, uint32(0), 0, half, a_row, a_swz, b_row, b_swz, b_chunk0)
+
+        read = uint32(0)  # the buffer of step `step`
+        write = uint32(STAGES - 1)  # the buffer of step `step + STAGES - 1`: the one read at step - 1
+        for step in range(steps):
+            step = uint32(step)
+            k_next = (step + uint32(STAGES - 1)) * uint32(BK)
+            if k_next < K:  # every warp finished reading `write` before the last barrier
+                copy_stage(tiles, A, B, write, k_next, a_src, a_dst, b_src, b_dst, N, K)
+            cp_async_commit()  # one group per step, empty or not, as in the prologue
+            for kk in range(SLICES - 1):  # set kk % 2 holds slice kk; load slice kk + 1 into the other
+                load_slice(tiles, frag, (kk + 1) % 2, read, (kk + 1) * 16, half, a_row, a_swz, b_row, b_swz, b_chunk0)
+                multiply_tile(acc, frag, kk % 2 * SET, frag, kk % 2 * SET + A_FRAG)
+            # the last slice: first make the next step's stage ready and start loading its first slice
+            cp_async_wait_group(IN_FLIGHT)  # this thread's copies of step + 1 have landed
+            cuda.syncthreads()  # everyone's have; and everyone has loaded its last fragments of `read`
+            read = uint32(0) if read == uint32(STAGES - 1) else read + uint32(1)
+            write = uint32(0) if write == uint32(STAGES - 1) else write + uint32(1)
+            if step + uint32(1) < steps:
+                load_slice(tiles, frag, 0, read, 0, half, a_row, a_swz, b_row, b_swz, b_chunk0)
+            multiply_tile(acc, frag, SET, frag, SET + A_FRAG)  # SLICES is even: the last slice is in set 1
+
+        store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)
+
+    return hgemm_kernel
+
+
+TILES = Tiles()
+hgemm_kernel = build(TILES)
 
 
 def validate(A, B):
     check_uint32(__name__, A, B, TILES.BM, TILES.BN, TILES.BK)
+
+
+def launch_with(kernel, tiles, A, B, out):
+    """Run ``kernel`` (built from ``tiles``) on any shape, its tiles in dynamic shared memory."""
+
+    def launch_tiles(a, b, result, M, N, K):
+        grid = (N // tiles.BN, M // tiles.BM)
+        kernel[grid, tiles.threads, 0, tiles.shared_bytes()](a, b, result, np.uint32(M), np.uint32(N), np.uint32(K))
+
+    run_tiled(launch_tiles, A, B, out, tiles.BM, tiles.BN, tiles.BK)
 
 
 def launch(A, B, out):

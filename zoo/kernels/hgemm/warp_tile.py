@@ -6,6 +6,7 @@ each, ``acc[4 (i NT + j)]`` onwards). MT and NT must be compile-time constants
 for the accumulators to stay in registers, so these are factories: each returns
 a device function built for one (MT, NT), inlined where it is called.
 """
+
 import functools
 
 from numba import uint32
@@ -14,7 +15,7 @@ from zoo.device.jit import jit
 from zoo.device.mma import mma_f16_f32
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def multiply(MT, NT):
     """``multiply(acc, a_frag, a0, b_frag, b0)``: acc += A fragments from a_frag[a0] times B's from b_frag[b0]."""
 
@@ -26,13 +27,22 @@ def multiply(MT, NT):
                 b = b0 + 2 * j
                 c = 4 * (i * NT + j)
                 acc[c], acc[c + 1], acc[c + 2], acc[c + 3] = mma_f16_f32(
-                    a_frag[a], a_frag[a + 1], a_frag[a + 2], a_frag[a + 3], b_frag[b], b_frag[b + 1],
-                    acc[c], acc[c + 1], acc[c + 2], acc[c + 3])
+                    a_frag[a],
+                    a_frag[a + 1],
+                    a_frag[a + 2],
+                    a_frag[a + 3],
+                    b_frag[b],
+                    b_frag[b + 1],
+                    acc[c],
+                    acc[c + 1],
+                    acc[c + 2],
+                    acc[c + 3],
+                )
 
     return multiply_warp_tile
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def store(MT, NT):
     """``store(out, acc, row, col, N)``: the warp tile whose top-left is (row, col) of ``out`` (N columns, flat).
 

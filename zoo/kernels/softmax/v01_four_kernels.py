@@ -26,6 +26,7 @@ Measured:
     32768x1024: 224.9%, 32768x1024@large: 200.9%, 4096x8192@large: 192.1%. From
     results/nvidia-h200.json.
 """
+
 import math
 
 import numpy as np
@@ -33,9 +34,11 @@ from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
-from zoo.device.jit import jit
 from zoo.device.buffers import scratch
-from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
+from zoo.device.jit import jit
+from zoo.kernels.softmax import check_index_range
+
+validate = check_index_range  # the step's size limit: its indices are uint32
 
 BLOCK = 32 if SIMULATOR else 256  # threads per block, a power of two (the tree halves it)
 HALVINGS = BLOCK.bit_length() - 1  # tree rounds: log2(BLOCK)

@@ -1,17 +1,15 @@
 """One kernel, a block per row: max and sum folded in shared memory, then the output pass.
 
 Changes:
-    From v01: the four launches become one kernel and the temporary is gone.
-    A block owns a row and makes three passes over it: the strided partial
-    maxima are folded by the same shared-memory tree as v01's ``row_max``; the
-    row maximum is read back from ``part[0]`` by every thread; the second pass
-    sums exp(x - max) and folds it by the same tree; the third recomputes
-    exp(x - max) and writes it times 1 / sum (one division per thread, not per
-    element). Nothing but x and out touches global memory.
-    Moves 16 bytes per element: x read three times, out written once. With
-    8 blocks per SM about a thousand rows are in flight, 34 MB at 8192
-    columns: inside the H200's 50 MB L2, so the rereads can hit L2 and DRAM
-    may see closer to 8 bytes per element.
+    From v01: the four kernels fuse into one and the temporary is gone, so
+    most of the diff is deletions: that is the lesson. A block owns a row
+    and makes three passes over it. Pass 1 is v01's ``row_max``, its result
+    read back from ``part[0]`` by every thread. Pass 2 is ``row_sum``, adding
+    exp(x - max) as it reads x instead of reading the temporary that
+    ``exp_shifted`` wrote. Pass 3 is ``divide``, recomputing exp(x - max) and
+    multiplying by 1 / sum (one division per thread, not per element). Their
+    launches, grid-stride loops and scratch buffers are gone.
+    Moves 16 bytes per element: x read three times, out written once.
 
 Why it is faster:
     v01 writes and rereads a full-size temporary (24 bytes per element through
@@ -28,6 +26,7 @@ Measured:
     32768x1024: 564.3%, 32768x1024@large: 565.0%, 4096x8192@large: 579.8%. From
     results/nvidia-h200.json.
 """
+
 import math
 
 import numpy as np
@@ -35,7 +34,9 @@ from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
+from zoo.kernels.softmax import check_index_range
+
+validate = check_index_range  # the step's size limit: its indices are uint32
 
 BLOCK = 32 if SIMULATOR else 256  # threads per row, a power of two (the tree halves it)
 HALVINGS = BLOCK.bit_length() - 1  # tree rounds: log2(BLOCK)
@@ -47,7 +48,7 @@ def softmax_block(x, out, cols):
     part = cuda.shared.array(BLOCK, float32)
     t = uint32(cuda.threadIdx.x)
     base = uint32(cuda.blockIdx.x) * cols  # one block per row
-    # Pass 1: the row maximum.
+    # Pass 1, v01's row_max: the row maximum.
     v = NEG_INF
     c = t
     while c < cols:  # consecutive threads read consecutive columns: coalesced
@@ -63,7 +64,7 @@ def softmax_block(x, out, cols):
         half >>= uint32(1)
     row_max = part[0]
     cuda.syncthreads()  # everyone has read part[0] before the sum overwrites it
-    # Pass 2: the sum of exp(x - max); every term is at most 1.
+    # Pass 2, v01's exp_shifted and row_sum in one: the sum of exp(x - max); every term is at most 1.
     v = float32(0)
     c = t
     while c < cols:
@@ -78,7 +79,7 @@ def softmax_block(x, out, cols):
         cuda.syncthreads()  # this round's writes land before the next round reads them
         half >>= uint32(1)
     scale = float32(1) / part[0]  # the sum is at least 1 (the max's own term): no division by zero
-    # Pass 3: the output.
+    # Pass 3, v01's divide: the output, exp(x - max) computed again rather than stored.
     c = t
     while c < cols:
         out[base + c] = math.exp(x[base + c] - row_max) * scale
@@ -87,4 +88,7 @@ def softmax_block(x, out, cols):
 
 def launch(x, out):
     rows, cols = x.shape
+    # Passes 2 and 3 reread x: with 8 blocks per SM about a thousand rows are in flight, 34 MB at 8192
+    # columns, inside the H200's 50 MB L2, so the rereads can hit L2 and DRAM may see closer to 8 bytes
+    # per element than 16.
     softmax_block[rows, BLOCK](x.reshape(x.size), out.reshape(out.size), np.uint32(cols))

@@ -26,6 +26,7 @@ Measured:
     196.4%, 32768x1024: 697.0%, 32768x1024@large: 688.7%, 4096x8192@large: 268.0%. From
     results/nvidia-h200.json.
 """
+
 import math
 
 import numpy as np
@@ -34,7 +35,9 @@ from numba import cuda, float32, uint32
 from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.softmax import check_index_range as validate  # noqa: F401 (the step's size limit)
+from zoo.kernels.softmax import check_index_range
+
+validate = check_index_range  # the step's size limit: its indices are uint32
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 ROWS_PER_BLOCK = BLOCK // 32  # one warp per row
@@ -44,6 +47,7 @@ NEG_INF = np.float32(-np.inf)  # max's identity: a lane past the end of the row 
 @jit
 def softmax_warp(x, out, rows, cols):
     lane = uint32(cuda.threadIdx.x) % uint32(32)
+    # warp threadIdx.x // 32 of the block takes the block's row of that number
     row = uint32(cuda.blockIdx.x) * uint32(ROWS_PER_BLOCK) + uint32(cuda.threadIdx.x) // uint32(32)
     if row >= rows:
         return  # the whole warp leaves: rows are per warp, so no shuffle below misses a lane
