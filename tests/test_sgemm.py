@@ -1,17 +1,19 @@
-"""SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates, edges in the kernel
-(v11, and v14's unrolled hot loop in the same kernel), split-K (v12) and the split last wave (v13, v15)."""
+"""SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates and the tile lookups,
+edges in the kernel (v11, and v14 with its unrolled hot loop), split-K (v12) and the split last wave (v13, v15)."""
+
 import numpy as np
 import pytest
 
 import zoo
 from zoo import harness
-from zoo.kernels.sgemm import padding, tune
+from zoo.kernels.sgemm import padding, plan, tiles, tune
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm import v13_split_last_wave as v13
 from zoo.kernels.sgemm import v14_unrolled_k as v14
 from zoo.kernels.sgemm import v15_unrolled_split_last_wave as v15
-from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, build, launch_with
+from zoo.kernels.sgemm.tiles import DEFAULT
+from zoo.kernels.sgemm.v09_double_buffered import build_kernel, launch_with
 
 SGEMM = zoo.family("sgemm")
 IRREGULAR = (33, 17, 21)  # K: three BK = 8 steps, the last one partial and not a multiple of 4
@@ -43,14 +45,17 @@ def test_c_given_with_beta_zero_is_ignored():
     assert harness.compare(got, SGEMM.reference(A, B, alpha=2.0), SGEMM.TOLERANCE)[0]
 
 
-@pytest.mark.parametrize("bad,error,message", [
-    (lambda A, B, C: (A, B[:-1]), ValueError, "A's columns must equal B's rows"),
-    (lambda A, B, C: (A, B, C[:-1]), ValueError, "C must be"),
-    (lambda A, B, C: (A, B.T), ValueError, "not C-contiguous"),
-    (lambda A, B, C: (A.astype(np.float16), B), TypeError, "must be float32"),
-    (lambda A, B, C: (A[:0], B[:, :0]), ValueError, "empty"),
-    (lambda A, B, C: (A.ravel(), B), ValueError, "2 dimension"),
-])
+@pytest.mark.parametrize(
+    "bad,error,message",
+    [
+        (lambda A, B, C: (A, B[:-1]), ValueError, "A's columns must equal B's rows"),
+        (lambda A, B, C: (A, B, C[:-1]), ValueError, "C must be"),
+        (lambda A, B, C: (A, B.T), ValueError, "not C-contiguous"),
+        (lambda A, B, C: (A.astype(np.float16), B), TypeError, "must be float32"),
+        (lambda A, B, C: (A[:0], B[:, :0]), ValueError, "empty"),
+        (lambda A, B, C: (A.ravel(), B), ValueError, "2 dimension"),
+    ],
+)
 def test_bad_operands_are_refused(bad, error, message):
     A, B, C = operands(IRREGULAR, seed=0)
     with pytest.raises(error, match=message):
@@ -104,18 +109,20 @@ TUNED = tune.candidates() if not zoo.SIMULATOR else _covering(tune.candidates())
 
 def test_the_simulator_covers_every_tile_parameter_value():
     every = tune.candidates()
-    assert {(i, v) for t in _covering(every) for i, v in enumerate(t)} == {(i, v) for t in every for i, v in enumerate(t)}
+    assert {(i, v) for t in _covering(every) for i, v in enumerate(t)} == {
+        (i, v) for t in every for i, v in enumerate(t)
+    }
 
 
-@pytest.mark.parametrize("tiles", TUNED, ids=lambda t: "-".join(map(str, t)))
-def test_every_tuning_candidate_is_correct(tiles):
+@pytest.mark.parametrize("shape", TUNED, ids=lambda t: "-".join(map(str, t)))
+def test_every_tuning_candidate_is_correct(shape):
     """v10 may pick any of them on some GPU (all are tried there; in the simulator, enough of them that
     every value of every parameter is): each must compute the right product."""
     from numba import cuda
 
     A, B, C = operands(IRREGULAR, seed=11)
     out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
-    launch_with(build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out, 0.5, -2.0)
+    launch_with(build_kernel(shape), shape, cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out, 0.5, -2.0)
     ref = SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0)
     ok, err, detail = harness.compare(out.copy_to_host(), ref, SGEMM.TOLERANCE)
     assert ok, detail
@@ -135,8 +142,7 @@ def test_launch_on_device_arrays_without_the_optional_c():
 
 # 1 and primes on every axis, shapes that are no multiple of a tile or of 4, and the whole-tile case;
 # in the simulator the steps run 32 x 32 x 8 tiles, so these cross several tile edges.
-EDGE_SHAPES = ((1, 1, 1), (1, 37, 5), (37, 1, 3), (13, 7, 1), (31, 29, 37), (33, 65, 17), (64, 36, 20),
-               (32, 32, 8))
+EDGE_SHAPES = ((1, 1, 1), (1, 37, 5), (37, 1, 3), (13, 7, 1), (31, 29, 37), (33, 65, 17), (64, 36, 20), (32, 32, 8))
 
 
 def _device_operands(size, seed):
@@ -148,8 +154,9 @@ def _device_operands(size, seed):
 
 
 def _check(out, A, B, C, alpha, beta):
-    ok, err, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=alpha, beta=beta),
-                                      SGEMM.TOLERANCE)
+    ok, err, detail = harness.compare(
+        out.copy_to_host(), SGEMM.reference(A, B, C, alpha=alpha, beta=beta), SGEMM.TOLERANCE
+    )
     assert ok, detail
 
 
@@ -167,7 +174,7 @@ def no_copies(monkeypatch):
         monkeypatch.setattr(cuda, name, refuse)
 
 
-@pytest.mark.parametrize("step", [v11, v12, v13, v14], ids=["v11", "v12", "v13", "v14"])
+@pytest.mark.parametrize("step", [v11, v12, v13, v14, v15], ids=["v11", "v12", "v13", "v14", "v15"])
 @pytest.mark.parametrize("size", EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_edges_in_the_kernel_without_copies(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size))
@@ -182,9 +189,9 @@ def test_alignment_picks_the_kernel(step):
     from numba import cuda
 
     def kernel(t, vec_a, vec_b):
-        return v11.kernel_for(t, vec_a, vec_b, step.multiply_for)
+        return step.kernel_for(t, vec_a, vec_b)
 
-    t = v11.tiles_for(20, 12, 16)  # on a GPU, the tuned pick for this shape's class
+    t = step.pick_tiles(20, 12, 16)  # on a GPU, the tuned pick for this shape's class
     A, B, C, dA, dB, dC, out = _device_operands((20, 12, 16), seed=2)
     kernel(t, True, True).last_launch = None
     step.launch(dA, dB, None, out)
@@ -193,23 +200,25 @@ def test_alignment_picks_the_kernel(step):
 
     flat = cuda.to_device(np.concatenate([np.zeros(1, np.float32), A.ravel()]))
     shifted = flat[1:].reshape(A.shape)  # C-contiguous, K % 4 == 0, but its rows start 4 bytes off 16
-    assert not v11.aligned(shifted) and v11.aligned(dA)
+    assert not step.aligned(shifted) and step.aligned(dA)
     kernel(t, False, True).last_launch = None
     step.launch(shifted, dB, dC, out, alpha=2.0, beta=1.0)
     assert kernel(t, False, True).last_launch is not None
     _check(out, A, B, C, 2.0, 1.0)
 
     A, B, C, dA, dB, dC, out = _device_operands((9, 13, 7), seed=3)  # K and N odd: scalar on both sides
-    t = v11.tiles_for(9, 13, 7)
+    t = step.pick_tiles(9, 13, 7)
     kernel(t, False, False).last_launch = None
     step.launch(dA, dB, dC, out, alpha=1.0, beta=2.0)
     assert kernel(t, False, False).last_launch is not None
     _check(out, A, B, C, 1.0, 2.0)
 
 
-@pytest.mark.parametrize("size,split", [((33, 17, 65), 3), ((5, 7, 40), 4), ((31, 36, 9), 2), ((1, 1, 1), 1),
-                                        ((20, 12, 64), 8)], ids=lambda p: "x".join(map(str, p)) if
-                         isinstance(p, tuple) else f"S{p}")
+@pytest.mark.parametrize(
+    "size,split",
+    [((33, 17, 65), 3), ((5, 7, 40), 4), ((31, 36, 9), 2), ((1, 1, 1), 1), ((20, 12, 64), 8)],
+    ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else f"S{p}",
+)
 def test_split_k_slices_add_up(size, split):
     """Forced splits (the simulator's one SM would never choose them): slices end inside a BK step,
     some slices get dropped when rounded up, and beta * C is added once, not once per slice."""
@@ -218,29 +227,41 @@ def test_split_k_slices_add_up(size, split):
         kernel.last_launch = None
     v12.launch_split(v12.TILES, split, dA, dB, dC, out, -1.25, 0.5)
     _check(out, A, B, C, -1.25, 0.5)
-    launched = [k.last_launch for k in v12._kernels.values() if k.last_launch is not None]
-    assert [launch.grid[2] for launch in launched] == [v12.slices(size[2], v12.TILES.BK, split)[1]]
+    launched = [(key[-1], k.last_launch) for key, k in v12._kernels.items() if k.last_launch is not None]
+    slices = plan.slices(size[2], v12.TILES.BK, split)[1]
+    assert [(sliced, launch.grid[2]) for sliced, launch in launched] == [(slices > 1, slices)]
 
 
 def test_split_plan_fills_one_wave():
     """The docstring's arithmetic for an H200: 132 SMs, 2 blocks each, v10's 128 x 128 x 16 tiles."""
-    def plan(*mnk):
-        p = v12.plan(*mnk, tiles=DEFAULT, sms=132)
+
+    def split_k(*mnk):
+        p = plan.split_k(*mnk, tiles=DEFAULT, sms=132)
         return p["tiles"], p["split"], p["blocks"]
 
-    assert plan(1024, 1024, 1024) == (64, 4, 256)
-    assert plan(512, 512, 4096) == (16, 16, 256)
-    assert plan(128, 128, 65536) == (1, v12.MAX_SPLIT, v12.MAX_SPLIT)
-    assert plan(2048, 2048, 2048)[1] == plan(4096, 4096, 4096)[1] == plan(1, 1, 1)[1] == 1
-    assert plan(100, 100, 40)[1] == 1  # 3 steps of K: too few to share
+    assert split_k(1024, 1024, 1024) == (64, 4, 256)
+    assert split_k(512, 512, 4096) == (16, 16, 256)
+    assert split_k(128, 128, 65536) == (1, plan.MAX_SPLIT, plan.MAX_SPLIT)
+    assert split_k(2048, 2048, 2048)[1] == split_k(4096, 4096, 4096)[1] == split_k(1, 1, 1)[1] == 1
+    assert split_k(100, 100, 40)[1] == 1  # 3 steps of K: too few to share
     for m, n, k in ((1000, 777, 333), (4097, 1, 4097), (1, 1, 10**6)):
-        p = v12.plan(m, n, k, tiles=DEFAULT, sms=132)
+        p = plan.split_k(m, n, k, tiles=DEFAULT, sms=132)
         assert p["blocks"] <= p["slots"] or p["split"] == 1
         assert (p["split"] - 1) * p["k_slice"] < k <= p["split"] * p["k_slice"]  # no empty slice
 
 
-GPU_EDGE_SHAPES = ((1, 1, 1), (4095, 4095, 4095), (4097, 4097, 4097), (3000, 5000, 2000), (1009, 1013, 1019),
-                   (127, 4099, 131), (4099, 3, 8191), (1024, 1024, 1024), (509, 509, 4093), (64, 64, 65537))
+GPU_EDGE_SHAPES = (
+    (1, 1, 1),
+    (4095, 4095, 4095),
+    (4097, 4097, 4097),
+    (3000, 5000, 2000),
+    (1009, 1013, 1019),
+    (127, 4099, 131),
+    (4099, 3, 8191),
+    (1024, 1024, 1024),
+    (509, 509, 4093),
+    (64, 64, 65537),
+)
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
@@ -254,40 +275,57 @@ def test_large_irregular_shapes_on_the_gpu(step, size, request):
 
 
 def test_shape_classes_follow_the_tile_count_and_the_narrow_side():
-    assert tune.shape_class(1024, 1024, 1024, sms=132) == "small"  # 64 tiles of 128 x 128 for 132 SMs
-    assert tune.shape_class(2048, 2048, 2048, sms=132) == "large"  # 256 tiles
-    assert tune.shape_class(4097, 4097, 4097, sms=132) == "large"
-    assert tune.shape_class(256, 4096, 4096, sms=132) == "skinny"
-    assert tune.shape_class(4096, 200, 64, sms=132) == "skinny"
-    assert {tune.shape_class(*shape, sms=132) for shape in tune.SHAPE_CLASSES.values()} == set(tune.SHAPE_CLASSES)
-    assert tune.shape_class(*tune.SHAPE_CLASSES["small"], sms=132) == "small"
+    assert tiles.shape_class(1024, 1024, 1024, sms=132) == "small"  # 64 tiles of 128 x 128 for 132 SMs
+    assert tiles.shape_class(2048, 2048, 2048, sms=132) == "large"  # 256 tiles
+    assert tiles.shape_class(4097, 4097, 4097, sms=132) == "large"
+    assert tiles.shape_class(256, 4096, 4096, sms=132) == "skinny"
+    assert tiles.shape_class(4096, 200, 64, sms=132) == "skinny"
+    assert {tiles.shape_class(*shape, sms=132) for shape in tiles.SHAPE_CLASSES.values()} == set(tiles.SHAPE_CLASSES)
+    assert tiles.shape_class(*tiles.SHAPE_CLASSES["small"], sms=132) == "small"
+    # what `zoo tune` reads from the sweep's module: the same classes
+    assert tune.shape_class is tiles.shape_class and tune.SHAPE_CLASSES is tiles.SHAPE_CLASSES
 
 
 def test_waves_count_tiles_against_resident_blocks():
-    tiles, count = DEFAULT, 33 * 33  # 4097^2 in 128 x 128 tiles
-    assert tune.waves(4097, 4097, tiles, 2, sms=132) == (count, count / 264, (count / 264) / 5)
-    assert tune.waves(1024, 1024, tiles, 2, sms=132)[0] == 64
+    count = 33 * 33  # 4097^2 in 128 x 128 tiles
+    assert tiles.waves(4097, 4097, DEFAULT, 2, sms=132) == (count, count / 264, (count / 264) / 5)
+    assert tiles.waves(1024, 1024, DEFAULT, 2, sms=132)[0] == 64
 
 
 def test_tiles_for_reads_each_class_and_the_old_single_shape_table(tmp_path, monkeypatch):
     import json
 
     table = tmp_path / "sgemm.json"
-    monkeypatch.setattr(tune, "path", lambda: table)
-    monkeypatch.setattr(tune, "sm_count", lambda: 132)  # an H200's: the simulator's own count is smaller
+    monkeypatch.setattr(tiles, "path", lambda: table)
+    monkeypatch.setattr(tiles, "sm_count", lambda: 132)  # an H200's: the simulator's own count is smaller
     small = DEFAULT._replace(BM=64, BN=64, WM=32, WN=32, WN_ITER=1)
     row = lambda t: {"tiles": t._asdict(), "ms": 1.0}  # noqa: E731
     table.write_text(json.dumps({"classes": {"small": {"best": row(small)}, "large": {"best": row(DEFAULT)}}}))
-    tune._table.cache_clear()
+    tiles.table.cache_clear()
     try:
-        assert tune.tiles_for(1024, 1024, 1024) == small and tune.tiles_for(4096, 4096, 4096) == DEFAULT
-        assert tune.best_tiles("small") == small and tune.best_tiles("large") == DEFAULT
-        assert tune.best_tiles("skinny") is None and tune.tiles_for(256, 4096, 4096) == DEFAULT  # falls back to large
+        assert tiles.tiles_for(1024, 1024, 1024) == small and tiles.tiles_for(4096, 4096, 4096) == DEFAULT
+        assert tiles.best_tiles("small") == small and tiles.best_tiles("large") == DEFAULT
+        assert tiles.best_tiles("skinny") is None and tiles.tiles_for(256, 4096, 4096) == DEFAULT  # the large's
         table.write_text(json.dumps({"size": 4096, "best": row(small)}))  # before classes: the large class's
-        tune._table.cache_clear()
-        assert tune.best_tiles("large") == small and tune.best_tiles("small") is None
+        tiles.table.cache_clear()
+        assert tiles.best_tiles("large") == small and tiles.best_tiles("small") is None
     finally:
-        tune._table.cache_clear()
+        tiles.table.cache_clear()
+
+
+def test_steps_read_the_tune_table_on_first_use_only():
+    """Loading the steps reads no tune table and loads no host tooling (zoo.results finds the table for the sweep)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, zoo\n"
+        "[v.module for v in zoo.family('sgemm')]\n"
+        "from zoo.kernels.sgemm import tiles\n"
+        "print(tiles.table.cache_info().misses, 'zoo.results' in sys.modules, 'zoo.harness' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["0", "False", "False"]
 
 
 def test_v11_takes_the_matrices_unreshaped(monkeypatch):
@@ -307,32 +345,34 @@ def test_v11_takes_the_matrices_unreshaped(monkeypatch):
     out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
     v11.launch(cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out, 0.5, -2.0)
     assert seen == [[2, 2, 2, 2]]
-    ok, _, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0),
-                                    SGEMM.TOLERANCE)
+    ok, _, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0), SGEMM.TOLERANCE)
     assert ok, detail
 
 
-SMALL_CLASS_TILES = (DEFAULT._replace(BM=64, BN=128, WM=64, WN=32, WN_ITER=2),  # the H200's small/skinny pick
-                     DEFAULT._replace(BM=64, BN=64, BK=32, WM=32, WN=32, WN_ITER=1))
+SMALL_CLASS_TILES = (
+    DEFAULT._replace(BM=64, BN=128, WM=64, WN=32, WN_ITER=2),  # the H200's small/skinny pick
+    DEFAULT._replace(BM=64, BN=64, BK=32, WM=32, WN=32, WN_ITER=1),
+)
 
 
-@pytest.mark.parametrize("tiles", SMALL_CLASS_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("split", [None, 2, "v14"], ids=["v11", "v12-split2", "v14"])
-def test_edge_steps_take_the_small_class_tiles(tiles, split):
-    """v11, v12 and v14 launch whatever tiles the tune table picks for a shape class: each must be right."""
+@pytest.mark.parametrize("shape", SMALL_CLASS_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("run", ["v11", "v12-split2", "v14", "v15-split2"])
+def test_edge_steps_take_the_small_class_tiles(shape, run):
+    """v11, v12, v14 and v15 launch whatever tiles the tune table picks for a shape class: each must be right."""
     from numba import cuda
 
     A, B, C = operands(IRREGULAR, seed=13)
     out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
     dA, dB, dC = (cuda.to_device(x) for x in (A, B, C))
-    if split is None:
-        v11.launch_with(tiles, dA, dB, dC, out, 0.5, -2.0)
-    elif split == "v14":
-        v11.launch_with(tiles, dA, dB, dC, out, 0.5, -2.0, v14.multiply_for)
+    if run == "v11":
+        v11.launch_with(shape, dA, dB, dC, out, 0.5, -2.0)
+    elif run == "v14":
+        v14.launch_with(shape, dA, dB, dC, out, 0.5, -2.0)
     else:
-        v12.launch_split(tiles, split, dA, dB, dC, out, 0.5, -2.0)
-    ok, err, detail = harness.compare(out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0),
-                                      SGEMM.TOLERANCE)
+        (v12 if run == "v12-split2" else v15).launch_split(shape, 2, dA, dB, dC, out, 0.5, -2.0)
+    ok, err, detail = harness.compare(
+        out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0), SGEMM.TOLERANCE
+    )
     assert ok, detail
 
 
@@ -350,74 +390,80 @@ def test_zoo_tune_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
 
     monkeypatch.setattr(zoo, "SIMULATOR", False)
     monkeypatch.setattr(tune, "sweep", fake_sweep)
-    monkeypatch.setattr(tune, "sm_count", lambda: 132)
+    monkeypatch.setattr(tiles, "sm_count", lambda: 132)  # shape_class's
     cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "2000x5000x64", "200x4096x4096"]))
     assert seen == [{"small": (1024, 1024, 1024), "large": (2000, 5000, 64), "skinny": (200, 4096, 4096)}]
     with pytest.raises(cli.UsageError, match="both of class small"):
         cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "300x5000x64"]))  # 120 tiles: small too
 
 
-# -- v13: whole waves through v11, the leftover tile rows split along K -------------------------------------
+# -- v13: whole waves unsplit, the leftover tile rows split along K -------------------------------------
 
 
 def test_last_wave_plan_on_an_h200():
     """The docstring's arithmetic: 132 SMs, 2 blocks each, 128 x 128 x 16 tiles."""
-    def plan(*mnk, gflops=41_476):  # the large class's rate in the H200's tune table
-        p = v13.plan(*mnk, tiles=DEFAULT, sms=132, gflops=gflops)
+
+    def last_wave(*mnk, gflops=41_476):  # the large class's rate in the H200's tune table
+        p = plan.last_wave(*mnk, tiles=DEFAULT, sms=132, gflops=gflops)
         return p["rows"], p["split"], p["waves"], p["v11_waves"]
 
-    assert plan(4097, 4097, 4097) == (32, 8, 4.125, 5)  # four whole waves, then one tile row split 8 ways
-    assert v13.plan(4097, 4097, 4097, DEFAULT, 132, 41_476)["saved_us"] == pytest.approx(0.875 * 854, rel=1e-3)
-    assert plan(4096, 4096, 4096) == (32, 1, 4, 4)  # whole waves already: v11 as it is
-    assert plan(8192, 8192, 8192) == (64, 1, 16, 16)
-    assert plan(3000, 5000, 2000)[:2] == (24, 1)  # 200 leftover tiles: no room to split them
+    assert last_wave(4097, 4097, 4097) == (32, 8, 4.125, 5)  # four whole waves, then one tile row split 8 ways
+    assert plan.last_wave(4097, 4097, 4097, DEFAULT, 132, 41_476)["saved_us"] == pytest.approx(0.875 * 854, rel=1e-3)
+    assert last_wave(4096, 4096, 4096) == (32, 1, 4, 4)  # whole waves already: v11 as it is
+    assert last_wave(8192, 8192, 8192) == (64, 1, 16, 16)
+    assert last_wave(3000, 5000, 2000)[:2] == (24, 1)  # 200 leftover tiles: no room to split them
     # the same waves saved, but worth less kernel time than the split costs the host: v11
-    assert plan(1025, 4097, 256) == (9, 1, 2, 2) and plan(1025, 4097, 256, gflops=0) == (8, 4, 1.25, 2)
-    assert plan(1024, 1024, 1024) == (8, 1, 1, 1)
-    assert plan(1024, 1024, 1024, gflops=0) == (0, 4, 0.25, 1)  # no rate: by waves, v12's split of every tile
-    assert plan(512, 512, 65536) == (0, 16, 0.0625, 1)  # a long K: the split is worth its host time
+    assert last_wave(1025, 4097, 256) == (9, 1, 2, 2) and last_wave(1025, 4097, 256, gflops=0) == (8, 4, 1.25, 2)
+    assert last_wave(1024, 1024, 1024) == (8, 1, 1, 1)
+    assert last_wave(1024, 1024, 1024, gflops=0) == (0, 4, 0.25, 1)  # no rate: by waves, v12's split of every tile
+    assert last_wave(512, 512, 65536) == (0, 16, 0.0625, 1)  # a long K: the split is worth its host time
     for m, n, k in ((4097, 4097, 4097), (5000, 3000, 100), (1, 1, 1), (4225, 128, 4096), (8193, 8193, 64)):
-        p = v13.plan(m, n, k, tiles=DEFAULT, sms=132, gflops=41_476)
+        p = plan.last_wave(m, n, k, tiles=DEFAULT, sms=132, gflops=41_476)
         assert p["waves"] <= p["v11_waves"]
-        assert p["split"] == 1 or p["waves"] <= p["v11_waves"] - v13.WORTH
+        assert p["split"] == 1 or p["waves"] <= p["v11_waves"] - plan.WORTH
         assert p["rows"] * -(-n // DEFAULT.BN) <= p["v11_waves"] * p["slots"]
 
 
-@pytest.mark.parametrize("size,rows,split", [((70, 45, 40), 1, 3), ((70, 45, 40), 0, 2), ((97, 33, 17), 2, 4),
-                                             ((65, 1, 9), 2, 2), ((33, 7, 64), 1, 8)],
-                         ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else str(p))
+@pytest.mark.parametrize(
+    "size,rows,split",
+    [((70, 45, 40), 1, 3), ((70, 45, 40), 0, 2), ((97, 33, 17), 2, 4), ((65, 1, 9), 2, 2), ((33, 7, 64), 1, 8)],
+    ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else str(p),
+)
 @pytest.mark.parametrize("step", [v13, v15], ids=["v13", "v15"])
 def test_last_wave_split_adds_up(size, rows, split, step, request):
     """Forced plans (the simulator's SM count would never make them): the cut lands inside the matrices,
     at their last tile row, or at row 0; beta * C is counted once on each side of the cut; a second call
-    into the same output gives the same result. v15 runs the same plan on kernels with v14's hot loop,
-    and only on those."""
-    hot_loop = v14.multiply_for if step is v15 else v11.multiply_for
+    into the same output gives the same result. v13 runs v12's kernel in both flavours, v15 its own
+    (v14's hot loop), and only those."""
+    own, other = (v12, v15) if step is v13 else (v15, v12)
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=rows + 7 * split)
     request.getfixturevalue("no_copies")
-    def kernels():  # every v11 and v12 kernel built so far, keyed by (step, tiles, vec_a, vec_b, hot loop)
-        return {**{("v11",) + k: v for k, v in v11._kernels.items()}, **{("v12",) + k: v for k, v in v12._kernels.items()}}
-
-    for kernel in kernels().values():
+    for kernel in [*own._kernels.values(), *other._kernels.values(), *v11._kernels.values(), *v14._kernels.values()]:
         kernel.last_launch = None
     for _ in range(2):
-        v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, dC, out, 0.75, -1.5, hot_loop)
+        step.launch_plan({"rows": rows, "split": split}, step.TILES, dA, dB, dC, out, 0.75, -1.5)
         _check(out, A, B, C, 0.75, -1.5)
-    v13.launch_plan({"rows": rows, "split": split}, v13.TILES, dA, dB, None, out, 2.0, 0.0, hot_loop)
+    step.launch_plan({"rows": rows, "split": split}, step.TILES, dA, dB, None, out, 2.0, 0.0)
     _check(out, A, B, None, 2.0, 0.0)
-    launched = {key for key, kernel in kernels().items() if kernel.last_launch is not None}
-    assert launched and {key[-1] for key in launched} == {hot_loop}
+    sliced = {key[-1] for key, kernel in own._kernels.items() if kernel.last_launch is not None}
+    assert sliced == ({True} if rows == 0 else {False, True})  # the whole waves unsplit, the leftover sliced
+    others = [*other._kernels.values(), *v11._kernels.values(), *v14._kernels.values()]
+    assert all(kernel.last_launch is None for kernel in others)
 
 
 def test_tuned_gflops_is_the_best_agreeing_rate_of_those_tiles(monkeypatch):
-    row = lambda tiles, gflops, agrees=True: {"tiles": tiles._asdict(), "gflops": gflops, "agrees": agrees}
+    row = lambda shape, gflops, agrees=True: {"tiles": shape._asdict(), "gflops": gflops, "agrees": agrees}
     other = DEFAULT._replace(BK=8)
-    data = {"classes": {"large": {"rows": [row(DEFAULT, 40_000.0), row(other, 45_000.0)]},
-                        "small": {"rows": [row(DEFAULT, 41_000.0), row(DEFAULT, 90_000.0, agrees=False)]}}}
-    monkeypatch.setattr(tune, "_table", lambda: (data, {}))
-    tune.tuned_gflops.cache_clear()
+    data = {
+        "classes": {
+            "large": {"rows": [row(DEFAULT, 40_000.0), row(other, 45_000.0)]},
+            "small": {"rows": [row(DEFAULT, 41_000.0), row(DEFAULT, 90_000.0, agrees=False)]},
+        }
+    }
+    monkeypatch.setattr(tiles, "table", lambda: (data, {}))
+    tiles.tuned_gflops.cache_clear()
     try:
-        assert tune.tuned_gflops(DEFAULT) == 41_000.0  # the wrong answer's rate does not count
-        assert tune.tuned_gflops(DEFAULT._replace(BM=64)) is None
+        assert tiles.tuned_gflops(DEFAULT) == 41_000.0  # the wrong answer's rate does not count
+        assert tiles.tuned_gflops(DEFAULT._replace(BM=64)) is None
     finally:
-        tune.tuned_gflops.cache_clear()
+        tiles.tuned_gflops.cache_clear()

@@ -17,6 +17,7 @@ v14 is v11's kernel with its hot loop unrolled (``zoo.device.jit.unrolled``), an
 v15 runs v13's split of the last wave on kernels with that loop.
 Inputs must be row-major and C-contiguous; anything else is refused, not copied.
 """
+
 import math
 import numbers
 import os
@@ -28,7 +29,11 @@ INPUTS = ("A", "B", "C?")
 DTYPE = np.float32
 NDIM = 2
 TOLERANCE = 2e-5  # relative norm error of float32 accumulation over K up to 8192 (measured ~5e-6)
-TEST_SIZES = ((1, 1, 1), (33, 17, 21), (70, 129, 31))  # small K: the simulator pays per K step (whole tiles: test_sgemm)
+TEST_SIZES = (
+    (1, 1, 1),
+    (33, 17, 21),
+    (70, 129, 31),
+)  # small K: the simulator pays per K step (whole tiles: test_sgemm)
 GPU_TEST_SIZES = ((1, 1, 1), (33, 17, 65), (70, 129, 31), (1000, 777, 333), (4096, 4096, 4096))
 BENCH_SIZES = (1024, 2048, 4096, 8192)
 HEADLINE_SIZE = 4096  # the size the README table, the plot and the Measured lines quote
@@ -61,8 +66,9 @@ def reference(A, B, C=None, alpha=1.0, beta=0.0):
 
 def output_for(A, B, C=None, alpha=1.0, beta=0.0):
     if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
-                         "A's columns must equal B's rows")
+        raise ValueError(
+            f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: A's columns must equal B's rows"
+        )
     shape = (A.shape[0], B.shape[1])
     if C is not None and tuple(C.shape) != shape:
         raise ValueError(f"C must be {shape[0]} x {shape[1]} (A's rows x B's columns), got {tuple(C.shape)}")

@@ -6,6 +6,7 @@ when beta != 0, so a caller may pass the output itself as C. It is a device
 function: NVVM inlines it, so the kernels that call it compile as if the lines
 were written in place.
 """
+
 from zoo.device.jit import jit
 from zoo.device.memory import load_float4, store_float4
 

@@ -9,6 +9,7 @@ and the valid M x N corner is copied out. The copies are O(M K + K N + M N)
 against the kernel's O(M N K), and they run inside the variant's launch, so the
 timings include them.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit
@@ -58,13 +59,31 @@ def run_tiled(launch_tiles, A, B, C, out, alpha, beta, tile_m, tile_n, tile_k):
     mp, np_, kp = round_up(m, tile_m), round_up(n, tile_n), round_up(k, tile_k)
     source = C if (beta != 0 and C is not None) else out  # not read when beta == 0
     if (mp, np_, kp) == (m, n, k):
-        launch_tiles(A.reshape(m * k), B.reshape(k * n), source.reshape(m * n), out.reshape(m * n),
-                     m, n, k, float32(alpha), float32(beta))
+        launch_tiles(
+            A.reshape(m * k),
+            B.reshape(k * n),
+            source.reshape(m * n),
+            out.reshape(m * n),
+            m,
+            n,
+            k,
+            float32(alpha),
+            float32(beta),
+        )
         return
     a, b = padded(A, mp, kp), padded(B, kp, np_)
     c = padded(source, mp, np_) if beta != 0 else None
     result = cuda.device_array((mp, np_), dtype=out.dtype)
     c = result if c is None else c
-    launch_tiles(a.reshape(mp * kp), b.reshape(kp * np_), c.reshape(mp * np_), result.reshape(mp * np_),
-                 mp, np_, kp, float32(alpha), float32(beta))
+    launch_tiles(
+        a.reshape(mp * kp),
+        b.reshape(kp * np_),
+        c.reshape(mp * np_),
+        result.reshape(mp * np_),
+        mp,
+        np_,
+        kp,
+        float32(alpha),
+        float32(beta),
+    )
     crop_kernel[_grid(out.shape), COPY_BLOCK](result, out)

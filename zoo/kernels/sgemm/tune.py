@@ -1,14 +1,10 @@
-"""The tile-shape sweep behind v10, by shape class: ``python -m zoo tune sgemm``.
+"""The tile-shape sweep behind v10: ``python -m zoo tune sgemm``.
 
 One tile shape does not suit every problem. A 128 x 128 block tile is the
 fastest at 4096^3 on an H200, but 1024^3 makes only 64 such tiles for 132 SMs,
 so half the GPU idles for the whole call; smaller tiles make more blocks, each
-with less reuse. The sweep therefore tunes each *shape class* on a shape that
-stands for it:
-
-    small   fewer 128 x 128 output tiles than SMs       tuned at 1024 x 1024 x 1024
-    skinny  M or N at most 256 (a few rows, a long K)   tuned at 256 x 4096 x 4096
-    large   everything else                              tuned at 4096 x 4096 x 4096
+with less reuse. The sweep therefore tunes each *shape class* (``tiles.py``:
+small, skinny, large) on a shape that stands for it.
 
 ``candidates()`` lists the tile shapes v09's kernel accepts within the
 hardware's limits; ``sweep()`` compiles each once, times it at each class's
@@ -16,41 +12,19 @@ shape (kernel launches with the flat views made once, so the host's share of a
 call is not what is tuned) and writes results/tune/<gpu>-sgemm.json with every
 row and each class's fastest. Each row also records wave quantization: output
 tiles, blocks resident per SM for that kernel, the waves of blocks they make and
-how full the last wave is. ``tiles_for(m, n, k)`` is what v10, v11 and v12 call:
-the fastest tiles recorded for the call's class on this GPU, or None.
+how full the last wave is. The steps read the table through ``tiles.py``
+(``tiles_for``), never through this module, which loads the timing harness.
 """
-import functools
-import json
-import math
 
-from zoo import results
-from zoo.device import slug, sm_count
+import json
+
+from zoo.kernels.sgemm import tiles
+from zoo.kernels.sgemm.tiles import SHAPE_CLASSES, Tiles, path, shape_class, waves
+
+__all__ = ["SHAPE_CLASSES", "candidates", "path", "shape_class", "sweep", "valid"]  # what `zoo tune` uses
 
 MAX_ACCUMULATORS = 128  # results per thread: beyond this the 255-register limit forces spills
 MAX_STATIC_SHARED = 48 * 1024  # bytes of static shared memory a block may declare
-SHAPE_CLASSES = {  # class: the (M, N, K) it is tuned at
-    "small": (1024, 1024, 1024),
-    "skinny": (256, 4096, 4096),
-    "large": (4096, 4096, 4096),
-}
-CLASS_TILE = 128  # the output tile the small class is defined by (v09's)
-SKINNY_SIDE = 256
-
-
-def path():
-    return results.RESULTS_DIR / "tune" / f"{slug()}-sgemm.json"
-
-
-def output_tiles(m, n, bm, bn):
-    """Blocks of a grid that covers an M x N output with BM x BN tiles, partial ones included."""
-    return -(-m // bm) * -(-n // bn)
-
-
-def shape_class(m, n, k, sms=None):
-    """'skinny', 'small' or 'large' for an M x N x K product (see the module docstring)."""
-    if min(m, n) <= SKINNY_SIDE:
-        return "skinny"
-    return "small" if output_tiles(m, n, CLASS_TILE, CLASS_TILE) < (sms or sm_count()) else "large"
 
 
 def valid(t):
@@ -82,8 +56,6 @@ def valid(t):
 def candidates():
     """Shapes near the ones that work for SGEMM: 128 or 256 threads, 32 to 128 results per thread,
     8 x 4 results per sub-tile; the 64-wide tiles are there for the small and skinny classes."""
-    from zoo.kernels.sgemm.v09_double_buffered import Tiles
-
     found = []
     for bm, bn in ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128)):
         for bk in (8, 16, 32):
@@ -91,50 +63,13 @@ def candidates():
                 for wn_iter in (1, 2, 4) if bm * bn == 64 * 64 else (2, 4):
                     t = Tiles(bm, bn, bk, wm, wn, wn_iter, 8, 4)  # 8 x 4 per sub-tile: two float4 of A, one of B
                     per_thread = t.BM * t.BN // t.threads  # 64 x 64 tiles: 32 results a thread, 128 threads
-                    if valid(t) and t.threads in (128, 256) and per_thread in ((32,) if bm * bn == 64 * 64 else (64, 128)):
+                    if (
+                        valid(t)
+                        and t.threads in (128, 256)
+                        and per_thread in ((32,) if bm * bn == 64 * 64 else (64, 128))
+                    ):
                         found.append(t)
     return found
-
-
-def waves(m, n, tiles, blocks_per_sm, sms=None):
-    """Wave quantization of one launch: (output tiles, waves of resident blocks, fullness of the last wave)."""
-    count = output_tiles(m, n, tiles.BM, tiles.BN)
-    slots = (sms or sm_count()) * max(1, blocks_per_sm)
-    w = count / slots
-    return count, w, w / math.ceil(w)
-
-
-@functools.lru_cache(maxsize=None)
-def _table():
-    """(the table as saved, {class: fastest Tiles}), read and parsed once: tiles_for runs on every call.
-
-    A table written before classes existed holds one best shape, tuned at 4096^3: the large class's."""
-    from zoo.kernels.sgemm.v09_double_buffered import Tiles
-
-    p = path()
-    data = json.loads(p.read_text()) if p.exists() else {}
-    entries = data.get("classes", {"large": data} if data else {})
-    best = {cls: Tiles(**e["best"]["tiles"]) for cls, e in entries.items() if e.get("best")}
-    return data, best
-
-
-def best_tiles(shape_class_name="large"):
-    """The fastest tiles recorded for this device and class, or None."""
-    return _table()[1].get(shape_class_name)
-
-
-@functools.lru_cache(maxsize=None)
-def tuned_gflops(tiles):
-    """The highest GFLOP/s the sweep recorded for ``tiles`` at any class's shape on this device, or None."""
-    data, _ = _table()
-    rates = [row["gflops"] for entry in data.get("classes", {}).values() for row in entry.get("rows", [])
-             if row.get("tiles") == tiles._asdict() and row.get("agrees", True) and row.get("gflops")]
-    return max(rates, default=None)
-
-
-def tiles_for(m, n, k):
-    """The tuned tiles for an M x N x K call: its class's, else the large class's, else None."""
-    return best_tiles(shape_class(m, n, k)) or best_tiles("large")
 
 
 def sweep(shapes=None, progress=None):
@@ -146,7 +81,7 @@ def sweep(shapes=None, progress=None):
     from zoo import harness
     from zoo.device import properties
     from zoo.kernels.sgemm import flops
-    from zoo.kernels.sgemm.v09_double_buffered import build
+    from zoo.kernels.sgemm.v09_double_buffered import build_kernel
 
     shapes = shapes or SHAPE_CLASSES
     rng = np.random.default_rng(0)
@@ -163,11 +98,11 @@ def sweep(shapes=None, progress=None):
             if m % t.BM or n % t.BN or k % t.BK:
                 continue  # the class shapes are whole tiles of every candidate
             if t not in kernels:  # compiled once, timed at every class's shape
-                kernels[t] = build(t)
+                kernels[t] = build_kernel(t)
             kernel = kernels[t]
             grid = (n // t.BN, m // t.BM)
 
-            def launch(i, kernel=kernel, grid=grid, t=t):
+            def launch(i, kernel=kernel, grid=grid, t=t, flat=flat, m=m, n=n, k=k):  # bound now, not at call time
                 kernel[grid, t.threads](*flat, uint32(m), uint32(n), uint32(k), float32(1.0), float32(0.0))
 
             try:
@@ -181,21 +116,34 @@ def sweep(shapes=None, progress=None):
             ok = bool(np.allclose(result, reference, rtol=1e-4, atol=1e-3))
             timing = harness.time_launches(launch, budget_s=0.3, min_samples=5)
             compiled = kernel.compiled()
-            resident = cuda.current_context().get_active_blocks_per_multiprocessor(
-                compiled._codelibrary.get_cufunc(), t.threads, 0)
+            resident = kernel.resident_blocks(t.threads, 0)  # the driver's occupancy query for this kernel
             count, w, last = waves(m, n, t, resident)
-            rows.append({"tiles": t._asdict(), "threads": t.threads, "ms": timing.median_ms,
-                         "gflops": flops((m, n, k)) / timing.median_ms / 1e6, "agrees": ok,
-                         "registers": compiled.regs_per_thread, "local_bytes": compiled.local_mem_per_thread,
-                         "output_tiles": count, "blocks_per_sm": resident, "waves": w, "last_wave_full": last})
+            rows.append(
+                {
+                    "tiles": t._asdict(),
+                    "threads": t.threads,
+                    "ms": timing.median_ms,
+                    "gflops": flops((m, n, k)) / timing.median_ms / 1e6,
+                    "agrees": ok,
+                    "registers": compiled.regs_per_thread,
+                    "local_bytes": compiled.local_mem_per_thread,
+                    "output_tiles": count,
+                    "blocks_per_sm": resident,
+                    "waves": w,
+                    "last_wave_full": last,
+                }
+            )
         timed = sorted((r for r in rows if "ms" in r and r["agrees"]), key=lambda r: r["ms"])
-        table["classes"][name] = {"shape": [m, n, k], "best": timed[0] if timed else None,
-                                  "rows": timed + [r for r in rows if r not in timed]}
+        table["classes"][name] = {
+            "shape": [m, n, k],
+            "best": timed[0] if timed else None,
+            "rows": timed + [r for r in rows if r not in timed],
+        }
     p = path()
-    old = _table()[0]
+    old = tiles.table()[0]
     if "classes" in old and set(shapes) != set(SHAPE_CLASSES):  # tuning some classes keeps the others
         table["classes"] = {**old["classes"], **table["classes"]}
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(table, indent=1) + "\n")
-    _table.cache_clear()
+    tiles.table.cache_clear()  # the next lookup reads the new table
     return table

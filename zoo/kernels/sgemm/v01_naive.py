@@ -19,6 +19,7 @@ Measured:
     4095: 2.8%, 4097: 3.0%, 8192: 1.0%, 3000x5000x2000: 2.1%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32
 

@@ -19,6 +19,7 @@ Measured:
     4095: 16.2%, 4097: 17.3%, 8192: 15.3%, 3000x5000x2000: 18.4%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32
 

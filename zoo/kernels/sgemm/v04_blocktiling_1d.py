@@ -12,16 +12,11 @@ Why it is faster:
     per FMA drop from 2 to about 1.1, and each block reuses every global
     element 64 times. The results stay in registers because every index into
     the local array is a constant once NVVM unrolls the loops over TM (local
-    memory per thread: 0 bytes).
-    In numba it is slower than v03, and the reason is measured in the PTX: the
-    K loop is not unrolled, and each shared load ``a_tile[(thread_row * TM + i)
-    * BK + kk]`` carries numba's 64-bit signed index arithmetic plus a check
-    for negative indices (Python's wraparound: and/shift/add, 6 instructions),
-    because NVVM cannot prove the index is non-negative. The hot loop is 9.8
-    PTX (9.3 SASS) instructions per FMA here against 4.2 in v03, whose fully
-    unrolled loop has constant offsets (``python -m zoo show sgemm v04 --sass
-    --summary``). v05 amortises the same overhead over 4x more FMAs per load,
-    and v09 removes it with unsigned indices.
+    memory per thread: 0 bytes). In numba it is slower than v03: the K loop is
+    not unrolled, and each shared load of A carries 64-bit signed index
+    arithmetic (see the comment in the hot loop), 9.8 PTX instructions per FMA
+    against v03's 4.2. v05 amortises that over 4x more FMAs per load, and v09
+    removes it with unsigned indices.
 
 Measured:
     NVIDIA H200, size 4096: 4,865 GFLOP/s (28,252 us a call), 9.5% of cuBLAS, 48
@@ -29,6 +24,7 @@ Measured:
     4095: 10.0%, 4097: 10.7%, 8192: 9.7%, 3000x5000x2000: 10.9%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32
 
@@ -54,24 +50,27 @@ def sgemm_kernel(A, B, C, out, alpha, beta):
     col0 = cuda.blockIdx.x * BN
     thread_col = tid % BN  # warps run along a row of C: coalesced B loads and C stores
     thread_row = tid // BN  # this thread owns rows thread_row*TM .. +TM-1 of the tile
-    a_r, a_k = tid // BK, tid % BK  # the one A element this thread stages
-    b_k, b_c = tid // BN, tid % BN  # the one B element this thread stages
+    a_row_in_tile, a_k_in_tile = tid // BK, tid % BK  # the one A element this thread stages
+    b_k_in_tile, b_col_in_tile = tid // BN, tid % BN  # the one B element this thread stages
 
     acc = cuda.local.array(TM, float32)
     for i in range(TM):
         acc[i] = float32(0.0)
 
     for k0 in range(0, k_total, BK):
-        r, k = row0 + a_r, k0 + a_k
-        a_tile[a_r * BK + a_k] = A[r, k] if r < m and k < k_total else float32(0.0)
-        k, c = k0 + b_k, col0 + b_c
-        b_tile[b_k * BN + b_c] = B[k, c] if k < k_total and c < n else float32(0.0)
-        cuda.syncthreads()
+        r, k = row0 + a_row_in_tile, k0 + a_k_in_tile
+        a_tile[a_row_in_tile * BK + a_k_in_tile] = A[r, k] if r < m and k < k_total else float32(0.0)
+        k, c = k0 + b_k_in_tile, col0 + b_col_in_tile
+        b_tile[b_k_in_tile * BN + b_col_in_tile] = B[k, c] if k < k_total and c < n else float32(0.0)
+        cuda.syncthreads()  # the tiles are complete before any thread reads them
         for kk in range(BK):
             b = b_tile[kk * BN + thread_col]  # one shared load, reused TM times
             for i in range(TM):
+                # numba indexes in signed 64 bits and checks for negative indices (Python's wraparound: and,
+                # shift, add, 6 instructions a load), as NVVM cannot prove this index is non-negative: the hot
+                # loop is 9.8 PTX (9.3 SASS) instructions per FMA (`python -m zoo show sgemm v04 --sass --summary`)
                 acc[i] += a_tile[(thread_row * TM + i) * BK + kk] * b
-        cuda.syncthreads()
+        cuda.syncthreads()  # every thread is done reading the tiles before the next step overwrites them
 
     col = col0 + thread_col
     for i in range(TM):

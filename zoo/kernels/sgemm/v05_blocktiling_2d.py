@@ -21,6 +21,7 @@ Measured:
     4095: 31.7%, 4097: 31.0%, 8192: 30.6%, 3000x5000x2000: 31.0%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32
 
@@ -50,8 +51,8 @@ def sgemm_kernel(A, B, C, out, alpha, beta):
     col0 = cuda.blockIdx.x * BN
     thread_row = tid // (BN // TN)  # 16 x 16 threads, each an 8 x 8 block of the tile
     thread_col = tid % (BN // TN)
-    a_r, a_k = tid // BK, tid % BK
-    b_k, b_c = tid // BN, tid % BN
+    a_row_in_tile, a_k_in_tile = tid // BK, tid % BK  # the A element this thread stages (plus p rows per pass)
+    b_k_in_tile, b_col_in_tile = tid // BN, tid % BN  # the B element this thread stages (plus p rows per pass)
 
     acc = cuda.local.array(ACC, float32)  # acc[i * TN + j]; constant indices keep it in registers
     a_reg = cuda.local.array(TM, float32)
@@ -61,12 +62,12 @@ def sgemm_kernel(A, B, C, out, alpha, beta):
 
     for k0 in range(0, k_total, BK):
         for p in range(0, BM, A_STRIDE):  # 4 passes, each a coalesced 32 x 8 block
-            r, k = row0 + a_r + p, k0 + a_k
-            a_tile[(a_r + p) * BK + a_k] = A[r, k] if r < m and k < k_total else float32(0.0)
+            r, k = row0 + a_row_in_tile + p, k0 + a_k_in_tile
+            a_tile[(a_row_in_tile + p) * BK + a_k_in_tile] = A[r, k] if r < m and k < k_total else float32(0.0)
         for p in range(0, BK, B_STRIDE):  # 4 passes of 2 full rows
-            k, c = k0 + b_k + p, col0 + b_c
-            b_tile[(b_k + p) * BN + b_c] = B[k, c] if k < k_total and c < n else float32(0.0)
-        cuda.syncthreads()
+            k, c = k0 + b_k_in_tile + p, col0 + b_col_in_tile
+            b_tile[(b_k_in_tile + p) * BN + b_col_in_tile] = B[k, c] if k < k_total and c < n else float32(0.0)
+        cuda.syncthreads()  # the tiles are complete before any thread reads them
         for kk in range(BK):
             for i in range(TM):
                 a_reg[i] = a_tile[(thread_row * TM + i) * BK + kk]
@@ -75,7 +76,7 @@ def sgemm_kernel(A, B, C, out, alpha, beta):
             for i in range(TM):  # outer product: 64 FMAs from 16 loads
                 for j in range(TN):
                     acc[i * TN + j] += a_reg[i] * b_reg[j]
-        cuda.syncthreads()
+        cuda.syncthreads()  # every thread is done reading the tiles before the next step overwrites them
 
     for i in range(TM):
         row = row0 + thread_row * TM + i

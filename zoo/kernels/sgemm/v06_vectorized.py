@@ -22,12 +22,13 @@ Measured:
     4095: 63.4%, 4097: 56.2%, 8192: 62.8%, 3000x5000x2000: 62.0%. From
     results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit
+from zoo.device.memory import load_float4, store_float4
 from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
-from zoo.device.memory import load_float4, store_float4
 
 BM = 128
 BN = 128
@@ -47,12 +48,12 @@ def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
     tid = cuda.threadIdx.x
     row0 = cuda.blockIdx.y * BM
     col0 = cuda.blockIdx.x * BN
-    thread_row = tid // (BN // TN)
+    thread_row = tid // (BN // TN)  # which TM x TN piece of the block tile this thread computes
     thread_col = tid % (BN // TN)
-    a_r = tid // (BK // 4)  # which row of the A slice, and which 4 of its 8 k's
-    a_k = tid % (BK // 4) * 4
-    b_k = tid // (BN // 4)  # which row of the B slice, and which 4 of its 128 columns
-    b_c = tid % (BN // 4) * 4
+    a_row_in_tile = tid // (BK // 4)  # which row of the A slice, and which 4 of its 8 k's
+    a_k_in_tile = tid % (BK // 4) * 4
+    b_k_in_tile = tid // (BN // 4)  # which row of the B slice, and which 4 of its 128 columns
+    b_col_in_tile = tid % (BN // 4) * 4
 
     acc = cuda.local.array(ACC, float32)
     a_reg = cuda.local.array(TM, float32)
@@ -61,14 +62,14 @@ def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
         acc[i] = float32(0.0)
 
     for k0 in range(0, K, BK):
-        a0, a1, a2, a3 = load_float4(A, (row0 + a_r) * K + k0 + a_k)
-        a_tile[(a_k + 0) * BM + a_r] = a0  # transpose on the way in: 4 scalar shared stores
-        a_tile[(a_k + 1) * BM + a_r] = a1
-        a_tile[(a_k + 2) * BM + a_r] = a2
-        a_tile[(a_k + 3) * BM + a_r] = a3
-        b0, b1, b2, b3 = load_float4(B, (k0 + b_k) * N + col0 + b_c)
-        store_float4(b_tile, b_k * BN + b_c, b0, b1, b2, b3)
-        cuda.syncthreads()
+        a0, a1, a2, a3 = load_float4(A, (row0 + a_row_in_tile) * K + k0 + a_k_in_tile)
+        a_tile[(a_k_in_tile + 0) * BM + a_row_in_tile] = a0  # transpose on the way in: 4 scalar shared stores
+        a_tile[(a_k_in_tile + 1) * BM + a_row_in_tile] = a1
+        a_tile[(a_k_in_tile + 2) * BM + a_row_in_tile] = a2
+        a_tile[(a_k_in_tile + 3) * BM + a_row_in_tile] = a3
+        b0, b1, b2, b3 = load_float4(B, (k0 + b_k_in_tile) * N + col0 + b_col_in_tile)
+        store_float4(b_tile, b_k_in_tile * BN + b_col_in_tile, b0, b1, b2, b3)
+        cuda.syncthreads()  # the tiles are complete before any thread reads them
         for kk in range(BK):
             a_reg[0], a_reg[1], a_reg[2], a_reg[3] = load_float4(a_tile, kk * BM + thread_row * TM)
             a_reg[4], a_reg[5], a_reg[6], a_reg[7] = load_float4(a_tile, kk * BM + thread_row * TM + 4)
@@ -77,7 +78,7 @@ def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
             for i in range(TM):
                 for j in range(TN):
                     acc[i * TN + j] += a_reg[i] * b_reg[j]
-        cuda.syncthreads()
+        cuda.syncthreads()  # every thread is done reading the tiles before the next step overwrites them
 
     for i in range(TM):
         for j in range(0, TN, 4):

@@ -22,12 +22,13 @@ Measured:
     4095: 77.2%, 4097: 70.1%, 8192: 78.8%, 3000x5000x2000: 76.3%. From
     results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit
+from zoo.device.memory import load_float4, store_float4
 from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
-from zoo.device.memory import load_float4, store_float4
 
 BM = 128
 BN = 128
@@ -59,15 +60,15 @@ def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
     row0 = cuda.blockIdx.y * BM
     col0 = cuda.blockIdx.x * BN
     warp = tid // 32
-    warp_row = warp // (BN // WN)  # 2 x 2 warps per block
+    warp_row = warp // (BN // WN)  # which warp tile of the 2 x 2 in the block tile
     warp_col = warp % (BN // WN)
     lane = tid % 32
-    t_row = lane // (WSUB_N // TN)  # 8 x 4 lanes per sub-tile
+    t_row = lane // (WSUB_N // TN)  # where the lane sits in its warp's 8 x 4 grid of threads per sub-tile
     t_col = lane % (WSUB_N // TN)
-    a_r = tid // (BK // 4)
-    a_k = tid % (BK // 4) * 4
-    b_k = tid // (BN // 4)
-    b_c = tid % (BN // 4) * 4
+    a_row_in_tile = tid // (BK // 4)  # which row of the A slice (plus p per pass), and which 4 of its k's
+    a_k_in_tile = tid % (BK // 4) * 4
+    b_k_in_tile = tid // (BN // 4)  # which row of the B slice (plus p per pass), and which 4 of its columns
+    b_col_in_tile = tid % (BN // 4) * 4
 
     acc = cuda.local.array(ACC, float32)  # acc[m * REG_N + n]
     a_reg = cuda.local.array(REG_M, float32)
@@ -77,28 +78,29 @@ def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
 
     for k0 in range(0, K, BK):
         for p in range(0, BM, A_ROWS_PER_PASS):
-            a0, a1, a2, a3 = load_float4(A, (row0 + a_r + p) * K + k0 + a_k)
-            a_tile[(a_k + 0) * A_STRIDE + a_r + p] = a0
-            a_tile[(a_k + 1) * A_STRIDE + a_r + p] = a1
-            a_tile[(a_k + 2) * A_STRIDE + a_r + p] = a2
-            a_tile[(a_k + 3) * A_STRIDE + a_r + p] = a3
+            a0, a1, a2, a3 = load_float4(A, (row0 + a_row_in_tile + p) * K + k0 + a_k_in_tile)
+            a_tile[(a_k_in_tile + 0) * A_STRIDE + a_row_in_tile + p] = a0
+            a_tile[(a_k_in_tile + 1) * A_STRIDE + a_row_in_tile + p] = a1
+            a_tile[(a_k_in_tile + 2) * A_STRIDE + a_row_in_tile + p] = a2
+            a_tile[(a_k_in_tile + 3) * A_STRIDE + a_row_in_tile + p] = a3
         for p in range(0, BK, B_ROWS_PER_PASS):
-            b0, b1, b2, b3 = load_float4(B, (k0 + b_k + p) * N + col0 + b_c)
-            store_float4(b_tile, (b_k + p) * BN + b_c, b0, b1, b2, b3)
-        cuda.syncthreads()
+            b0, b1, b2, b3 = load_float4(B, (k0 + b_k_in_tile + p) * N + col0 + b_col_in_tile)
+            store_float4(b_tile, (b_k_in_tile + p) * BN + b_col_in_tile, b0, b1, b2, b3)
+        cuda.syncthreads()  # the tiles are complete before any thread reads them
         for kk in range(BK):
             for wm in range(WM_ITER):
                 at = kk * A_STRIDE + warp_row * WM + wm * WSUB_M + t_row * TM
                 a_reg[wm * TM + 0], a_reg[wm * TM + 1], a_reg[wm * TM + 2], a_reg[wm * TM + 3] = load_float4(a_tile, at)
                 a_reg[wm * TM + 4], a_reg[wm * TM + 5], a_reg[wm * TM + 6], a_reg[wm * TM + 7] = load_float4(
-                    a_tile, at + 4)
+                    a_tile, at + 4
+                )
             for wn in range(WN_ITER):
                 at = kk * BN + warp_col * WN + wn * WSUB_N + t_col * TN
                 b_reg[wn * TN + 0], b_reg[wn * TN + 1], b_reg[wn * TN + 2], b_reg[wn * TN + 3] = load_float4(b_tile, at)
             for m in range(REG_M):
                 for n in range(REG_N):
                     acc[m * REG_N + n] += a_reg[m] * b_reg[n]
-        cuda.syncthreads()
+        cuda.syncthreads()  # every thread is done reading the tiles before the next step overwrites them
 
     for wm in range(WM_ITER):
         for i in range(TM):

@@ -5,17 +5,18 @@ Changes:
     thread issues the global loads of the *next* step into registers, multiplies
     out of the current buffer, then stores the registers into the other buffer;
     one barrier per step instead of two. (2) Every index is computed in unsigned
-    32-bit arithmetic (``uint32``), and M, N, K arrive as ``uint32``.
+    32-bit arithmetic (``uint32``), and M, N, K arrive as ``uint32``. (3) The
+    tile sizes come from a ``Tiles`` shape (``tiles.py``) that ``build_kernel``
+    turns into the kernel's constants; v09 builds it for v08's shape.
 
 Why it is faster:
     (1) Latency hiding: the ~500-cycle global loads of step t+1 are in flight
     during step t's 2048 FMAs instead of stalling the warp right before the
     barrier, and half the barriers go. (2) numba computes indices in signed
-    64-bit: each ``i * K + k`` is a 64-bit multiply-add (two or more
-    instructions on a 32-bit datapath) plus a check for negative indices
-    (Python's wraparound). Unsigned 32-bit values cannot be negative, so the
-    check disappears, and the arithmetic is one instruction (see numba-cuda
-    #801). It caps each matrix at 2^32 elements, which ``validate`` enforces.
+    64-bit, a multiply-add of two or more instructions plus a check for negative
+    indices (Python's wraparound); unsigned 32-bit indices cannot be negative,
+    so the check goes and the arithmetic is one instruction (numba-cuda #801).
+    It caps each matrix at 2^32 elements, which ``validate`` enforces.
 
 Measured:
     NVIDIA H200, size 4096: 42,431 GFLOP/s (3,239 us a call), 82.7% of cuBLAS, 212
@@ -23,41 +24,21 @@ Measured:
     4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 3000x5000x2000: 80.2%. From
     results/nvidia-h200.json.
 """
-import numpy as np
-from typing import NamedTuple
 
+import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
+from zoo.device.memory import load_float4, store_float4
+from zoo.errors import OutOfRange
 from zoo.kernels.sgemm.epilogue import store_scaled4
 from zoo.kernels.sgemm.padding import run_tiled
-from zoo.device.memory import load_float4, store_float4
+from zoo.kernels.sgemm.tiles import DEFAULT
 
 LIMIT = 2**32  # elements per matrix addressable with uint32 indices
 
 
-class Tiles(NamedTuple):
-    """The tile shape: block tile BM x BN x BK, warp tile WM x WN, thread tile TM x TN per sub-tile."""
-
-    BM: int = 128
-    BN: int = 128
-    BK: int = 16
-    WM: int = 64
-    WN: int = 64
-    WN_ITER: int = 4  # sub-tiles per warp tile, along N
-    TM: int = 8
-    TN: int = 4
-
-    @property
-    def threads(self):
-        return (self.BM // self.WM) * (self.BN // self.WN) * 32
-
-
-DEFAULT = Tiles()
-
-
-def build(tiles):
+def build_kernel(tiles):
     """Compile-time constants from ``tiles`` (closure variables are constants to numba), then the kernel."""
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
     THREADS = tiles.threads
@@ -87,17 +68,17 @@ def build(tiles):
         row0 = uint32(cuda.blockIdx.y) * uint32(BM)
         col0 = uint32(cuda.blockIdx.x) * uint32(BN)
         warp = tid // uint32(32)
-        warp_row = warp // uint32(BN // WN)
+        warp_row = warp // uint32(BN // WN)  # which warp tile of the block tile this warp computes
         warp_col = warp % uint32(BN // WN)
         lane = tid % uint32(32)
-        t_row = lane // uint32(WSUB_N // TN)
+        t_row = lane // uint32(WSUB_N // TN)  # where the lane sits in its warp's grid of threads per sub-tile
         t_col = lane % uint32(WSUB_N // TN)
-        a_r = tid // uint32(BK // 4)
-        a_k = tid % uint32(BK // 4) * uint32(4)
-        b_k = tid // uint32(BN // 4)
-        b_c = tid % uint32(BN // 4) * uint32(4)
-        a_src = (row0 + a_r) * K + a_k  # where this thread's A float4s start, for k0 = 0
-        b_src = b_k * N + col0 + b_c
+        a_row_in_tile = tid // uint32(BK // 4)  # the row of the A slice this thread stages (plus a pass's rows)
+        a_k_in_tile = tid % uint32(BK // 4) * uint32(4)  # and which 4 of its k's
+        b_k_in_tile = tid // uint32(BN // 4)  # the row of the B slice this thread stages (plus a pass's rows)
+        b_col_in_tile = tid % uint32(BN // 4) * uint32(4)  # and which 4 of its columns
+        a_src = (row0 + a_row_in_tile) * K + a_k_in_tile  # where this thread's A float4s start, for k0 = 0
+        b_src = b_k_in_tile * N + col0 + b_col_in_tile
         a_row_step = uint32(A_ROWS_PER_PASS) * K
         b_row_step = uint32(B_ROWS_PER_PASS) * N
 
@@ -111,18 +92,27 @@ def build(tiles):
         # prologue: step 0's tiles go straight into buffer 0
         for p in range(A_PASSES):
             staged[4 * p], staged[4 * p + 1], staged[4 * p + 2], staged[4 * p + 3] = load_float4(
-                A, a_src + uint32(p) * a_row_step)
+                A, a_src + uint32(p) * a_row_step
+            )
         for p in range(B_PASSES):
             q = 4 * (A_PASSES + p)
             staged[q], staged[q + 1], staged[q + 2], staged[q + 3] = load_float4(B, b_src + uint32(p) * b_row_step)
         for p in range(A_PASSES):
             for j in range(4):
-                a_tiles[(a_k + uint32(j)) * uint32(A_STRIDE) + a_r + uint32(p * A_ROWS_PER_PASS)] = staged[4 * p + j]
+                a_tiles[(a_k_in_tile + uint32(j)) * uint32(A_STRIDE) + a_row_in_tile + uint32(p * A_ROWS_PER_PASS)] = (
+                    staged[4 * p + j]
+                )
         for p in range(B_PASSES):
             q = 4 * (A_PASSES + p)
-            store_float4(b_tiles, (b_k + uint32(p * B_ROWS_PER_PASS)) * uint32(BN) + b_c,
-                         staged[q], staged[q + 1], staged[q + 2], staged[q + 3])
-        cuda.syncthreads()
+            store_float4(
+                b_tiles,
+                (b_k_in_tile + uint32(p * B_ROWS_PER_PASS)) * uint32(BN) + b_col_in_tile,
+                staged[q],
+                staged[q + 1],
+                staged[q + 2],
+                staged[q + 3],
+            )
+        cuda.syncthreads()  # buffer 0 is full before any thread reads it
 
         for step in range(steps):
             step = uint32(step)
@@ -133,37 +123,54 @@ def build(tiles):
                 b_next = b_src + (step + uint32(1)) * uint32(BK) * N
                 for p in range(A_PASSES):
                     staged[4 * p], staged[4 * p + 1], staged[4 * p + 2], staged[4 * p + 3] = load_float4(
-                        A, a_next + uint32(p) * a_row_step)
+                        A, a_next + uint32(p) * a_row_step
+                    )
                 for p in range(B_PASSES):
                     q = 4 * (A_PASSES + p)
                     staged[q], staged[q + 1], staged[q + 2], staged[q + 3] = load_float4(
-                        B, b_next + uint32(p) * b_row_step)
+                        B, b_next + uint32(p) * b_row_step
+                    )
             a_base = current * uint32(A_TILE) + warp_row * uint32(WM) + t_row * uint32(TM)
             b_base = current * uint32(B_TILE) + warp_col * uint32(WN) + t_col * uint32(TN)
             for kk in range(BK):
                 for wm in range(WM_ITER):
                     at = a_base + uint32(kk * A_STRIDE + wm * WSUB_M)
                     a_reg[wm * TM + 0], a_reg[wm * TM + 1], a_reg[wm * TM + 2], a_reg[wm * TM + 3] = load_float4(
-                        a_tiles, at)
+                        a_tiles, at
+                    )
                     a_reg[wm * TM + 4], a_reg[wm * TM + 5], a_reg[wm * TM + 6], a_reg[wm * TM + 7] = load_float4(
-                        a_tiles, at + uint32(4))
+                        a_tiles, at + uint32(4)
+                    )
                 for wn in range(WN_ITER):
                     at = b_base + uint32(kk * BN + wn * WSUB_N)
                     b_reg[wn * TN + 0], b_reg[wn * TN + 1], b_reg[wn * TN + 2], b_reg[wn * TN + 3] = load_float4(
-                        b_tiles, at)
+                        b_tiles, at
+                    )
                 for m in range(REG_M):
                     for n in range(REG_N):
                         acc[m * REG_N + n] += a_reg[m] * b_reg[n]
             if more:  # fill the other buffer: its readers finished before the last barrier
-                other = (current ^ uint32(1))
+                other = current ^ uint32(1)
                 for p in range(A_PASSES):
                     for j in range(4):
-                        a_tiles[other * uint32(A_TILE) + (a_k + uint32(j)) * uint32(A_STRIDE) + a_r
-                                + uint32(p * A_ROWS_PER_PASS)] = staged[4 * p + j]
+                        a_tiles[
+                            other * uint32(A_TILE)
+                            + (a_k_in_tile + uint32(j)) * uint32(A_STRIDE)
+                            + a_row_in_tile
+                            + uint32(p * A_ROWS_PER_PASS)
+                        ] = staged[4 * p + j]
                 for p in range(B_PASSES):
                     q = 4 * (A_PASSES + p)
-                    store_float4(b_tiles, other * uint32(B_TILE) + (b_k + uint32(p * B_ROWS_PER_PASS)) * uint32(BN) + b_c,
-                                 staged[q], staged[q + 1], staged[q + 2], staged[q + 3])
+                    store_float4(
+                        b_tiles,
+                        other * uint32(B_TILE)
+                        + (b_k_in_tile + uint32(p * B_ROWS_PER_PASS)) * uint32(BN)
+                        + b_col_in_tile,
+                        staged[q],
+                        staged[q + 1],
+                        staged[q + 2],
+                        staged[q + 3],
+                    )
             cuda.syncthreads()  # one barrier per step: the new buffer is full and the old one is free
 
         for wm in range(WM_ITER):
@@ -177,7 +184,7 @@ def build(tiles):
     return sgemm_kernel
 
 
-sgemm_kernel = build(DEFAULT)
+sgemm_kernel = build_kernel(DEFAULT)
 
 
 def validate(A, B, C=None, alpha=1.0, beta=0.0):
@@ -186,12 +193,15 @@ def validate(A, B, C=None, alpha=1.0, beta=0.0):
     t = DEFAULT
     padded = [(m + t.BM) * (k + t.BK), (k + t.BK) * (n + t.BN), (m + t.BM) * (n + t.BN)]
     if max(padded) >= LIMIT:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: each matrix must hold fewer "
-                         f"than 2^32 elements after padding to whole tiles")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: each matrix must hold fewer "
+            f"than 2^32 elements after padding to whole tiles"
+        )
 
 
 def launch_with(kernel, tiles, A, B, C, out, alpha, beta):
-    """Run ``kernel`` (built from ``tiles``) on any shape; v10 calls this with tuned tiles."""
+    """Run ``kernel`` (built from ``tiles``) on any shape: whole tiles as they are, others padded."""
+
     def launch_tiles(a, b, c, result, M, N, K, alpha, beta):
         grid = (N // tiles.BN, M // tiles.BM)
         kernel[grid, tiles.threads](a, b, c, result, np.uint32(M), np.uint32(N), np.uint32(K), alpha, beta)

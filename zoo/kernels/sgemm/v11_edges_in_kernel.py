@@ -1,45 +1,24 @@
 """Edges in the kernel: v10's double-buffered warp tiling on any M, N, K with no padded copies.
 
 Changes:
-    ``padding.run_tiled`` is gone from the launch: the kernel takes the caller's
-    matrices as they are and the grid rounds up to whole tiles. (1) M and N
-    edges: before the K loop, each staging row of A past M is clamped to row
-    M - 1 and each staging column of B past N to the last valid one. Those
-    loads read real memory, and their products land only in rows and columns of
-    the block tile that the final store skips (``row < M``, ``col < N``).
-    (2) K edge: the loop runs over ``ceil(K / BK)`` steps; every step but a
-    partial last one stages with v09's unguarded loads, the last one with
-    loads that put zeros past K (one uniform branch per step picks which).
-    (3) Alignment: 16-byte loads and stores need every row start on 16 bytes.
-    ``launch`` checks the base addresses and K % 4 (rows of A) and N % 4 (rows
-    of B, C and the output) and launches one of four kernels compiled from the
-    same source: float4 or scalar for the A side, float4 or scalar for the B
-    and output side. (4) With beta != 0 the store reads C the same way: a
-    read past N moves back to column N - 1, so it needs no branch, and the
-    store loops exist twice (with C and without), each small enough for NVVM
-    to unroll; one copy with a branch per element was not unrolled and sent
-    the 128 accumulators to a 512-byte stack. (5) The tile shape is v10's
-    pick for the call's shape class (``tune.tiles_for``). (6) The launch
-    passes the 2-D matrices themselves: the kernel indexes them by flat index
-    through ``zoo.device.memory`` (``load_flat``, ``load_float4``), where v10 made
-    four reshaped views per call, host work of about 30 us each.
+    ``padding.run_tiled`` is gone: the kernel takes the caller's matrices as
+    they are and the grid rounds up to whole tiles. M and N edges: staging rows
+    of A past M and columns of B past N are clamped to the last valid ones once,
+    before the K loop, and the store skips what they produced. K edge: only a
+    partial last step stages with guarded loads (zeros past K). Alignment:
+    ``launch`` picks float4 or scalar loads for each side (K % 4, N % 4 and the
+    base addresses), one of four kernels built from one source (``build_kernel``).
+    beta != 0 reads C in the store. The tiles are v10's pick for the call's
+    shape class, and the 2-D matrices go in without reshaped views.
 
 Why it is faster:
-    For shapes that are not whole tiles, where v10 allocated padded
-    buffers, copied A and B (and C) into them and cropped the result: three
-    to four extra passes over memory plus allocations per call. Here those
-    shapes cost what the kernel costs. For small problems, where the kernel
-    takes about 100 us, the host's share of a call matters too: on the H200 at
-    1024^3 v11's call cost 159 us of host time with the reshapes, more than
-    its kernel, so back-to-back calls ran at the host's pace. Whole-tile
-    shapes run v10's hot loop: the clamps are computed once before the K
-    loop, and the added instructions per step (a compare and a branch for
-    the K edge) are few next to 2048 FMAs. Offline for sm_90 (``python -m
-    zoo show sgemm v11 --sass --summary --size 256x256x64`` for the float4 kernel, the default size 70x129x31 for
-    the scalar one): 208 and 214 registers (v10: 212), no spills, no stack;
-    the same hot loop as v10, 151 SASS instructions for 128 FMAs (1.2 per
-    FMA: 6 LDS.128, 16 integer). The float4 kernel stages with LDG.E.128,
-    the scalar one with four LDG.E each.
+    For shapes that are not whole tiles, v10 allocated padded buffers, copied
+    A and B (and C) into them and cropped the result: three to four extra
+    passes over memory plus allocations per call. Here those shapes cost what
+    the kernel costs. Whole-tile shapes run v10's hot loop: the clamps are
+    computed once before the K loop, and a compare and a branch per step (the
+    K edge) are few next to 2048 FMAs. For small problems the host's share
+    matters too: v10's four reshaped views cost about 30 us each per call.
 
 Measured:
     NVIDIA H200, size 4096: 42,228 GFLOP/s (3,255 us a call), 82.3% of cuBLAS, 208
@@ -47,20 +26,18 @@ Measured:
     4095: 80.4%, 4097: 71.9%, 8192: 82.9%, 3000x5000x2000: 86.3%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
-from zoo.kernels.sgemm import tune
-from zoo.kernels.sgemm.v09_double_buffered import DEFAULT, LIMIT, Tiles
 from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store_float4
+from zoo.errors import OutOfRange
+from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
 
-# One warp per 32 x 32 block tile: the simulator runs every thread in Python, and its cost grows with
-# the block tile, not with the matrix. The GPU runs v10's tuned shape (checked at GPU_TEST_SIZES).
-SIMULATOR_TILES = Tiles(BM=32, BN=32, BK=8, WM=32, WN=32, WN_ITER=1, TM=8, TN=4)
-TILES = SIMULATOR_TILES if SIMULATOR else (tune.best_tiles() or DEFAULT)
+LIMIT = 2**32  # elements per matrix addressable with uint32 indices
+TILES = SIMULATOR_TILES if SIMULATOR else DEFAULT  # the shape of the module-level kernels below
 
 
 def warp_layout(tiles):
@@ -71,11 +48,14 @@ def warp_layout(tiles):
     return wm_iter, WM // wm_iter, WN // WN_ITER, BM + 4, wm_iter * TM, WN_ITER * TN
 
 
-def multiply_for(tiles):
-    """``multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)``: one block tile's BK k slices into ``acc``."""
+def make_tile_multiply(tiles):
+    """A device function ``multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)`` for ``tiles``: the hot loop,
+    one pair of shared tiles' BK k slices added into ``acc`` (v09's loop, unchanged)."""
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
     WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N = warp_layout(tiles)
 
+    # Offline for sm_90 (`python -m zoo show sgemm v11 --sass --summary --size 256x256x64`): 151 SASS instructions
+    # for 128 FMAs per k slice (1.2 per FMA: 6 LDS.128, 16 integer), as in v10; 208 registers, no spills
     @jit(device=True, forceinline=True)
     def multiply_tile(a_tiles, b_tiles, a_base, b_base, acc):
         a_reg = cuda.local.array(REG_M, float32)
@@ -89,7 +69,8 @@ def multiply_for(tiles):
             for wn in range(WN_ITER):
                 at = b_base + uint32(kk * BN + wn * WSUB_N)
                 b_reg[wn * TN + 0], b_reg[wn * TN + 1], b_reg[wn * TN + 2], b_reg[wn * TN + 3] = load_float4(
-                    b_tiles, at)
+                    b_tiles, at
+                )
             for m in range(REG_M):
                 for n in range(REG_N):
                     acc[m * REG_N + n] += a_reg[m] * b_reg[n]
@@ -97,9 +78,8 @@ def multiply_for(tiles):
     return multiply_tile
 
 
-def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
-    """The kernel for ``tiles``: float4 loads of A when ``vec_a``, of B and float4 stores when ``vec_b``;
-    ``multiply_for(tiles)`` makes the hot loop (v14 passes its own)."""
+def build_kernel(tiles, vec_a, vec_b):
+    """The kernel for ``tiles``: float4 loads of A when ``vec_a``, of B and float4 stores when ``vec_b``."""
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
     assert TN == 4 and TM % 4 == 0, "B values and results move as float4, A values in groups of four"
     THREADS = tiles.threads
@@ -116,13 +96,13 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
     STAGED = 4 * (A_PASSES + B_PASSES)
 
     @jit(device=True, forceinline=True)
-    def stage(A, B, staged, a_at, b_cols, a_k, b_k, k0, N, K, guard):
+    def stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, k0, N, K, guard):
         """Global loads of the tiles at k0 into ``staged``; with ``guard``, zeros wherever k >= K.
 
         ``guard`` is a constant at each call site, so inlining leaves one of the two paths."""
         zero = float32(0.0)
         for p in range(A_PASSES):
-            k = k0 + a_k
+            k = k0 + a_k_in_tile
             at = a_at[p] + k0
             if vec_a:  # K % 4 == 0 and k % 4 == 0: the four k's are all below K or all past it
                 if guard and k >= K:
@@ -130,34 +110,50 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
                 else:
                     v = load_float4(A, at)
             else:
-                v = (load_flat(A, at) if not guard or k < K else zero,
-                     load_flat(A, at + uint32(1)) if not guard or k + uint32(1) < K else zero,
-                     load_flat(A, at + uint32(2)) if not guard or k + uint32(2) < K else zero,
-                     load_flat(A, at + uint32(3)) if not guard or k + uint32(3) < K else zero)
+                v = (
+                    load_flat(A, at) if not guard or k < K else zero,
+                    load_flat(A, at + uint32(1)) if not guard or k + uint32(1) < K else zero,
+                    load_flat(A, at + uint32(2)) if not guard or k + uint32(2) < K else zero,
+                    load_flat(A, at + uint32(3)) if not guard or k + uint32(3) < K else zero,
+                )
             staged[4 * p], staged[4 * p + 1], staged[4 * p + 2], staged[4 * p + 3] = v
         for p in range(B_PASSES):
-            k = k0 + b_k + uint32(p * B_ROWS_PER_PASS)
+            k = k0 + b_k_in_tile + uint32(p * B_ROWS_PER_PASS)
             q = 4 * (A_PASSES + p)
             if guard and k >= K:
                 v = (zero, zero, zero, zero)
             elif vec_b:
                 v = load_float4(B, k * N + b_cols[0])
             else:
-                v = (load_flat(B, k * N + b_cols[0]), load_flat(B, k * N + b_cols[1]),
-                     load_flat(B, k * N + b_cols[2]), load_flat(B, k * N + b_cols[3]))
+                v = (
+                    load_flat(B, k * N + b_cols[0]),
+                    load_flat(B, k * N + b_cols[1]),
+                    load_flat(B, k * N + b_cols[2]),
+                    load_flat(B, k * N + b_cols[3]),
+                )
             staged[q], staged[q + 1], staged[q + 2], staged[q + 3] = v
 
     @jit(device=True, forceinline=True)
-    def commit(staged, a_tiles, b_tiles, buffer, a_r, a_k, b_k, b_c):
+    def commit(staged, a_tiles, b_tiles, buffer, a_row_in_tile, a_k_in_tile, b_k_in_tile, b_col_in_tile):
         """Registers to shared buffer ``buffer`` (0 or 1); A goes in transposed, as in v07."""
         for p in range(A_PASSES):
             for j in range(4):
-                a_tiles[buffer * uint32(A_TILE) + (a_k + uint32(j)) * uint32(A_STRIDE) + a_r
-                        + uint32(p * A_ROWS_PER_PASS)] = staged[4 * p + j]
+                a_tiles[
+                    buffer * uint32(A_TILE)
+                    + (a_k_in_tile + uint32(j)) * uint32(A_STRIDE)
+                    + a_row_in_tile
+                    + uint32(p * A_ROWS_PER_PASS)
+                ] = staged[4 * p + j]
         for p in range(B_PASSES):
             q = 4 * (A_PASSES + p)
-            store_float4(b_tiles, buffer * uint32(B_TILE) + (b_k + uint32(p * B_ROWS_PER_PASS)) * uint32(BN) + b_c,
-                         staged[q], staged[q + 1], staged[q + 2], staged[q + 3])
+            store_float4(
+                b_tiles,
+                buffer * uint32(B_TILE) + (b_k_in_tile + uint32(p * B_ROWS_PER_PASS)) * uint32(BN) + b_col_in_tile,
+                staged[q],
+                staged[q + 1],
+                staged[q + 2],
+                staged[q + 3],
+            )
 
     @jit(device=True, forceinline=True)
     def store_results(C, out, acc, M, N, row1, col1, alpha, beta, with_c):
@@ -172,8 +168,12 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
                         col = col1 + uint32(wn * WSUB_N)
                         at = row * N + col
                         base = (wm * TM + i) * REG_N + wn * TN
-                        r0, r1, r2, r3 = (alpha * acc[base], alpha * acc[base + 1], alpha * acc[base + 2],
-                                          alpha * acc[base + 3])
+                        r0, r1, r2, r3 = (
+                            alpha * acc[base],
+                            alpha * acc[base + 1],
+                            alpha * acc[base + 2],
+                            alpha * acc[base + 3],
+                        )
                         if vec_b:
                             if col < N:  # N % 4 == 0: the four columns are all inside or all past N
                                 if with_c:
@@ -195,7 +195,7 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
                             if col + uint32(3) < N:
                                 store_flat(out, at + uint32(3), r3)
 
-    multiply_tile = multiply_for(tiles)
+    multiply_tile = make_tile_multiply(tiles)
 
     @jit
     def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
@@ -208,24 +208,24 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
         row0 = uint32(cuda.blockIdx.y) * uint32(BM)
         col0 = uint32(cuda.blockIdx.x) * uint32(BN)
         warp = tid // uint32(32)
-        warp_row = warp // uint32(BN // WN)
+        warp_row = warp // uint32(BN // WN)  # which warp tile of the block tile this warp computes
         warp_col = warp % uint32(BN // WN)
         lane = tid % uint32(32)
-        t_row = lane // uint32(WSUB_N // TN)
+        t_row = lane // uint32(WSUB_N // TN)  # where the lane sits in its warp's grid of threads per sub-tile
         t_col = lane % uint32(WSUB_N // TN)
-        a_r = tid // uint32(BK // 4)
-        a_k = tid % uint32(BK // 4) * uint32(4)
-        b_k = tid // uint32(BN // 4)
-        b_c = tid % uint32(BN // 4) * uint32(4)
+        a_row_in_tile = tid // uint32(BK // 4)  # the row of the A slice this thread stages (plus a pass's rows)
+        a_k_in_tile = tid % uint32(BK // 4) * uint32(4)  # and which 4 of its k's
+        b_k_in_tile = tid // uint32(BN // 4)  # the row of the B slice this thread stages (plus a pass's rows)
+        b_col_in_tile = tid % uint32(BN // 4) * uint32(4)  # and which 4 of its columns
         # M and N edges, once: rows past M read row M - 1 and columns past N read the last valid ones.
         # Their products fill only tile rows and columns the store below skips, so no load needs a guard.
         for p in range(A_PASSES):
-            a_at[p] = min(row0 + a_r + uint32(p * A_ROWS_PER_PASS), M - uint32(1)) * K + a_k
+            a_at[p] = min(row0 + a_row_in_tile + uint32(p * A_ROWS_PER_PASS), M - uint32(1)) * K + a_k_in_tile
         for j in range(4):
             if vec_b:  # N % 4 == 0: a float4 past the edge moves back to the last four columns, still aligned
-                b_cols[j] = min(col0 + b_c, N - uint32(4)) + uint32(j)
+                b_cols[j] = min(col0 + b_col_in_tile, N - uint32(4)) + uint32(j)
             else:
-                b_cols[j] = min(col0 + b_c + uint32(j), N - uint32(1))
+                b_cols[j] = min(col0 + b_col_in_tile + uint32(j), N - uint32(1))
 
         acc = cuda.local.array(ACC, float32)
         for i in range(ACC):
@@ -234,11 +234,11 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
         steps = (K + uint32(BK - 1)) // uint32(BK)
         whole = K // uint32(BK)  # steps lying wholly inside K: these stage without guards
         if whole > uint32(0):
-            stage(A, B, staged, a_at, b_cols, a_k, b_k, uint32(0), N, K, False)
+            stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, uint32(0), N, K, False)
         else:
-            stage(A, B, staged, a_at, b_cols, a_k, b_k, uint32(0), N, K, True)
-        commit(staged, a_tiles, b_tiles, uint32(0), a_r, a_k, b_k, b_c)
-        cuda.syncthreads()  # buffer 0 is full
+            stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, uint32(0), N, K, True)
+        commit(staged, a_tiles, b_tiles, uint32(0), a_row_in_tile, a_k_in_tile, b_k_in_tile, b_col_in_tile)
+        cuda.syncthreads()  # buffer 0 is full before any thread reads it
 
         for step in range(steps):
             step = uint32(step)
@@ -247,19 +247,30 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
             if more:  # issue the next step's global loads now; they land while we compute
                 k0 = (step + uint32(1)) * uint32(BK)
                 if step + uint32(1) < whole:  # uniform across the block: one branch per step
-                    stage(A, B, staged, a_at, b_cols, a_k, b_k, k0, N, K, False)
+                    stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, k0, N, K, False)
                 else:  # the partial last step: zeros past K, so they add nothing to the dot products
-                    stage(A, B, staged, a_at, b_cols, a_k, b_k, k0, N, K, True)
+                    stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, k0, N, K, True)
             a_base = current * uint32(A_TILE) + warp_row * uint32(WM) + t_row * uint32(TM)
             b_base = current * uint32(B_TILE) + warp_col * uint32(WN) + t_col * uint32(TN)
             multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)
             if more:  # fill the other buffer: its readers finished before the last barrier
-                commit(staged, a_tiles, b_tiles, current ^ uint32(1), a_r, a_k, b_k, b_c)
+                commit(
+                    staged,
+                    a_tiles,
+                    b_tiles,
+                    current ^ uint32(1),
+                    a_row_in_tile,
+                    a_k_in_tile,
+                    b_k_in_tile,
+                    b_col_in_tile,
+                )
             cuda.syncthreads()  # one barrier per step: the new buffer is full and the old one is free
 
         row1 = row0 + warp_row * uint32(WM) + t_row * uint32(TM)  # this thread's first row and column
         col1 = col0 + warp_col * uint32(WN) + t_col * uint32(TN)
-        if beta != 0:  # C is read only when it contributes; two copies of the loops, each small enough to unroll
+        # C is read only when it contributes. Two copies of the store loops, each small enough for NVVM to unroll:
+        # one copy with a branch per element was not unrolled and sent the 128 accumulators to a 512-byte stack
+        if beta != 0:
             store_results(C, out, acc, M, N, row1, col1, alpha, beta, True)
         else:
             store_results(C, out, acc, M, N, row1, col1, alpha, beta, False)
@@ -270,15 +281,15 @@ def build(tiles, vec_a, vec_b, multiply_for=multiply_for):
 _kernels = {}
 
 
-def kernel_for(tiles, vec_a, vec_b, multiply_for=multiply_for):
-    """The compiled-on-first-launch kernel for one tile shape, alignment case and hot loop, built once."""
-    key = (tiles, vec_a, vec_b, multiply_for)
+def kernel_for(tiles, vec_a, vec_b):
+    """The compiled-on-first-launch kernel for one tile shape and alignment case, built once."""
+    key = (tiles, vec_a, vec_b)
     if key not in _kernels:
-        _kernels[key] = build(tiles, vec_a, vec_b, multiply_for)
+        _kernels[key] = build_kernel(tiles, vec_a, vec_b)
     return _kernels[key]
 
 
-sgemm_kernel = kernel_for(TILES, True, True)  # module-level, so the harness reports their resources
+sgemm_kernel = kernel_for(TILES, True, True)  # module-level, so the harness can list them
 sgemm_kernel_scalar = kernel_for(TILES, False, False)
 
 
@@ -286,31 +297,32 @@ def validate(A, B, C=None, alpha=1.0, beta=0.0):
     m, k = A.shape
     n = B.shape[1]
     if max(m * k, k * n, m * n) >= LIMIT:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: each matrix must hold fewer "
-                         f"than 2^32 elements")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: each matrix must hold fewer than 2^32 elements"
+        )
 
 
-def launch_with(tiles, A, B, C, out, alpha, beta, multiply_for=multiply_for):
-    """Run the kernel built from ``tiles`` (and ``multiply_for``'s hot loop) on any shape; v12 calls this for
-    shapes it does not split, v14 with its own hot loop."""
+def launch_with(tiles, A, B, C, out, alpha, beta):
+    """Run the kernel built from ``tiles`` on any shape."""
     m, k = A.shape
     n = B.shape[1]
     source = C if (beta != 0 and C is not None) else out  # not read when beta == 0
     vec_a = k % 4 == 0 and aligned(A)  # every row of A starts on 16 bytes
     vec_b = n % 4 == 0 and aligned(B) and aligned(out) and (beta == 0 or aligned(source))
-    kernel = kernel_for(tiles, vec_a, vec_b, multiply_for)
+    kernel = kernel_for(tiles, vec_a, vec_b)
     grid = ((n + tiles.BN - 1) // tiles.BN, (m + tiles.BM - 1) // tiles.BM)
     # the matrices go in as they are: the kernel indexes them by flat index (zoo.device.memory), so no
     # reshaped view is made per call (numba builds each one on the host, about 30 us apiece); the scalars
     # are NumPy's: numba's uint32(m) works on the host too but costs about 5 us a call, NumPy's under 1
-    kernel[grid, tiles.threads](A, B, source, out, np.uint32(m), np.uint32(n), np.uint32(k),
-                                np.float32(alpha), np.float32(beta))
+    kernel[grid, tiles.threads](
+        A, B, source, out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(beta)
+    )
 
 
-def tiles_for(m, n, k):
-    """The tiles a call of this shape launches with: v10's pick for its class (v12 asks here too)."""
-    return SIMULATOR_TILES if SIMULATOR else (tune.tiles_for(m, n, k) or DEFAULT)
+def pick_tiles(m, n, k):
+    """The tiles a call of this shape launches with: v10's pick for its class (the simulator's small ones there)."""
+    return SIMULATOR_TILES if SIMULATOR else (tiles_for(m, n, k) or DEFAULT)
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
-    launch_with(tiles_for(A.shape[0], B.shape[1], A.shape[1]), A, B, C, out, alpha, beta)
+    launch_with(pick_tiles(A.shape[0], B.shape[1], A.shape[1]), A, B, C, out, alpha, beta)

@@ -1,37 +1,22 @@
 """Unrolled k loop: v11's kernel with its hot loop as straight-line code.
 
 Changes:
-    Only the hot loop, the BK k slices that multiply one pair of shared tiles,
-    differs from v11 (``multiply_for`` below; staging, edges and the store are
-    v11's). The loop over ``kk`` is unrolled with ``zoo.device.jit.unrolled``: BK
-    inlined copies of one k slice, each with ``kk`` a constant.
+    From v11 (not v12 and v13's split, which v15 brings back): only the hot
+    loop differs, the BK k slices that multiply one pair of shared tiles
+    (``make_tile_multiply``); staging, edges and the store are v11's. The loop
+    over ``kk`` is unrolled with ``zoo.device.jit.unrolled``: BK inlined copies
+    of one k slice, each with ``kk`` a constant.
 
 Why it is faster:
     numba has no ``#pragma unroll``, and LLVM leaves a loop whose body is 128
-    FMAs rolled (the body is over the unroller's size threshold). v11's hot
-    loop is therefore a loop: each k slice pays a 64-bit loop counter, a test
-    and a branch, and recomputes its shared-memory addresses (15 integer
-    instructions for 128 FMAs); and the compiler does not move one trip's
-    loads into the trip before, so every slice starts by waiting about 30
-    cycles for its own shared loads. Unrolled, every address is the tile's
-    base register plus a constant folded into the LDS instruction, and the
-    compiler schedules the whole tile at once: each slice's loads go out
-    among the previous slice's FMAs. That is the register double buffering
-    of the fragments that CUDA C SGEMMs write by hand (CUTLASS's SIMT
-    kernels): written out here (slice kk loading slice kk + 1's values into
-    a second register set), it compiled to the same SASS instruction for
-    instruction, 242 registers either way, and ran at the same speed on the
-    H200 (2,881 against 2,882 us at 4096^3, 93.2% of cuBLAS, where v11 took
-    3,252 us). Offline for sm_90 at 128 x 128 x 16 tiles (``python -m zoo
-    show sgemm v14 --sass --summary --size 256x256x64``): one loop per
-    block tile, 2,363 SASS instructions for 2,048 FMAs with the staging
-    included (1.15 per FMA; v11: 151 for 128 in the slice loop alone, plus
-    the staging), 242 registers (v11: 208), still two blocks per SM, no
-    spills. What still separates it from cuBLAS (about 7% at 4096^3) is
-    mostly outside the FMAs: per block tile, 134 integer and 38 move
-    instructions (staging addresses, the buffer switch, the K-edge test)
-    and 36 loads and stores that carry the next tiles through 32 registers
-    on their way to shared memory.
+    FMAs rolled. v11's hot loop therefore pays, per k slice, a 64-bit loop
+    counter, a test and a branch, and recomputes its shared-memory addresses;
+    and no trip's loads move into the trip before, so every slice starts by
+    waiting about 30 cycles for its own shared loads. Unrolled, every address
+    is the tile's base register plus a constant folded into the LDS
+    instruction, and the compiler schedules the whole tile at once: each
+    slice's loads go out among the previous slice's FMAs (the register double
+    buffering CUDA C SGEMMs write by hand).
 
 Measured:
     NVIDIA H200, size 4096: 47,607 GFLOP/s (2,887 us a call), 92.8% of cuBLAS, 242
@@ -39,18 +24,33 @@ Measured:
     4095: 90.0%, 4097: 81.5%, 8192: 95.2%, 3000x5000x2000: 98.2%. From
     results/nvidia-h200.json.
 """
+
+import numpy as np
 from numba import cuda, float32, uint32
 
+from zoo import SIMULATOR
 from zoo.device.jit import jit, unrolled
-from zoo.kernels.sgemm import v11_edges_in_kernel as v11
-from zoo.kernels.sgemm.v11_edges_in_kernel import TILES, validate  # noqa: F401
-from zoo.device.memory import load_float4
+from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store_float4
+from zoo.errors import OutOfRange
+from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
+
+LIMIT = 2**32  # elements per matrix addressable with uint32 indices
+TILES = SIMULATOR_TILES if SIMULATOR else DEFAULT  # the shape of the module-level kernels below
 
 
-def multiply_for(tiles):
-    """``multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)`` for ``tiles``: v11's k loop, unrolled."""
+def warp_layout(tiles):
+    """(WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N): sub-tiles per warp tile along M, the sub-tile
+    sides, the padded k-row of the transposed A tile (see v07), and the A and B values a thread holds per k."""
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
-    WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N = v11.warp_layout(tiles)
+    wm_iter = WM * WN // (32 * TM * TN * WN_ITER)
+    return wm_iter, WM // wm_iter, WN // WN_ITER, BM + 4, wm_iter * TM, WN_ITER * TN
+
+
+def make_tile_multiply(tiles):
+    """A device function ``multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)`` for ``tiles``: the hot loop,
+    one pair of shared tiles' BK k slices added into ``acc``, as straight-line code (v11's loop, unrolled)."""
+    BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
+    WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N = warp_layout(tiles)
 
     @jit(device=True, forceinline=True)
     def k_slice(kk, a_tiles, b_tiles, a_base, b_base, acc, a_reg, b_reg):
@@ -60,17 +60,27 @@ def multiply_for(tiles):
             for h in range(TM // 4):
                 r = wm * TM + 4 * h
                 a_reg[r], a_reg[r + 1], a_reg[r + 2], a_reg[r + 3] = load_float4(
-                    a_tiles, a_base + kk * uint32(A_STRIDE) + uint32(wm * WSUB_M + 4 * h))
+                    a_tiles, a_base + kk * uint32(A_STRIDE) + uint32(wm * WSUB_M + 4 * h)
+                )
         for wn in range(WN_ITER):
             r = wn * TN
             b_reg[r], b_reg[r + 1], b_reg[r + 2], b_reg[r + 3] = load_float4(
-                b_tiles, b_base + kk * uint32(BN) + uint32(wn * WSUB_N))
+                b_tiles, b_base + kk * uint32(BN) + uint32(wn * WSUB_N)
+            )
         for m in range(REG_M):
             for n in range(REG_N):
                 acc[m * REG_N + n] += a_reg[m] * b_reg[n]
 
     all_slices = unrolled(BK, k_slice)  # k_slice(0, ...), ..., k_slice(BK - 1, ...) in straight-line code
 
+    # Offline for sm_90 at 128 x 128 x 16 tiles (`python -m zoo show sgemm v14 --sass --summary --size 256x256x64`):
+    # one loop per block tile, 2,363 SASS instructions for 2,048 FMAs with the staging included (1.15 per FMA;
+    # v11: 151 for 128 in the slice loop alone), 242 registers (v11: 208), still two blocks per SM, no spills.
+    # Written out by hand instead (slice kk loading slice kk + 1's values into a second register set), it
+    # compiled to the same SASS and ran at the same speed on the H200 (2,881 against 2,882 us at 4096^3).
+    # What still separates it from cuBLAS (about 7% at 4096^3) is mostly outside the FMAs: per block tile, 134
+    # integer and 38 move instructions (staging addresses, the buffer switch, the K-edge test) and 36 loads
+    # and stores that carry the next tiles through 32 registers on their way to shared memory.
     @jit(device=True, forceinline=True)
     def multiply_tile(a_tiles, b_tiles, a_base, b_base, acc):
         a_reg = cuda.local.array(REG_M, float32)
@@ -80,9 +90,251 @@ def multiply_for(tiles):
     return multiply_tile
 
 
-sgemm_kernel = v11.kernel_for(TILES, True, True, multiply_for)  # module-level, so the harness reports them
-sgemm_kernel_scalar = v11.kernel_for(TILES, False, False, multiply_for)
+def build_kernel(tiles, vec_a, vec_b):
+    """The kernel for ``tiles``: float4 loads of A when ``vec_a``, of B and float4 stores when ``vec_b``."""
+    BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
+    assert TN == 4 and TM % 4 == 0, "B values and results move as float4, A values in groups of four"
+    THREADS = tiles.threads
+    WM_ITER, WSUB_M, WSUB_N, A_STRIDE, REG_M, REG_N = warp_layout(tiles)
+    A_TILE = BK * A_STRIDE
+    B_TILE = BK * BN
+    A_BUFFERS = 2 * A_TILE
+    B_BUFFERS = 2 * B_TILE
+    ACC = REG_M * REG_N
+    A_ROWS_PER_PASS = THREADS // (BK // 4)
+    B_ROWS_PER_PASS = THREADS // (BN // 4)
+    A_PASSES = BM // A_ROWS_PER_PASS
+    B_PASSES = BK // B_ROWS_PER_PASS
+    STAGED = 4 * (A_PASSES + B_PASSES)
+
+    @jit(device=True, forceinline=True)
+    def stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, k0, N, K, guard):
+        """Global loads of the tiles at k0 into ``staged``; with ``guard``, zeros wherever k >= K.
+
+        ``guard`` is a constant at each call site, so inlining leaves one of the two paths."""
+        zero = float32(0.0)
+        for p in range(A_PASSES):
+            k = k0 + a_k_in_tile
+            at = a_at[p] + k0
+            if vec_a:  # K % 4 == 0 and k % 4 == 0: the four k's are all below K or all past it
+                if guard and k >= K:
+                    v = (zero, zero, zero, zero)
+                else:
+                    v = load_float4(A, at)
+            else:
+                v = (
+                    load_flat(A, at) if not guard or k < K else zero,
+                    load_flat(A, at + uint32(1)) if not guard or k + uint32(1) < K else zero,
+                    load_flat(A, at + uint32(2)) if not guard or k + uint32(2) < K else zero,
+                    load_flat(A, at + uint32(3)) if not guard or k + uint32(3) < K else zero,
+                )
+            staged[4 * p], staged[4 * p + 1], staged[4 * p + 2], staged[4 * p + 3] = v
+        for p in range(B_PASSES):
+            k = k0 + b_k_in_tile + uint32(p * B_ROWS_PER_PASS)
+            q = 4 * (A_PASSES + p)
+            if guard and k >= K:
+                v = (zero, zero, zero, zero)
+            elif vec_b:
+                v = load_float4(B, k * N + b_cols[0])
+            else:
+                v = (
+                    load_flat(B, k * N + b_cols[0]),
+                    load_flat(B, k * N + b_cols[1]),
+                    load_flat(B, k * N + b_cols[2]),
+                    load_flat(B, k * N + b_cols[3]),
+                )
+            staged[q], staged[q + 1], staged[q + 2], staged[q + 3] = v
+
+    @jit(device=True, forceinline=True)
+    def commit(staged, a_tiles, b_tiles, buffer, a_row_in_tile, a_k_in_tile, b_k_in_tile, b_col_in_tile):
+        """Registers to shared buffer ``buffer`` (0 or 1); A goes in transposed, as in v07."""
+        for p in range(A_PASSES):
+            for j in range(4):
+                a_tiles[
+                    buffer * uint32(A_TILE)
+                    + (a_k_in_tile + uint32(j)) * uint32(A_STRIDE)
+                    + a_row_in_tile
+                    + uint32(p * A_ROWS_PER_PASS)
+                ] = staged[4 * p + j]
+        for p in range(B_PASSES):
+            q = 4 * (A_PASSES + p)
+            store_float4(
+                b_tiles,
+                buffer * uint32(B_TILE) + (b_k_in_tile + uint32(p * B_ROWS_PER_PASS)) * uint32(BN) + b_col_in_tile,
+                staged[q],
+                staged[q + 1],
+                staged[q + 2],
+                staged[q + 3],
+            )
+
+    @jit(device=True, forceinline=True)
+    def store_results(C, out, acc, M, N, row1, col1, alpha, beta, with_c):
+        """alpha * acc (+ beta * C when ``with_c``) into this thread's rows from row1 and columns from
+        col1, those inside M and N. Reads of C past N move back to column N - 1: in bounds, and their
+        values go to elements the store skips, so the reads need no branch."""
+        for wm in range(WM_ITER):
+            for i in range(TM):
+                row = row1 + uint32(wm * WSUB_M + i)
+                if row < M:  # rows past M hold the clamped loads' products: never stored
+                    for wn in range(WN_ITER):
+                        col = col1 + uint32(wn * WSUB_N)
+                        at = row * N + col
+                        base = (wm * TM + i) * REG_N + wn * TN
+                        r0, r1, r2, r3 = (
+                            alpha * acc[base],
+                            alpha * acc[base + 1],
+                            alpha * acc[base + 2],
+                            alpha * acc[base + 3],
+                        )
+                        if vec_b:
+                            if col < N:  # N % 4 == 0: the four columns are all inside or all past N
+                                if with_c:
+                                    c0, c1, c2, c3 = load_float4(C, at)
+                                    r0, r1, r2, r3 = r0 + beta * c0, r1 + beta * c1, r2 + beta * c2, r3 + beta * c3
+                                store_float4(out, at, r0, r1, r2, r3)
+                        elif col < N:  # any row start: 32-bit stores, cut at column N
+                            if with_c:
+                                last = row * N + N - uint32(1)
+                                r0 += beta * load_flat(C, at)
+                                r1 += beta * load_flat(C, min(at + uint32(1), last))
+                                r2 += beta * load_flat(C, min(at + uint32(2), last))
+                                r3 += beta * load_flat(C, min(at + uint32(3), last))
+                            store_flat(out, at, r0)
+                            if col + uint32(1) < N:
+                                store_flat(out, at + uint32(1), r1)
+                            if col + uint32(2) < N:
+                                store_flat(out, at + uint32(2), r2)
+                            if col + uint32(3) < N:
+                                store_flat(out, at + uint32(3), r3)
+
+    multiply_tile = make_tile_multiply(tiles)
+
+    @jit
+    def sgemm_kernel(A, B, C, out, M, N, K, alpha, beta):
+        a_tiles = cuda.shared.array(A_BUFFERS, float32)
+        b_tiles = cuda.shared.array(B_BUFFERS, float32)
+        staged = cuda.local.array(STAGED, float32)
+        a_at = cuda.local.array(A_PASSES, uint32)  # flat index of each staged A row at k = 0
+        b_cols = cuda.local.array(4, uint32)  # the columns of B this thread stages
+        tid = uint32(cuda.threadIdx.x)
+        row0 = uint32(cuda.blockIdx.y) * uint32(BM)
+        col0 = uint32(cuda.blockIdx.x) * uint32(BN)
+        warp = tid // uint32(32)
+        warp_row = warp // uint32(BN // WN)  # which warp tile of the block tile this warp computes
+        warp_col = warp % uint32(BN // WN)
+        lane = tid % uint32(32)
+        t_row = lane // uint32(WSUB_N // TN)  # where the lane sits in its warp's grid of threads per sub-tile
+        t_col = lane % uint32(WSUB_N // TN)
+        a_row_in_tile = tid // uint32(BK // 4)  # the row of the A slice this thread stages (plus a pass's rows)
+        a_k_in_tile = tid % uint32(BK // 4) * uint32(4)  # and which 4 of its k's
+        b_k_in_tile = tid // uint32(BN // 4)  # the row of the B slice this thread stages (plus a pass's rows)
+        b_col_in_tile = tid % uint32(BN // 4) * uint32(4)  # and which 4 of its columns
+        # M and N edges, once: rows past M read row M - 1 and columns past N read the last valid ones.
+        # Their products fill only tile rows and columns the store below skips, so no load needs a guard.
+        for p in range(A_PASSES):
+            a_at[p] = min(row0 + a_row_in_tile + uint32(p * A_ROWS_PER_PASS), M - uint32(1)) * K + a_k_in_tile
+        for j in range(4):
+            if vec_b:  # N % 4 == 0: a float4 past the edge moves back to the last four columns, still aligned
+                b_cols[j] = min(col0 + b_col_in_tile, N - uint32(4)) + uint32(j)
+            else:
+                b_cols[j] = min(col0 + b_col_in_tile + uint32(j), N - uint32(1))
+
+        acc = cuda.local.array(ACC, float32)
+        for i in range(ACC):
+            acc[i] = float32(0.0)
+
+        steps = (K + uint32(BK - 1)) // uint32(BK)
+        whole = K // uint32(BK)  # steps lying wholly inside K: these stage without guards
+        if whole > uint32(0):
+            stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, uint32(0), N, K, False)
+        else:
+            stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, uint32(0), N, K, True)
+        commit(staged, a_tiles, b_tiles, uint32(0), a_row_in_tile, a_k_in_tile, b_k_in_tile, b_col_in_tile)
+        cuda.syncthreads()  # buffer 0 is full before any thread reads it
+
+        for step in range(steps):
+            step = uint32(step)
+            current = step % uint32(2)
+            more = step + uint32(1) < steps
+            if more:  # issue the next step's global loads now; they land while we compute
+                k0 = (step + uint32(1)) * uint32(BK)
+                if step + uint32(1) < whole:  # uniform across the block: one branch per step
+                    stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, k0, N, K, False)
+                else:  # the partial last step: zeros past K, so they add nothing to the dot products
+                    stage(A, B, staged, a_at, b_cols, a_k_in_tile, b_k_in_tile, k0, N, K, True)
+            a_base = current * uint32(A_TILE) + warp_row * uint32(WM) + t_row * uint32(TM)
+            b_base = current * uint32(B_TILE) + warp_col * uint32(WN) + t_col * uint32(TN)
+            multiply_tile(a_tiles, b_tiles, a_base, b_base, acc)
+            if more:  # fill the other buffer: its readers finished before the last barrier
+                commit(
+                    staged,
+                    a_tiles,
+                    b_tiles,
+                    current ^ uint32(1),
+                    a_row_in_tile,
+                    a_k_in_tile,
+                    b_k_in_tile,
+                    b_col_in_tile,
+                )
+            cuda.syncthreads()  # one barrier per step: the new buffer is full and the old one is free
+
+        row1 = row0 + warp_row * uint32(WM) + t_row * uint32(TM)  # this thread's first row and column
+        col1 = col0 + warp_col * uint32(WN) + t_col * uint32(TN)
+        # C is read only when it contributes. Two copies of the store loops, each small enough for NVVM to unroll:
+        # one copy with a branch per element was not unrolled and sent the 128 accumulators to a 512-byte stack
+        if beta != 0:
+            store_results(C, out, acc, M, N, row1, col1, alpha, beta, True)
+        else:
+            store_results(C, out, acc, M, N, row1, col1, alpha, beta, False)
+
+    return sgemm_kernel
+
+
+_kernels = {}
+
+
+def kernel_for(tiles, vec_a, vec_b):
+    """The compiled-on-first-launch kernel for one tile shape and alignment case, built once."""
+    key = (tiles, vec_a, vec_b)
+    if key not in _kernels:
+        _kernels[key] = build_kernel(tiles, vec_a, vec_b)
+    return _kernels[key]
+
+
+sgemm_kernel = kernel_for(TILES, True, True)  # module-level, so the harness can list them
+sgemm_kernel_scalar = kernel_for(TILES, False, False)
+
+
+def validate(A, B, C=None, alpha=1.0, beta=0.0):
+    m, k = A.shape
+    n = B.shape[1]
+    if max(m * k, k * n, m * n) >= LIMIT:
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: each matrix must hold fewer than 2^32 elements"
+        )
+
+
+def launch_with(tiles, A, B, C, out, alpha, beta):
+    """Run the kernel built from ``tiles`` on any shape."""
+    m, k = A.shape
+    n = B.shape[1]
+    source = C if (beta != 0 and C is not None) else out  # not read when beta == 0
+    vec_a = k % 4 == 0 and aligned(A)  # every row of A starts on 16 bytes
+    vec_b = n % 4 == 0 and aligned(B) and aligned(out) and (beta == 0 or aligned(source))
+    kernel = kernel_for(tiles, vec_a, vec_b)
+    grid = ((n + tiles.BN - 1) // tiles.BN, (m + tiles.BM - 1) // tiles.BM)
+    # the matrices go in as they are: the kernel indexes them by flat index (zoo.device.memory), so no
+    # reshaped view is made per call (numba builds each one on the host, about 30 us apiece); the scalars
+    # are NumPy's: numba's uint32(m) works on the host too but costs about 5 us a call, NumPy's under 1
+    kernel[grid, tiles.threads](
+        A, B, source, out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(beta)
+    )
+
+
+def pick_tiles(m, n, k):
+    """The tiles a call of this shape launches with: v10's pick for its class (the simulator's small ones there)."""
+    return SIMULATOR_TILES if SIMULATOR else (tiles_for(m, n, k) or DEFAULT)
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
-    v11.launch_with(v11.tiles_for(A.shape[0], B.shape[1], A.shape[1]), A, B, C, out, alpha, beta, multiply_for)
+    launch_with(pick_tiles(A.shape[0], B.shape[1], A.shape[1]), A, B, C, out, alpha, beta)
