@@ -1,5 +1,6 @@
 """divergence beyond the generic checks: trip counts at every boundary, tails of the warp-pair remap,
 results that stay in their own place, identical bits across steps, the sweep's inputs, CSV and plot."""
+
 import csv
 
 import numpy as np
@@ -136,7 +137,7 @@ def test_sweep_inputs_put_exactly_that_many_long_lanes_in_each_warp(long_lanes):
     groups = np.add.reduceat(trips == spec.N_CHUNKS, np.arange(0, n, 32))
     assert (groups[:-1] == long_lanes).all() and groups[-1] <= long_lanes
     if 0 < long_lanes < 32:  # random lanes, not the same ones in every warp
-        assert len({tuple(np.flatnonzero(trips[g:g + 32] == spec.N_CHUNKS)) for g in range(0, n - 32, 32)}) > 1
+        assert len({tuple(np.flatnonzero(trips[g : g + 32] == spec.N_CHUNKS)) for g in range(0, n - 32, 32)}) > 1
 
 
 def test_sweep_work_fraction():
@@ -155,7 +156,8 @@ def test_sweep_writes_csv_and_png(zoo_cli, tmp_path):
         assert tuple(next(csv.reader(f))) == sweep.COLUMNS
     rows = sweeps.read_csv(table)
     assert [(r["long_lanes"], r["variant"]) for r in rows] == [
-        (c, v) for c in (0, 1, 32) for v in ("v02_warp_uniform", "v05_regrouped")]
+        (c, v) for c in (0, 1, 32) for v in ("v02_warp_uniform", "v05_regrouped")
+    ]
     assert all(r["correct"] == "True" for r in rows)
 
 
@@ -163,10 +165,17 @@ def _gpu_rows():
     rows = []
     for c in (0, 1, 2, 4, 8, 16, 32):
         f = sweep.work(c)
-        for name, ms in (("v03_branch_free", 1.0), ("v04_data_dependent_loop", 0.05 if c == 0 else 0.95),
-                         ("v05_regrouped", 0.1 + f), ("baseline", 0.05 if c == 0 else 0.9)):
-            rows.append(dict(size=1 << 24, long_lanes=c, fraction=c / 32, variant=name, work=f, ms=ms,
-                             gflops=1.0, correct="True"))
+        for name, ms in (
+            ("v03_branch_free", 1.0),
+            ("v04_data_dependent_loop", 0.05 if c == 0 else 0.95),
+            ("v05_regrouped", 0.1 + f),
+            ("baseline", 0.05 if c == 0 else 0.9),
+        ):
+            rows.append(
+                dict(
+                    size=1 << 24, long_lanes=c, fraction=c / 32, variant=name, work=f, ms=ms, gflops=1.0, correct="True"
+                )
+            )
     return rows
 
 

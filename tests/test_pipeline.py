@@ -2,6 +2,7 @@
 chunk counts that do not divide n, n below the chunk count, pinned and pageable arrays,
 repeated calls with new inputs, errors, the timeline, the sweep commands, and (GPU only)
 that a thousand calls hold no more memory than one."""
+
 import gc
 
 import numpy as np
@@ -67,7 +68,7 @@ def test_chunk_bounds_cover_n_once():
         for chunks in (1, 3, 8, 5000):
             b = stages.chunk_bounds(n, chunks)
             assert b[0][0] == 0 and b[-1][1] == n and len(b) == min(n, chunks)
-            assert all(p[1] == q[0] for p, q in zip(b, b[1:]))
+            assert all(p[1] == q[0] for p, q in zip(b, b[1:], strict=False))
             sizes = [hi - lo for lo, hi in b]
             assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
 
@@ -89,23 +90,29 @@ def test_run_refuses_bad_arrays_and_stays_usable(v):
     _check(v, x, np.empty_like(x), chunks=3, streams=2, work=2)
 
 
+class SecondLaunchFails:
+    """Stands in for a step's kernel: launches it, except the second launch, which raises."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, config):
+        self.launches += 1
+        if self.launches == 2:
+            raise RuntimeError("launch failed")
+        return self.kernel[config]
+
+
 def test_an_error_half_way_leaves_out_alone_and_the_next_call_right(monkeypatch):
     x = PIPE.make_inputs(60, 9)[0]
     out = np.full_like(x, 7.0)
-    calls = []
-
-    def failing(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("launch failed")
-        return real(*args)
-
-    real = stages.compute
-    monkeypatch.setattr(stages, "compute", failing)
+    step = PIPE[4].module
+    monkeypatch.setattr(step, "fma_chain", SecondLaunchFails(step.fma_chain))
     with pytest.raises(RuntimeError):
-        PIPE[4].module.run(x, out, chunks=4, streams=2, work=3)
+        step.run(x, out, chunks=4, streams=2, work=3)
     assert (out == 7.0).all()  # staged output is copied back only after a complete run
-    monkeypatch.setattr(stages, "compute", real)
+    assert step.fma_chain.launches == 2
+    monkeypatch.undo()
     _check(PIPE[4], x, out, chunks=4, streams=2, work=3)
 
 
@@ -114,8 +121,9 @@ def test_timeline_has_three_spans_per_chunk(v):
     x = PIPE.make_inputs(40, 7)[0]
     timeline = []
     v.module.run(x, np.empty_like(x), work=2, chunks=6, streams=4, timeline=timeline)
-    assert sorted((s, c) for s, c, *_ in timeline) == sorted((s, c) for s in ("h2d", "compute", "d2h")
-                                                              for c in range(6))
+    assert sorted((s, c) for s, c, *_ in timeline) == sorted(
+        (s, c) for s in ("h2d", "compute", "d2h") for c in range(6)
+    )
     lanes = {lane for _, _, lane, _, _ in timeline}
     assert lanes == ({0} if v.number <= 3 else {0, 1, 2, 3})
 
@@ -144,8 +152,13 @@ def test_no_leak_after_a_thousand_calls():
     def calls(count):
         for i in range(count):
             v = STEPS[i % len(STEPS)]
-            v.module.run(pageable if i % 2 else x, np.empty_like(pageable) if i % 2 else out,
-                         chunks=8, streams=4, timeline=[] if i % 3 == 0 else None)
+            v.module.run(
+                pageable if i % 2 else x,
+                np.empty_like(pageable) if i % 2 else out,
+                chunks=8,
+                streams=4,
+                timeline=[] if i % 3 == 0 else None,
+            )
             if i % 10 == 0:
                 with pytest.raises(ValueError):
                     v.module.run(x, np.empty(5, np.float32))

@@ -1,4 +1,5 @@
 """The roofline family beyond the generic checks: k as a parameter, repeated calls, the sweep, the ceilings."""
+
 import numpy as np
 import pytest
 
@@ -19,7 +20,7 @@ def test_reference_is_the_sum_of_powers():
     a = np.array([-0.9, -0.3, 0.0, 0.5, 0.9], np.float32)
     x = a.astype(np.float64)
     for k in (1, 2, 7, 40):
-        assert np.allclose(spec.reference(a, k), sum(x ** j for j in range(1, k + 1)), rtol=1e-13, atol=0)
+        assert np.allclose(spec.reference(a, k), sum(x**j for j in range(1, k + 1)), rtol=1e-13, atol=0)
 
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
@@ -71,8 +72,14 @@ def test_ceilings_are_none_in_the_simulator():
     assert ceilings.copy_bandwidth() is None and ceilings.fp32_peak() is None
     m = ceilings.measured()
     assert m["copy_bandwidth_gbs"] is None and m["fp32_peak_gflops"] is None and m["ridge_ai"] is None
-    assert set(m) == {"device", "copy_bandwidth_gbs", "fp32_peak_gflops", "datasheet_bandwidth_gbs",
-                      "datasheet_fp32_gflops", "ridge_ai"}
+    assert set(m) == {
+        "device",
+        "copy_bandwidth_gbs",
+        "fp32_peak_gflops",
+        "datasheet_bandwidth_gbs",
+        "datasheet_fp32_gflops",
+        "ridge_ai",
+    }
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU")
@@ -132,11 +139,24 @@ def test_the_plot_draws_both_roofs_the_ridge_and_each_sweep_from_csv_rows(tmp_pa
         for k in spec.K_SWEEP:
             ai = k / 4
             gflops = share * min(60000.0, 4000.0 * ai)
-            rows.append({"series": "sweep", "variant": name, "k": k, "ai": ai, "gflops": gflops,
-                         "bandwidth": gflops / ai, "percent_peak": 100 * share, "mean_ms": 1.0,
-                         "rms_spread": 0.01, "correct": "True"})
-    rows += [{"series": "ceiling", "variant": "measured", "ai": 15.0, "gflops": 60000.0, "bandwidth": 4000.0},
-             {"series": "ceiling", "variant": "datasheet", "ai": 13.9375, "gflops": 66900.0, "bandwidth": 4800.0}]
+            rows.append(
+                {
+                    "series": "sweep",
+                    "variant": name,
+                    "k": k,
+                    "ai": ai,
+                    "gflops": gflops,
+                    "bandwidth": gflops / ai,
+                    "percent_peak": 100 * share,
+                    "mean_ms": 1.0,
+                    "rms_spread": 0.01,
+                    "correct": "True",
+                }
+            )
+    rows += [
+        {"series": "ceiling", "variant": "measured", "ai": 15.0, "gflops": 60000.0, "bandwidth": 4000.0},
+        {"series": "ceiling", "variant": "datasheet", "ai": 13.9375, "gflops": 66900.0, "bandwidth": 4800.0},
+    ]
     path = sweeps.write_csv(tmp_path / "r.csv", sweep.COLUMNS, rows)
     fig = sweep.plot(sweeps.read_csv(path), "a GPU with no results file")
     labels = [line.get_label() for line in fig.axes[0].get_lines()]

@@ -1,11 +1,12 @@
 """Transpose beyond the generic checks: tall grids, the float4 path and its fallbacks, the uint32 limit."""
+
 import numpy as np
 import pytest
 from numba import cuda
 
 import zoo
 from zoo.errors import OutOfRange
-from zoo.kernels.transpose import v04_elements_per_thread, v05_float4, v06_any_shape
+from zoo.kernels.transpose import v05_float4, v06_any_shape
 
 TRANSPOSE = zoo.family("transpose")
 
@@ -26,8 +27,7 @@ def test_second_call_with_new_inputs_and_shape(variant):
 @pytest.mark.parametrize("variant", TRANSPOSE.variants, ids=lambda v: v.name)
 def test_more_row_tiles_than_grid_y_holds(variant, monkeypatch):
     # One block row in the grid: every block must stride down over all the row tiles.
-    for module in (variant.module, v04_elements_per_thread):
-        monkeypatch.setattr(module, "MAX_GRID_Y", 1)
+    monkeypatch.setattr(variant.module, "MAX_GRID_Y", 1)
     for size in ((70, 33), (72, 8)):  # the scalar path and (v05) the float4 path
         (a,) = TRANSPOSE.make_inputs(size, 5)
         assert _check(variant, a), f"{variant.name} at {size}"
@@ -56,9 +56,10 @@ def test_float4_path_runs_for_aligned_multiples_of_four(monkeypatch):
 @pytest.mark.parametrize("size", [(36, 66), (34, 68), (1, 70)])
 def test_float4_path_falls_back_when_a_float4_would_straddle_rows(size, monkeypatch):
     calls = _launched(v05_float4.transpose4_kernel, monkeypatch)
+    scalar_calls = _launched(v05_float4.transpose_kernel, monkeypatch)
     (a,) = TRANSPOSE.make_inputs(size, 6)
     assert _check(TRANSPOSE["v05"], a)
-    assert not calls
+    assert not calls and scalar_calls
 
 
 def test_float4_path_falls_back_on_a_misaligned_view(monkeypatch):
@@ -73,11 +74,15 @@ def test_float4_path_falls_back_on_a_misaligned_view(monkeypatch):
     assert not calls
 
 
-@pytest.mark.parametrize("size,wide", [((36, 68), (True, True)), ((36, 66), (False, True)),
-                                       ((34, 68), (True, False)), ((33, 65), (False, False))])
+@pytest.mark.parametrize(
+    "size,wide",
+    [((36, 68), (True, True)), ((36, 66), (False, True)), ((34, 68), (True, False)), ((33, 65), (False, False))],
+)
 def test_any_shape_picks_each_side_width_alone(size, wide, monkeypatch):
-    calls = {w: _launched(v06_any_shape.build(*w), monkeypatch)
-             for w in ((False, False), (False, True), (True, False), (True, True))}
+    calls = {
+        w: _launched(v06_any_shape.build(*w), monkeypatch)
+        for w in ((False, False), (False, True), (True, False), (True, True))
+    }
     (a,) = TRANSPOSE.make_inputs(size, 8)
     assert _check(TRANSPOSE["v06"], a)
     assert [w for w, c in calls.items() if c] == [wide]
@@ -104,5 +109,5 @@ def test_uint32_steps_refuse_2_to_the_31_elements(variant):
 
 def test_copy_ceiling_moves_the_same_bytes():
     assert TRANSPOSE.bytes_moved((10000, 7777)) == 8 * 10000 * 7777
-    assert TRANSPOSE.bytes_moved(16384) == 8 * 16384 ** 2
+    assert TRANSPOSE.bytes_moved(16384) == 8 * 16384**2
     assert "copy_ceiling" in TRANSPOSE.baselines

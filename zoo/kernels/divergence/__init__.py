@@ -73,6 +73,7 @@ compute-bound, which is what lets divergence show in the time.
 long path (see ``sweep.py``). The baseline is a CuPy ElementwiseKernel computing
 the same function in C, branch-free selection and a per-lane loop (v04's shape).
 """
+
 import functools
 
 import numpy as np
@@ -163,7 +164,7 @@ def bytes_moved(size):
     return 2 * 4 * int(size)  # read x, write out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cupy_kernel():
     import cupy
 

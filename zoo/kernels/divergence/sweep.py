@@ -29,6 +29,7 @@ work line. v01 pays for both parity arms at every fraction; v02 runs like v04.
 In the simulator the size is tiny and nothing is timed: the rows only say that
 each step is correct at each fraction.
 """
+
 import numpy as np
 
 from zoo.kernels import divergence as spec
@@ -45,8 +46,11 @@ CHECK_BLOCKS = 1024  # 64-element spans checked on the GPU: the float64 referenc
 
 def add_arguments(parser):
     parser.add_argument("--size", type=int, help=f"elements (default 2^24; {SIM_SIZE} in the simulator)")
-    parser.add_argument("--long-lanes", default=LONG_LANES,
-                        help=f"long lanes per warp of 32 to sweep, comma-separated (default {LONG_LANES})")
+    parser.add_argument(
+        "--long-lanes",
+        default=LONG_LANES,
+        help=f"long lanes per warp of 32 to sweep, comma-separated (default {LONG_LANES})",
+    )
     parser.add_argument("--steps", default="", help="steps to run, e.g. v03,v05 (default: all, and the baseline)")
 
 
@@ -102,8 +106,16 @@ def _correct(result, x, idx):
 
 def _row(name, n, long_lanes, ms, correct):
     steps = work(long_lanes) * spec.CHUNK * spec.N_CHUNKS * n
-    return dict(size=n, long_lanes=long_lanes, fraction=long_lanes / WARP, variant=name, work=work(long_lanes),
-                ms=ms, gflops=2 * steps / ms / 1e6 if ms else None, correct=correct)
+    return dict(
+        size=n,
+        long_lanes=long_lanes,
+        fraction=long_lanes / WARP,
+        variant=name,
+        work=work(long_lanes),
+        ms=ms,
+        gflops=2 * steps / ms / 1e6 if ms else None,
+        correct=correct,
+    )
 
 
 def measure(args):
@@ -129,7 +141,11 @@ def measure(args):
             out.copy_to_device(poison)  # an unwritten element fails the check
             variant.launch((d_x,), out)
             correct = _correct(out.copy_to_host(), x, idx)
-            ms = None if simulator else time_launches(lambda i: variant.launch((d_x,), out), budget_s=0.5).median_ms
+            ms = None
+            if not simulator:
+                ms = time_launches(
+                    lambda i, variant=variant, d_x=d_x: variant.launch((d_x,), out), budget_s=0.5
+                ).median_ms
             rows.append(_row(variant.name, n, long_lanes, ms, correct))
         if not simulator and not args.steps:
             rows += _baseline_rows(x, long_lanes, idx, time_launches)
@@ -161,8 +177,14 @@ def plot(rows, device_name):
     timed = [r for r in rows if _num(r.get("ms"))]
     size = rows[0].get("size") if rows else "?"
     if not timed:
-        ax.text(0.5, 0.5, "no timings: the simulator checks correctness only", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no timings: the simulator checks correctness only",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
     else:
         counts = sorted({int(r["long_lanes"]) for r in timed})
@@ -171,13 +193,23 @@ def plot(rows, device_name):
         for name in names:
             mine = sorted((r for r in timed if r["variant"] == name), key=lambda r: r["long_lanes"])
             style = dict(linestyle="--", color="black") if name == "baseline" else {}
-            ax.plot([where[int(r["long_lanes"])] for r in mine], [r["ms"] for r in mine], marker="o",
-                    label="baseline (CuPy, per-lane loop)" if name == "baseline" else name, **style)
+            ax.plot(
+                [where[int(r["long_lanes"])] for r in mine],
+                [r["ms"] for r in mine],
+                marker="o",
+                label="baseline (CuPy, per-lane loop)" if name == "baseline" else name,
+                **style,
+            )
         full = [r["ms"] for r in timed if int(r["long_lanes"]) == WARP and r["variant"] != "baseline"]
         if full and WARP in where:
             best = min(full)  # the fastest step with every lane long: time per unit of work
-            ax.plot(range(len(counts)), [best * work(c) for c in counts], color="grey", linestyle=":",
-                    label="time in proportion to the work")
+            ax.plot(
+                range(len(counts)),
+                [best * work(c) for c in counts],
+                color="grey",
+                linestyle=":",
+                label="time in proportion to the work",
+            )
         ax.set_xticks(range(len(counts)), [f"{c}/{WARP}" for c in counts])
         ax.set_xlabel("long lanes per warp (at random lanes; the others short: 16 steps against 512)")
         ax.set_ylabel("ms per call")

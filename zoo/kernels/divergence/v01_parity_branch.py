@@ -23,10 +23,11 @@ Measured:
     m + 1 per lane, z = c w: 1048576: 55.9%, 1048576@skewed: 67.5%, 4194304: 54.0%,
     4194304@skewed: 67.4%, 16777216@skewed: 67.3%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.kernels.divergence import A, B, CHUNK, N_CHUNKS
+from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 
 THREADS_PER_BLOCK = 256
 

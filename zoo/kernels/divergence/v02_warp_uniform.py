@@ -26,10 +26,11 @@ Measured:
     m + 1 per lane, z = c w: 1048576: 78.6%, 1048576@skewed: 100.8%, 4194304: 99.0%,
     4194304@skewed: 99.0%, 16777216@skewed: 98.7%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.kernels.divergence import A, B, CHUNK, N_CHUNKS
+from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 
 THREADS_PER_BLOCK = 256  # a whole number of warp pairs: each block covers exactly its 256 elements
 WARP = 32  # lanes per warp on every NVIDIA GPU

@@ -14,16 +14,13 @@ Changes:
 Why it is faster:
     No warp is ever split, and no remapping is needed: a select is one
     instruction on values that are already in registers, not a path to run.
-    Rewriting the arms matters as much as removing the branch. Selecting
-    (m, c) and running z <- z m + c (the previous version of this step)
-    measured 23-27% slower than v02 on uniform inputs (H200, 256 steps):
-    every FMA then reads three registers (z, m, c), where v02's arms read two
-    and an immediate. v02 with its constants passed in registers was 30%
-    slower too. In w <- w m + 1 the added one is an immediate again. Every lane issues 512 FMAs whatever its
-    count, plus a compare and a select per chunk of 16: within a few percent
-    of v02 on uniform inputs. On skewed inputs it wastes the most, since a lane
-    that needed 16 steps still issues 512: the yardstick for v04 and v05,
-    which stop early.
+    Rewriting the arms matters as much as removing the branch: z <- z m + c
+    with selected (m, c) reads three registers per FMA and measured slower
+    than v02 (see ``geometric_chunk``); in w <- w m + 1 the added one is an
+    immediate again. Every lane issues 512 FMAs whatever its count, plus a
+    compare and a select per chunk of 16: within a few percent of v02 on
+    uniform inputs. On skewed inputs it wastes the most, since a lane that
+    needed 16 steps still issues 512: the yardstick for v04 and v05.
 
 Measured:
     NVIDIA H200, size 16777216: 49,110 GFLOP/s (350 us a call), 99.7% of
@@ -32,10 +29,11 @@ Measured:
     m + 1 per lane, z = c w: 1048576: 101.2%, 1048576@skewed: 97.0%, 4194304: 99.8%,
     4194304@skewed: 92.9%, 16777216@skewed: 91.6%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.kernels.divergence import A, B, CHUNK, N_CHUNKS
+from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 
 THREADS_PER_BLOCK = 256
 
@@ -50,6 +48,9 @@ def trips(v):
 
 @jit(device=True)
 def geometric_chunk(w, m):
+    # Selecting (m, c) and running z <- z m + c (an earlier version of this step) measured 23-27% slower
+    # than v02 on uniform inputs (H200, 256 steps): every FMA then reads three registers (z, m, c), where
+    # v02's arms read two and an immediate. v02 with its constants passed in registers was 30% slower too.
     for _ in range(CHUNK):  # a constant trip count: unrolled into CHUNK dependent FMAs
         w = w * m + float32(1)  # one fma.rn.f32 with an immediate 1.0
     return w

@@ -11,11 +11,9 @@ Why it is faster:
     masked off, and the warp keeps issuing until its longest lane is done.
     The time of a warp is that of its longest lane. On uniform inputs every
     lane needs all 512 steps, so it runs like v03 (a loop counter and a
-    branch a chunk instead of a compare and a select). On skewed inputs, where
-    one element in 16 is long, 1 - (15/16)^32 = 87% of warps hold a long lane
-    and run all 512 steps: the work drops to about a seventh of v03's but the
-    time only by about a tenth. The lanes are free; the warps are not, which
-    is what v05 changes.
+    branch a chunk instead of a compare and a select). On skewed inputs the
+    work drops to about a seventh of v03's but the time only by about a
+    tenth: the lanes are free, the warps are not, which is what v05 changes.
 
 Measured:
     NVIDIA H200, size 16777216: 50,170 GFLOP/s (342 us a call), 101.9% of
@@ -24,10 +22,11 @@ Measured:
     m + 1 per lane, z = c w: 1048576: 103.1%, 1048576@skewed: 103.4%, 4194304: 101.9%,
     4194304@skewed: 102.1%, 16777216@skewed: 102.0%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.kernels.divergence import A, B, CHUNK, N_CHUNKS
+from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 
 THREADS_PER_BLOCK = 256
 
@@ -58,6 +57,8 @@ def data_loop_kernel(x, out):
         t = trips(v)
         w = float32(0)
         k = uint32(0)
+        # Skewed inputs: one element in 16 is long, so 1 - (15/16)^32 = 87% of warps hold a long lane and run
+        # all 512 steps however short their other lanes are.
         while k < t:  # each lane its own count: finished lanes idle until the warp's longest ends
             w = geometric_chunk(w, m)
             k = uint32(k + uint32(1))  # numba widens uint32 + uint32 to 64 bits: cast back

@@ -4,13 +4,11 @@ Changes:
     From v04: a block of 256 threads first sorts its 256 elements by trip
     count (a counting sort over the N_CHUNKS = 32 counts, in shared memory),
     then thread t computes the t-th element of the sorted order and writes its
-    result back to that element's own index. The sort: each thread loads its
-    element and takes a place in its count's bucket with a shared atomic add
-    (the returned old value is its rank in the bucket); warp 0 turns the 32
-    bucket sizes into starting offsets; each thread stores its x and its
-    index in the block at offset + rank. The selects of m and c and the
-    per-lane loop of w <- w m + 1 are v04's, with the parity of the original
-    index.
+    result back to that element's own index. The sort: a shared atomic add
+    per element gives its rank in its count's bucket, warp 0 turns the 32
+    bucket sizes into starting offsets, and each thread stores its x and its
+    index in the block at offset + rank. The per-lane loop of w <- w m + 1
+    and the selects of m and c are v04's, with the original index's parity.
 
 Why it is faster:
     The work is the same as v04's; what changes is which lanes share a warp.
@@ -18,12 +16,10 @@ Why it is faster:
     belong together: after the sort a block's long elements sit in one or
     two warps and the other warps finish after a few chunks. On skewed inputs
     (about 16 long elements per block) one warp in eight runs 512 steps
-    instead of nearly all of them, and the time follows the work the data
-    asks for. The sort costs a few shared-memory operations per element and
-    four barriers per block, against up to 512 FMAs an element; it buys
-    nothing on uniform inputs, where every warp is full of long lanes anyway.
-    Results go out of order within the block's 1 KB span: a warp's store may
-    touch all 8 of its 128-byte lines instead of 1, once per element.
+    instead of nearly all of them. The sort costs a few shared-memory
+    operations per element and four barriers per block, against up to 512
+    FMAs an element; it buys nothing on uniform inputs, where every warp is
+    full of long lanes anyway.
 
 Measured:
     NVIDIA H200, size 16777216: 40,118 GFLOP/s (428 us a call), 81.5% of
@@ -32,10 +28,11 @@ Measured:
     m + 1 per lane, z = c w: 1048576: 80.2%, 1048576@skewed: 102.5%, 4194304: 80.9%,
     4194304@skewed: 160.0%, 16777216@skewed: 164.5%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32, int32, uint32
 
 from zoo.device.jit import jit
-from zoo.kernels.divergence import A, B, CHUNK, N_CHUNKS
+from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 
 THREADS_PER_BLOCK = 256  # elements regrouped together: 8 warps to share out
 BUCKETS = N_CHUNKS  # one bucket per trip count; warp 0 sums them, so at most 32
@@ -63,7 +60,7 @@ def regrouped_kernel(x, out):
     value = cuda.shared.array(THREADS_PER_BLOCK, float32)  # the block's x, sorted by trip count
     origin = cuda.shared.array(THREADS_PER_BLOCK, int32)  # each sorted x's place in the block
     tid = cuda.threadIdx.x
-    base = cuda.blockIdx.x * THREADS_PER_BLOCK
+    base = cuda.blockIdx.x * THREADS_PER_BLOCK  # the block's first element
     here = min(THREADS_PER_BLOCK, x.size - base)  # elements of this block: fewer in the last one
     if tid < BUCKETS:
         count[tid] = 0
@@ -103,7 +100,9 @@ def regrouped_kernel(x, out):
         while k < t:  # the warp still runs as long as its longest lane, now a close one
             w = geometric_chunk(w, m)
             k = uint32(k + uint32(1))  # numba widens uint32 + uint32 to 64 bits: cast back
-        out[i] = c * w  # scattered within the block's span: each index written once
+        # Scattered within the block's 1 KB span, each index written once: a warp's store may touch all 8 of
+        # its 128-byte lines instead of 1.
+        out[i] = c * w
 
 
 def launch(x, out):

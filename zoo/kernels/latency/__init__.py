@@ -18,14 +18,18 @@ threads fit on an SM (2 KB of loads in flight); v02 drops it (2048 threads, 8 KB
 v03 issues 4 independent loads per thread (32 KB); v04 makes them 128-bit (a
 quarter of the instructions for the same bytes).
 
-``python -m zoo latency`` measures the pieces of the law: DRAM, L2 and shared
-memory latency by pointer chasing, achieved bandwidth against bytes in flight
-per SM with the Little's-law line over the points, and the same for arithmetic
-(FMA chains in flight against the FP32 peak). See ``sweep.py``.
+Three sweeps measure the pieces of the law, one experiment each:
+``python -m zoo latency`` the DRAM, L2 and shared-memory latency by pointer
+chasing (``sweep_chase.py``); ``python -m zoo bytes-in-flight`` the achieved
+bandwidth against bytes in flight per SM, with the Little's-law line over the
+points (``sweep_bytes_in_flight.py``); ``python -m zoo fmas-in-flight`` the same
+for arithmetic, FMA chains in flight against the FP32 peak
+(``sweep_fmas_in_flight.py``).
 
 Bytes moved: 8 n (read x, write out); FLOPs: 2 n (one FMA). The baseline is a
 CuPy ElementwiseKernel computing the same expression in one pass.
 """
+
 import functools
 
 import numpy as np
@@ -66,7 +70,7 @@ def bytes_moved(size):
     return 2 * 4 * int(size)  # read x, write out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _axpb():
     import cupy
 

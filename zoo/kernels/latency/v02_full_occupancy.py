@@ -21,6 +21,7 @@ Measured:
     x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 23.1%, 16777216: 154.3%. From
     results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit

@@ -23,12 +23,13 @@ Measured:
     x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 29.4%, 16777216: 216.2%. From
     results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device import sm_count
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
+from zoo.errors import OutOfRange
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
@@ -61,8 +62,7 @@ def axpb4_kernel(x, out, n):
 
 def validate(x):
     if x.size >= LIMIT:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: fewer than 2^31 elements, "
-                         f"got {x.size}")
+        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: fewer than 2^31 elements, got {x.size}")
 
 
 def launch(x, out):

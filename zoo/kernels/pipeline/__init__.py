@@ -22,10 +22,10 @@ stream from pageable memory. ``python -m zoo streams`` times the pipelines with
 a per-chunk timeline; ``python -m zoo transfers`` measures pageable against
 pinned copies; ``python -m zoo launch`` the cost of a launch.
 """
+
 import numpy as np
 
-from zoo.kernels.pipeline.stages import (CHUNKS, STREAMS, WORK, chunk_bounds,  # noqa: F401
-                                         is_pinned, pinned_empty, release)
+from zoo.kernels.pipeline.stages import CHUNKS, STREAMS, WORK
 from zoo.kernels.pipeline.stages import reference as _closed_form
 
 ORDER = 100
@@ -76,7 +76,9 @@ def baseline(x, out, work=WORK):
         from zoo.kernels.pipeline.stages import A, B
 
         _baseline_kernel = cupy.ElementwiseKernel(
-            "float32 x, int32 work", "float32 y",
+            "float32 x, int32 work",
+            "float32 y",
             f"float v = x; for (int k = 0; k < work; ++k) v = fmaf(v, {float(A)!r}f, {float(B)!r}f); y = v;",
-            "zoo_pipeline_fma_chain")
+            "zoo_pipeline_fma_chain",
+        )
     _baseline_kernel(cupy.asarray(x), np.int32(work)).get(out=out)

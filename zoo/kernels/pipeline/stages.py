@@ -1,12 +1,15 @@
 """What every pipeline step shares: the kernel, the chunking, cached buffers and streams, the timeline.
 
-The steps differ only in how they order copies and kernels; the pieces they order
-live here so that each step file shows the ordering and nothing else.
+The steps differ only in how they order copies and kernel launches; the pieces they
+order live here so that each step file shows the ordering and nothing else. The
+kernel is the work each chunk does, a knob rather than the lesson: every step
+launches this same ``fma_chain`` itself, on the stream its ordering picks.
 
 Buffers and streams are cached and reused (one set per array length), never made
 per call: a call that raises half-way leaves nothing behind, and a thousand calls
 hold the same pinned and device memory as one. ``release()`` frees them all.
 """
+
 import weakref
 from contextlib import contextmanager
 
@@ -23,8 +26,8 @@ THREADS = 256
 
 # v <- v * A + B, A = 1 - 2^-10: contracting slowly, so float32 rounding errors stay near
 # sqrt(work) ulps while x still matters after thousands of steps (A^4096 = e^-4).
-A = float32(1.0 - 2.0 ** -10)
-B = float32(2.0 ** -11)  # fixed point B / (1 - A) = 0.5
+A = float32(1.0 - 2.0**-10)
+B = float32(2.0**-11)  # fixed point B / (1 - A) = 0.5
 
 
 @jit
@@ -49,10 +52,14 @@ def reference(x, work=WORK):
     return aw * x.astype(np.float64) + b * (1.0 - aw) / (1.0 - a)
 
 
+def blocks_for(n):
+    """Blocks of THREADS threads that cover n elements, one thread each."""
+    return (n + THREADS - 1) // THREADS
+
+
 def compute(x, y, work, stream=0):
-    """Launch the kernel over x -> y (device arrays or views) on ``stream``."""
-    n = x.size
-    fma_chain[(n + THREADS - 1) // THREADS, THREADS, stream](x, y, work)
+    """Launch the kernel over x -> y (device arrays or views) on ``stream`` (the sweep's timing of the kernel)."""
+    fma_chain[blocks_for(x.size), THREADS, stream](x, y, work)
 
 
 def chunk_bounds(n, chunks):
@@ -72,8 +79,9 @@ def check_run(x, out, work, chunks, streams):
     if not (isinstance(x, np.ndarray) and isinstance(out, np.ndarray)):
         raise TypeError("run() takes NumPy arrays (launch() takes device arrays)")
     if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim != 1 or out.shape != x.shape:
-        raise ValueError(f"x and out must be 1-D float32 of one shape, got {x.dtype}{x.shape} "
-                         f"and {out.dtype}{out.shape}")
+        raise ValueError(
+            f"x and out must be 1-D float32 of one shape, got {x.dtype}{x.shape} and {out.dtype}{out.shape}"
+        )
     if x.size == 0 or not (x.flags.c_contiguous and out.flags.c_contiguous and out.flags.writeable):
         raise ValueError("x must be non-empty and contiguous, out contiguous and writeable")
     check_params(work, chunks, streams)

@@ -15,6 +15,7 @@ wait for an engine busy with another stream) and the PNG is a Gantt chart: a
 row per stream and engine. In the simulator streams run one after another and
 events time nothing: the steps run for correctness only; overlap needs a GPU.
 """
+
 import numpy as np
 from numba import cuda
 
@@ -22,8 +23,27 @@ from zoo.kernels.pipeline import stages
 
 COMMAND = "streams"
 HELP = "copy/compute overlap of every pipeline step: speedup over serial, fraction of the ideal, Gantt chart"
-COLUMNS = ("variant", "kind", "ms", "speedup", "of_ideal", "ideal_ms", "h2d_ms", "compute_ms", "d2h_ms",
-           "stage", "chunk", "lane", "start_ms", "end_ms", "size", "work", "chunks", "streams", "correct")
+COLUMNS = (
+    "variant",
+    "kind",
+    "ms",
+    "speedup",
+    "of_ideal",
+    "ideal_ms",
+    "h2d_ms",
+    "compute_ms",
+    "d2h_ms",
+    "stage",
+    "chunk",
+    "lane",
+    "start_ms",
+    "end_ms",
+    "size",
+    "work",
+    "chunks",
+    "streams",
+    "correct",
+)
 STAGES = ("h2d", "compute", "d2h")
 
 
@@ -31,8 +51,9 @@ def add_arguments(parser):
     parser.add_argument("--size", type=int, help="elements (default 2^26 on a GPU, 1000 in the simulator)")
     parser.add_argument("--chunks", type=int, default=stages.CHUNKS)
     parser.add_argument("--streams", type=int, default=stages.STREAMS)
-    parser.add_argument("--work", default="auto",
-                        help="FMAs per element, or 'auto': the kernel as long as the copy in (default)")
+    parser.add_argument(
+        "--work", default="auto", help="FMAs per element, or 'auto': the kernel as long as the copy in (default)"
+    )
     parser.add_argument("--plot", action="store_true", help="add each step's timeline; the PNG is a Gantt chart")
 
 
@@ -94,7 +115,9 @@ def measure(args):
         if not args.simulator:
             from zoo.harness import time_launches
 
-            row["ms"] = time_launches(lambda i: v.module.run(xin, out, **params), budget_s=2.0).median_ms
+            row["ms"] = time_launches(
+                lambda i, run=v.module.run, xin=xin, out=out: run(xin, out, **params), budget_s=2.0
+            ).median_ms
             spans_of[v.name] = _timeline(v.module.run, xin, out, params)
             row.update({f"{s}_ms": t for s, t in _stage_totals(spans_of[v.name]).items()})
         summaries.append(row)
@@ -108,31 +131,42 @@ def measure(args):
             row.update(speedup=serial / row["ms"], ideal_ms=ideal, of_ideal=ideal / row["ms"])
         _say(summaries, ideal)
     else:
-        print("simulator: every step ran once for correctness; streams run one after another here, "
-              "so overlap (and any timeline) needs a GPU")
+        print(
+            "simulator: every step ran once for correctness; streams run one after another here, "
+            "so overlap (and any timeline) needs a GPU"
+        )
     rows.extend(summaries)
     if args.plot and not args.simulator:
         for name, spans in spans_of.items():
             for stage, c, lane, start, end in spans:
-                rows.append(dict(variant=name, kind="span", stage=stage, chunk=c, lane=lane,
-                                 start_ms=start, end_ms=end, **common))
+                rows.append(
+                    dict(
+                        variant=name, kind="span", stage=stage, chunk=c, lane=lane, start_ms=start, end_ms=end, **common
+                    )
+                )
     return rows
 
 
 def _say(summaries, ideal):
     """Print the speedups, the fraction of the ideal, and whether issue order mattered."""
     for r in summaries:
-        print(f"{r['variant']:28s} {r['ms']:9.3f} ms  {r['speedup']:5.2f}x serial  "
-              f"{100 * r['of_ideal']:5.1f}% of the ideal {ideal:.3f} ms")
+        print(
+            f"{r['variant']:28s} {r['ms']:9.3f} ms  {r['speedup']:5.2f}x serial  "
+            f"{100 * r['of_ideal']:5.1f}% of the ideal {ideal:.3f} ms"
+        )
     depth, breadth = (next(r["ms"] for r in summaries if r["variant"].startswith(p)) for p in ("v04", "v05"))
     change = breadth / depth - 1
     if abs(change) < 0.05:
-        print(f"issue order: breadth-first is within 5% of depth-first ({100 * change:+.1f}%): it does not "
-              "matter here; each stream has its own hardware queue (Hyper-Q), so one stream's D2H cannot "
-              "block another's H2D")
+        print(
+            f"issue order: breadth-first is within 5% of depth-first ({100 * change:+.1f}%): it does not "
+            "matter here; each stream has its own hardware queue (Hyper-Q), so one stream's D2H cannot "
+            "block another's H2D"
+        )
     else:
-        print(f"issue order: breadth-first is {100 * change:+.1f}% against depth-first: it still matters "
-              "here (see the Gantt chart for which copy waited)")
+        print(
+            f"issue order: breadth-first is {100 * change:+.1f}% against depth-first: it still matters "
+            "here (see the Gantt chart for which copy waited)"
+        )
 
 
 def _rel(out, ref):
@@ -151,8 +185,9 @@ def plot(rows, device_name):
     spans = [r for r in rows if r.get("kind") == "span"]
     timed = [r for r in summary if isinstance(r.get("ms"), (int, float))]
     first = summary[0] if summary else {}
-    setup = f"n={first.get('size')}, work={first.get('work')}, chunks={first.get('chunks')}, " \
-            f"streams={first.get('streams')}"
+    setup = (
+        f"n={first.get('size')}, work={first.get('work')}, chunks={first.get('chunks')}, streams={first.get('streams')}"
+    )
     if not spans:
         fig, ax = plt.subplots(figsize=(8, 4))
         if timed:
@@ -163,8 +198,14 @@ def plot(rows, device_name):
             ax.invert_yaxis()
             ax.set_xlabel("speedup over the serial pageable step")
         else:
-            ax.text(0.5, 0.5, "no timings: the simulator runs streams one after another;\noverlap needs a GPU",
-                    ha="center", va="center", transform=ax.transAxes)
+            ax.text(
+                0.5,
+                0.5,
+                "no timings: the simulator runs streams one after another;\noverlap needs a GPU",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
             ax.set_axis_off()
         ax.set_title(f"pipeline steps on {device_name}\n{setup}")
         fig.tight_layout()
@@ -172,23 +213,39 @@ def plot(rows, device_name):
 
     names = list(dict.fromkeys(r["variant"] for r in spans))
     heights = [1 + len({r["lane"] for r in spans if r["variant"] == nm}) for nm in names]
-    fig, axes = plt.subplots(len(names), 1, figsize=(11, 1.0 + 0.9 * sum(heights)), sharex=True,
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig, axes = plt.subplots(
+        len(names),
+        1,
+        figsize=(11, 1.0 + 0.9 * sum(heights)),
+        sharex=True,
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
     by_name = {r["variant"]: r for r in summary}
-    for ax, nm in zip(axes[:, 0], names):
+    for ax, nm in zip(axes[:, 0], names, strict=True):
         mine = [r for r in spans if r["variant"] == nm]
         lanes = sorted({r["lane"] for r in mine})
-        labels = [f"stream {lane} {stage.upper() if stage != 'compute' else 'kernel'}"
-                  for lane in lanes for stage in STAGES]
+        labels = [
+            f"stream {lane} {stage.upper() if stage != 'compute' else 'kernel'}" for lane in lanes for stage in STAGES
+        ]
         for r in mine:
             y = lanes.index(r["lane"]) * len(STAGES) + STAGES.index(r["stage"])
-            ax.barh(y, r["end_ms"] - r["start_ms"], left=r["start_ms"], color=COLOURS[r["stage"]],
-                    edgecolor="black", linewidth=0.3)
+            ax.barh(
+                y,
+                r["end_ms"] - r["start_ms"],
+                left=r["start_ms"],
+                color=COLOURS[r["stage"]],
+                edgecolor="black",
+                linewidth=0.3,
+            )
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
         ax.invert_yaxis()
         s = by_name.get(nm, {})
-        extra = (f": {s['ms']:.2f} ms, {s['speedup']:.2f}x serial, {100 * s['of_ideal']:.0f}% of ideal"
-                 if isinstance(s.get("ms"), (int, float)) else "")
+        extra = (
+            f": {s['ms']:.2f} ms, {s['speedup']:.2f}x serial, {100 * s['of_ideal']:.0f}% of ideal"
+            if isinstance(s.get("ms"), (int, float))
+            else ""
+        )
         ax.set_title(nm + extra, fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("ms from the start of the call (one call, CUDA events)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()]

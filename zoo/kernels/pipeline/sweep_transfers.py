@@ -9,6 +9,7 @@ for "the best any API reaches" (column of_best: this row's GB/s over the best
 row of that size and direction). Small copies show the latency floor: the time
 stops falling with the size, and GB/s grows in proportion to it.
 """
+
 import numpy as np
 from numba import cuda
 
@@ -49,9 +50,11 @@ def _copies(n, buffers):
         rt = cupy.cuda.runtime
         d_ptr, nbytes = dev.__cuda_array_interface__["data"][0], host.nbytes
         copies[("h2d", "pinned", "cupy")] = lambda i: rt.memcpyAsync(
-            d_ptr, pinned.ctypes.data, nbytes, rt.memcpyHostToDevice, 0)
+            d_ptr, pinned.ctypes.data, nbytes, rt.memcpyHostToDevice, 0
+        )
         copies[("d2h", "pinned", "cupy")] = lambda i: rt.memcpyAsync(
-            pinned_back.ctypes.data, d_ptr, nbytes, rt.memcpyDeviceToHost, 0)
+            pinned_back.ctypes.data, d_ptr, nbytes, rt.memcpyDeviceToHost, 0
+        )
     back = {"pageable": pageable_back, "pinned": pinned_back}
 
     def checker(direction, memory):
@@ -60,6 +63,7 @@ def _copies(n, buffers):
             if direction == "h2d":
                 return bool(np.array_equal(dev.copy_to_host(), host))
             return bool(np.array_equal(back[memory], host))
+
         return check
 
     return {k: (f, checker(k[0], k[1])) for k, f in copies.items()}
@@ -96,8 +100,12 @@ def measure(args):
 
 
 STYLE = {"pageable": ":", "pinned": "-"}
-COLOUR = {("h2d", "numba"): "tab:blue", ("d2h", "numba"): "tab:green",
-          ("h2d", "cupy"): "tab:purple", ("d2h", "cupy"): "tab:olive"}
+COLOUR = {
+    ("h2d", "numba"): "tab:blue",
+    ("d2h", "numba"): "tab:green",
+    ("h2d", "cupy"): "tab:purple",
+    ("d2h", "cupy"): "tab:olive",
+}
 
 
 def plot(rows, device_name):
@@ -107,8 +115,15 @@ def plot(rows, device_name):
     series = dict.fromkeys((r["direction"], r["memory"], r["api"]) for r in rows)
     timed = any(isinstance(r.get("gbps"), (int, float)) for r in rows)
     for direction, memory, api in series:
-        mine = sorted((r for r in rows if (r["direction"], r["memory"], r["api"]) == (direction, memory, api)
-                       and isinstance(r.get("gbps"), (int, float))), key=lambda r: r["bytes"])
+        mine = sorted(
+            (
+                r
+                for r in rows
+                if (r["direction"], r["memory"], r["api"]) == (direction, memory, api)
+                and isinstance(r.get("gbps"), (int, float))
+            ),
+            key=lambda r: r["bytes"],
+        )
         if not mine:
             continue
         label = f"{direction.upper()} {memory} ({api})"

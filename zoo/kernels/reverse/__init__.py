@@ -7,6 +7,7 @@ the two, the read may happen before the write. The steps go from NVIDIA's
 missing-barrier demonstration, which ``compute-sanitizer --tool racecheck``
 flags on a GPU. The baseline is a CuPy copy of the reversed view.
 """
+
 import numpy as np
 
 ORDER = 20

@@ -15,10 +15,11 @@ Measured:
     x[::-1]), 12 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out,
     x[::-1]): 64: 63.6%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
+from zoo.errors import OutOfRange
 
 MAX_THREADS_PER_BLOCK = 1024  # CUDA's limit on threads in one block
 
@@ -26,7 +27,7 @@ MAX_THREADS_PER_BLOCK = 1024  # CUDA's limit on threads in one block
 @jit
 def reverse_kernel(x, out):
     s = cuda.shared.array(0, float32)  # size set by the launch, in bytes
-    t = cuda.threadIdx.x
+    t = cuda.threadIdx.x  # one block: the thread index is the element index
     n = x.size
     s[t] = x[t]
     cuda.syncthreads()  # all stores land before the mirrored loads
@@ -35,8 +36,10 @@ def reverse_kernel(x, out):
 
 def validate(x):
     if x.size > MAX_THREADS_PER_BLOCK:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} runs one block of one thread per element: "
-                         f"at most {MAX_THREADS_PER_BLOCK} elements, got {x.size}")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} runs one block of one thread per element: "
+            f"at most {MAX_THREADS_PER_BLOCK} elements, got {x.size}"
+        )
 
 
 def launch(x, out):

@@ -16,6 +16,7 @@ Measured:
     x[::-1]), 20 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out,
     x[::-1]): 64: 66.3%, 1024: 37.8%, 16777216: 143.9%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit
@@ -28,14 +29,14 @@ TILE = 256
 @jit
 def reverse_kernel(x, out):
     s = cuda.shared.array(TILE, float32)
-    t = cuda.threadIdx.x
+    t = cuda.threadIdx.x  # position in the block's tile
     n = x.size
     tile_start = cuda.blockIdx.x * TILE
-    i = tile_start + t
+    i = tile_start + t  # the element of x this thread loads into s[t]
     if i < n:
         s[t] = x[i]
     # no cuda.syncthreads(): the load below races with other warps' stores above
-    j = n - tile_start - TILE + t
+    j = n - tile_start - TILE + t  # as in v03: the out element this thread writes
     if j >= 0:
         out[j] = s[TILE - 1 - t]
 

@@ -19,6 +19,7 @@ and draws the roofline with the measured ceilings of ``zoo.ceilings``.
 The benchmark case (``zoo run``, asv) uses k = K_DEFAULT; the sweep varies k.
 In the simulator every multiply runs in Python, so K_DEFAULT is small there.
 """
+
 import numpy as np
 
 from zoo import SIMULATOR
@@ -85,7 +86,9 @@ def baseline(a, out, k=K_DEFAULT):
     global _CUPY_KERNEL
     if _CUPY_KERNEL is None:
         _CUPY_KERNEL = cupy.ElementwiseKernel(
-            "float32 x, int32 k", "float32 b",
+            "float32 x, int32 k",
+            "float32 b",
             "float p = x, s = 0.0f; for (int j = 0; j < k; ++j) { s += p; p *= x; } b = s;",
-            "zoo_roofline_powers")
+            "zoo_roofline_powers",
+        )
     _CUPY_KERNEL(a, np.int32(k), out)

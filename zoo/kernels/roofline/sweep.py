@@ -21,6 +21,7 @@ alone. The plot also places every measurement of this device's results file
 family; families that count no FLOPs (pure data movement) cannot sit on a
 FLOP/s axis and are named in a note instead.
 """
+
 import math
 import sys
 
@@ -30,8 +31,7 @@ from zoo.kernels import roofline as spec
 
 COMMAND = "roofline"
 HELP = "sweep k of b = a + a^2 + ... + a^k for every roofline step; measured ceilings; roofline PNG"
-COLUMNS = ("series", "variant", "k", "ai", "gflops", "bandwidth", "percent_peak", "mean_ms", "rms_spread",
-           "correct")
+COLUMNS = ("series", "variant", "k", "ai", "gflops", "bandwidth", "percent_peak", "mean_ms", "rms_spread", "correct")
 SIZE = 1 << 26
 SIM_SIZE = 33
 SIM_K = (1, 2, 5)
@@ -40,10 +40,14 @@ CHECK_SAMPLES = 1 << 16  # elements checked at each k on the GPU: a float64 refe
 
 
 def add_arguments(parser):
-    parser.add_argument("--size", type=int, default=SIZE,
-                        help=f"elements (default {SIZE}; {SIM_SIZE} in the simulator)")
-    parser.add_argument("--k", default=",".join(map(str, spec.K_SWEEP)),
-                        help="powers to sweep, comma-separated (default: the seed's list; 1,2,5 in the simulator)")
+    parser.add_argument(
+        "--size", type=int, default=SIZE, help=f"elements (default {SIZE}; {SIM_SIZE} in the simulator)"
+    )
+    parser.add_argument(
+        "--k",
+        default=",".join(map(str, spec.K_SWEEP)),
+        help="powers to sweep, comma-separated (default: the seed's list; 1,2,5 in the simulator)",
+    )
     parser.add_argument("--steps", default="", help="steps to run, e.g. v01,v05 (default: all and the baseline)")
 
 
@@ -68,30 +72,59 @@ def _correct(result, a, k, idx):
 
 def _row(variant, k, n, timing, correct, ceilings):
     ai = 2 * k / 8
-    row = {"series": "sweep", "variant": variant, "k": k, "ai": ai, "correct": correct,
-           "gflops": None, "bandwidth": None, "percent_peak": None, "mean_ms": None, "rms_spread": None}
+    row = {
+        "series": "sweep",
+        "variant": variant,
+        "k": k,
+        "ai": ai,
+        "correct": correct,
+        "gflops": None,
+        "bandwidth": None,
+        "percent_peak": None,
+        "mean_ms": None,
+        "rms_spread": None,
+    }
     if timing is None:
         return row
     seconds = timing.mean_ms * 1e-3
-    row.update(gflops=spec.flops(n, k) / seconds / 1e9, bandwidth=spec.bytes_moved(n) / seconds / 1e9,
-               mean_ms=timing.mean_ms, rms_spread=timing.rms_spread)
+    row.update(
+        gflops=spec.flops(n, k) / seconds / 1e9,
+        bandwidth=spec.bytes_moved(n) / seconds / 1e9,
+        mean_ms=timing.mean_ms,
+        rms_spread=timing.rms_spread,
+    )
     peak, bw = ceilings["fp32_peak_gflops"], ceilings["copy_bandwidth_gbs"]
     if peak and bw:
         row["percent_peak"] = 100 * row["gflops"] / min(peak, bw * ai)
     if timing.rms_spread > SPREAD_WARNING:
-        print(f"warning: {variant} at k={k}: RMS spread {100 * timing.rms_spread:.1f}% of the mean "
-              f"(over {100 * SPREAD_WARNING:.0f}%): this row is noisy", file=sys.stderr)
+        print(
+            f"warning: {variant} at k={k}: RMS spread {100 * timing.rms_spread:.1f}% of the mean "
+            f"(over {100 * SPREAD_WARNING:.0f}%): this row is noisy",
+            file=sys.stderr,
+        )
     return row
 
 
 def _ceiling_rows(ceilings):
     rows = []
-    for name, peak, bw in (("measured", ceilings["fp32_peak_gflops"], ceilings["copy_bandwidth_gbs"]),
-                           ("datasheet", ceilings["datasheet_fp32_gflops"], ceilings["datasheet_bandwidth_gbs"])):
-        rows.append({"series": "ceiling", "variant": name, "k": None,
-                     "ai": peak / bw if peak and bw else None,  # the ridge point
-                     "gflops": peak, "bandwidth": bw, "percent_peak": None,
-                     "mean_ms": None, "rms_spread": None, "correct": None})
+    for name, peak, bw in (
+        ("measured", ceilings["fp32_peak_gflops"], ceilings["copy_bandwidth_gbs"]),
+        ("datasheet", ceilings["datasheet_fp32_gflops"], ceilings["datasheet_bandwidth_gbs"]),
+    ):
+        rows.append(
+            {
+                "series": "ceiling",
+                "variant": name,
+                "k": None,
+                "ai": peak / bw if peak and bw else None,  # the ridge point
+                "gflops": peak,
+                "bandwidth": bw,
+                "percent_peak": None,
+                "mean_ms": None,
+                "rms_spread": None,
+                "correct": None,
+            }
+        )
     return rows
 
 
@@ -124,7 +157,7 @@ def measure(args):
             if not simulator:
                 from zoo.harness import time_launches
 
-                timing = time_launches(lambda i: variant.launch((a_dev,), out, k=k), budget_s=0.5)
+                timing = time_launches(lambda i, variant=variant, k=k: variant.launch((a_dev,), out, k=k), budget_s=0.5)
             rows.append(_row(variant.name, k, n, timing, correct, ceiling))
     if not simulator and not args.steps:
         rows += _baseline_rows(a, ks, idx, ceiling)
@@ -145,7 +178,7 @@ def _baseline_rows(a, ks, idx, ceiling):
     for k in ks:
         spec.baseline(a_cp, out, k=k)
         correct = _correct(out.get(), a, k, idx)
-        timing = time_launches(lambda i: spec.baseline(a_cp, out, k=k), budget_s=0.5)
+        timing = time_launches(lambda i, k=k: spec.baseline(a_cp, out, k=k), budget_s=0.5)
         rows.append(_row("baseline", k, a.size, timing, correct, ceiling))
     return rows
 
@@ -189,8 +222,11 @@ def _plotted_sizes(fam_name, by_size):
             return [key]
     except Exception:  # a family that is gone or renamed: fall back on the file alone
         pass
-    return [max(by_size, key=lambda k: max((m.get("gbps") or 0) * (m.get("ms") or 0) for m in by_size[k].values()))] \
-        if by_size else []
+    return (
+        [max(by_size, key=lambda k: max((m.get("gbps") or 0) * (m.get("ms") or 0) for m in by_size[k].values()))]
+        if by_size
+        else []
+    )
 
 
 def plot(rows, device_name):
@@ -208,24 +244,46 @@ def plot(rows, device_name):
         peak, bw = _number(c.get("gflops")), _number(c.get("bandwidth"))
         if not (peak and bw):
             continue
-        ax.plot(x, np.minimum(peak, bw * x), style, color="black", lw=2 if name == "measured" else 1,
-                label=f"{name} roofs: {bw:,.0f} GB/s, {peak / 1e3:,.1f} TFLOP/s")
+        ax.plot(
+            x,
+            np.minimum(peak, bw * x),
+            style,
+            color="black",
+            lw=2 if name == "measured" else 1,
+            label=f"{name} roofs: {bw:,.0f} GB/s, {peak / 1e3:,.1f} TFLOP/s",
+        )
         ridge = peak / bw
         ax.plot([ridge], [peak], "o" if name == "measured" else "s", color="black", mfc="white", ms=8)
-        ax.annotate(f"ridge ({name}) {ridge:.1f} FLOP/B", (ridge, peak), textcoords="offset points",
-                    xytext=(8, -14 if name == "measured" else 6), fontsize=8)
+        ax.annotate(
+            f"ridge ({name}) {ridge:.1f} FLOP/B",
+            (ridge, peak),
+            textcoords="offset points",
+            xytext=(8, -14 if name == "measured" else 6),
+            fontsize=8,
+        )
     variants = sorted({r["variant"] for r in sweep})
     for name in variants:
         pts = sorted((r["ai"], r["gflops"]) for r in sweep if r["variant"] == name)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o" if name != "baseline" else "--^", ms=4,
-                label=f"roofline {name} (k sweep)")
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            "-o" if name != "baseline" else "--^",
+            ms=4,
+            label=f"roofline {name} (k sweep)",
+        )
     markers = "DvP*Xhp<>"
     colors = plt.get_cmap("Dark2").colors  # apart from the sweep lines' default colours
     for i, fam_name in enumerate(sorted({p[0] for p in points})):
         mine = [p for p in points if p[0] == fam_name]
-        ax.scatter([p[2] for p in mine], [p[3] for p in mine], marker=markers[i % len(markers)], s=36,
-                   color=colors[i % len(colors)],
-                   label=f"{fam_name} (results file)", zorder=3)
+        ax.scatter(
+            [p[2] for p in mine],
+            [p[3] for p in mine],
+            marker=markers[i % len(markers)],
+            s=36,
+            color=colors[i % len(colors)],
+            label=f"{fam_name} (results file)",
+            zorder=3,
+        )
         for _, label, ai, gflops in mine:
             ax.annotate(label, (ai, gflops), textcoords="offset points", xytext=(3, 3), fontsize=6)
     notes = []

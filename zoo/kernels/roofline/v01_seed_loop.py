@@ -18,6 +18,7 @@ Measured:
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 26.7%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit

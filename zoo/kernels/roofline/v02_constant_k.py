@@ -22,6 +22,7 @@ Measured:
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 27.2%. From results/nvidia-h200.json.
 """
+
 import functools
 
 from numba import cuda, float32, uint32
@@ -33,7 +34,7 @@ THREADS_PER_BLOCK = 256
 UNROLL = 64  # terms per unrolled block: 128 instructions, within what NVVM unrolls fully
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_for(k):
     """The kernel with k built in (one compilation per k, cached)."""
     blocks_of_terms, leftover = divmod(k, UNROLL)

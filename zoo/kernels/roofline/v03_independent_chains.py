@@ -22,6 +22,7 @@ Measured:
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 26.9%. From results/nvidia-h200.json.
 """
+
 import functools
 
 from numba import cuda, float32, uint32
@@ -34,7 +35,7 @@ CHAINS = 4
 UNROLL = 16  # steps per unrolled block: 16 x 4 chains x 2 = 128 instructions
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_for(k):
     """The kernel with k built in (one compilation per k, cached)."""
     blocks_of_steps, leftover = divmod(k // CHAINS, UNROLL)

@@ -24,6 +24,7 @@ Measured:
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 32.4%. From results/nvidia-h200.json.
 """
+
 import functools
 
 from numba import cuda, float32, uint32
@@ -36,7 +37,7 @@ CHAINS = 4
 UNROLL = 32  # steps per unrolled block: 32 x 4 chains = 128 FMAs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_for(k):
     """The kernel with k built in (one compilation per k, cached)."""
     blocks_of_steps, leftover = divmod(k // CHAINS, UNROLL)

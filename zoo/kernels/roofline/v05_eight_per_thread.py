@@ -16,18 +16,9 @@ Why it is faster:
     independent chains now come from different elements, so none of v04's
     splitting is needed (no x^4, no four partial sums): every instruction of the
     inner block is an FMA of some element's chain, eight in flight per thread.
-    One pass, not a grid of 8 blocks per SM looping: on the H200 at k = 1 the
-    one-pass grid moves 4,158 GB/s, 97% of the measured copy (``zoo roofline``
-    at 9a44317); in timings from before the harness held the GPU (which counted
-    some host time), it moved 3,963 GB/s where the looping grid moved 3,495
-    GB/s. A looping thread issues its next loads only after its stores, while a
-    fresh block's loads go out as soon as a finished block frees its slot.
-    At k = 500 the two grids are equal (60 TFLOP/s). Near the ridge it costs a
-    little: in those timings, at k = 50 and 100 the sweep measured 3% and 4%
-    less than with the looping grid (41.6 and 50.5 TFLOP/s), and the family's
-    benchmark at k = 100 13% less (46.6 against 53.5), since each block now
-    retires after one group of eight elements and the SM refills block by
-    block; the step keeps the one-pass grid for the memory-bound end.
+    One pass over the array, not a looping grid: a fresh block's loads go out
+    as soon as a finished block frees its slot, where a looping thread issues
+    its next loads only after its stores (see ``launch`` for the figures).
 
 Measured:
     NVIDIA H200, size 67108864: 54,378 GFLOP/s (247 us a call), 251.3% of CuPy
@@ -35,14 +26,15 @@ Measured:
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 32.4%. From results/nvidia-h200.json.
 """
+
 import functools
 
 from numba import cuda, float32, uint32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
-from zoo.kernels.roofline import K_DEFAULT, check_k
 from zoo.device.memory import load_float4, store_float4
+from zoo.errors import OutOfRange
+from zoo.kernels.roofline import K_DEFAULT, check_k
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # launch bound: 8 x 256 = 2048 threads, a full Hopper SM, if registers stay at 32 or fewer
@@ -50,7 +42,7 @@ UNROLL = 16  # steps per unrolled block: 16 x 8 chains = 128 FMAs
 LIMIT = 2**31  # elements: the uint32 index g + 2 * stride stays below 2^32
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_for(k):
     """The kernel with k built in (one compilation per k, cached)."""
     blocks_of_steps, leftover = divmod(k - 1, UNROLL)  # the first term is the starting q = x
@@ -70,9 +62,9 @@ def kernel_for(k):
     @jit(launch_bounds=(THREADS_PER_BLOCK, BLOCKS_PER_SM))
     def horner_kernel(a, b):
         n = uint32(b.size)
-        quads = n // uint32(4)
+        quads = n // uint32(4)  # whole groups of four elements
         stride = uint32(cuda.gridsize(1))
-        g = uint32(cuda.grid(1))
+        g = uint32(cuda.grid(1))  # this thread's first group of four
         while g < quads:
             h = uint32(g + stride)  # the second group, a grid's width on: coalesced like the first
             second = h < quads
@@ -124,5 +116,12 @@ def validate(a, k=K_DEFAULT):
 
 def launch(a, out, k=K_DEFAULT):
     pairs = (out.size // 4 + 1) // 2  # pairs of float4 groups
-    blocks = max(1, (pairs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)  # one pass: a pair per thread
+    # One pass, a pair per thread, rather than 8 blocks per SM looping. On the H200 at k = 1 it moves
+    # 4,158 GB/s, 97% of the measured copy (``zoo roofline`` at 9a44317); in timings from before the
+    # harness held the GPU (which counted some host time) it moved 3,963 GB/s where the looping grid moved
+    # 3,495. At k = 500 the two grids are equal (60 TFLOP/s). Near the ridge it costs a little, since each
+    # block retires after one group of eight elements and the SM refills block by block: in those timings
+    # the sweep measured 3% and 4% less at k = 50 and 100 (41.6 and 50.5 TFLOP/s), and the family's
+    # benchmark at k = 100 13% less (46.6 against 53.5). The memory-bound end decides.
+    blocks = max(1, (pairs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
     kernel_for(int(k))[blocks, THREADS_PER_BLOCK](a, out)

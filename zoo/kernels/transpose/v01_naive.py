@@ -19,6 +19,7 @@ Measured:
     a.T), 32 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out, a.T):
     10000x7777: 45.9%. From results/nvidia-h200.json.
 """
+
 from numba import cuda
 
 from zoo.device.jit import jit

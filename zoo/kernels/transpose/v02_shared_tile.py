@@ -19,6 +19,7 @@ Measured:
     a.T), 28 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out, a.T):
     10000x7777: 70.7%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit
@@ -31,8 +32,8 @@ MAX_GRID_Y = 65535
 def transpose_kernel(a, out):
     tile = cuda.shared.array((TILE, TILE), float32)
     rows, cols = a.shape
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
+    tx = cuda.threadIdx.x  # tile column when loading, tile row when storing
+    ty = cuda.threadIdx.y  # tile row when loading, tile column when storing
     col0 = cuda.blockIdx.x * TILE
     for row0 in range(cuda.blockIdx.y * TILE, rows, cuda.gridDim.y * TILE):
         row, col = row0 + ty, col0 + tx

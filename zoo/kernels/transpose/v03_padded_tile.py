@@ -16,6 +16,7 @@ Measured:
     a.T), 27 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out, a.T):
     10000x7777: 82.5%. From results/nvidia-h200.json.
 """
+
 from numba import cuda, float32
 
 from zoo.device.jit import jit
@@ -29,15 +30,15 @@ MAX_GRID_Y = 65535
 def transpose_kernel(a, out):
     tile = cuda.shared.array((TILE, PADDED), float32)
     rows, cols = a.shape
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
+    tx = cuda.threadIdx.x  # tile column when loading, tile row when storing
+    ty = cuda.threadIdx.y  # tile row when loading, tile column when storing
     col0 = cuda.blockIdx.x * TILE
     for row0 in range(cuda.blockIdx.y * TILE, rows, cuda.gridDim.y * TILE):
         row, col = row0 + ty, col0 + tx
         if row < rows and col < cols:
             tile[ty, tx] = a[row, col]
         cuda.syncthreads()  # the whole tile is loaded before any thread reads another's element
-        r, c = col0 + ty, row0 + tx
+        r, c = col0 + ty, row0 + tx  # out row = an input column; along the warp, x walks the input rows
         if r < cols and c < rows:
             out[r, c] = tile[tx, ty]  # column read: 33-word stride, 32 different banks
         cuda.syncthreads()  # everyone is done reading before the next pass overwrites the tile

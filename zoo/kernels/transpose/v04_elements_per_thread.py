@@ -23,11 +23,12 @@ Measured:
     cupy.copyto(out, a.T), 38 registers, occupancy bound 75%. Other sizes, % of
     cupy.copyto(out, a.T): 10000x7777: 214.6%. From results/nvidia-h200.json.
 """
+
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
+from zoo.errors import OutOfRange
 
 TILE = 32
 PADDED = TILE + 1  # v03's padding: a tile column spans all 32 banks
@@ -39,8 +40,8 @@ LIMIT = 2**31  # elements; every index sum below (row0 + grid step included) the
 @jit
 def transpose_kernel(a, out, rows, cols):
     tile = cuda.shared.array((TILE, PADDED), float32)
-    tx = uint32(cuda.threadIdx.x)
-    ty = uint32(cuda.threadIdx.y)
+    tx = uint32(cuda.threadIdx.x)  # tile column (loads), tile row (stores)
+    ty = uint32(cuda.threadIdx.y)  # first of the four tile rows (loads) / columns (stores), 8 apart
     col0 = uint32(cuda.blockIdx.x) * uint32(TILE)
     row0 = uint32(cuda.blockIdx.y) * uint32(TILE)
     step = uint32(cuda.gridDim.y) * uint32(TILE)
@@ -62,8 +63,10 @@ def transpose_kernel(a, out, rows, cols):
 
 def validate(a):
     if a.size >= LIMIT:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: the matrix must have fewer "
-                         f"than 2^31 elements, got {a.size}")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: the matrix must have fewer "
+            f"than 2^31 elements, got {a.size}"
+        )
 
 
 def launch(a, out):

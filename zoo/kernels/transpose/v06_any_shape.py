@@ -9,9 +9,7 @@ Changes:
     rows apart, two halves of 32 columns), all loads issued before the first
     shared store. ``build(wide_load, wide_store)`` makes each of the four
     kernels; v04's kernel is no longer used. ``launch_bounds=(256, 4)`` tells
-    ptxas that four blocks must fit on an SM (at most 64 registers a thread;
-    it settles on 46-54 for the four kernels, no spills, where v05 used 54
-    and the float4-load, scalar-store kernel 72 without the bound).
+    ptxas that four blocks must fit on an SM.
 
 Why it is faster:
     v05 fell back to v04 for any shape with an odd side, and v04 keeps only 16
@@ -27,14 +25,15 @@ Measured:
     cupy.copyto(out, a.T), 48 registers, occupancy bound 62%. Other sizes, % of
     cupy.copyto(out, a.T): 10000x7777: 322.9%. From results/nvidia-h200.json.
 """
+
 import functools
 
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, store_float4
+from zoo.errors import OutOfRange
 
 TILE = 64
 PADDED = TILE + 1  # rows start one bank apart
@@ -46,12 +45,15 @@ QUAD_PASSES = TILE // QUAD_ROWS  # 4 float4 per thread
 WARPS = THREADS // 32  # 8 tile rows per scalar pass
 ROW_PASSES = TILE // WARPS  # 8 scalar passes, each two 32-column halves
 STAGED = 16  # elements per thread on either side: 4 float4 or 8 x 2 scalars
-MIN_BLOCKS_PER_SM = 4  # caps registers at 64 a thread: 1024 threads and 64 KB of loads in flight per SM
+# launch_bounds: caps registers at 64 a thread, for 1024 threads and 64 KB of loads in flight per SM. ptxas
+# settles on 46-54 for the four kernels, no spills, where v05 used 54 and the float4-load, scalar-store kernel
+# 72 without the bound.
+MIN_BLOCKS_PER_SM = 4
 MAX_GRID_Y = 65535
 LIMIT = 2**31  # elements; every uint32 index sum stays below 2^32
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(wide_load, wide_store):
     """The kernel for one choice of widths (closure constants: the untaken branches compile away)."""
 
@@ -60,23 +62,24 @@ def build(wide_load, wide_store):
         tile = cuda.shared.array(TILE_WORDS, float32)
         staged = cuda.local.array(STAGED, float32)  # constant indices only: registers
         tid = uint32(cuda.threadIdx.x)
-        q = tid % uint32(QUADS) * uint32(4)  # float4 side: first of four columns (load) / rows (store)
-        r = tid // uint32(QUADS)
-        lane = tid % uint32(32)  # scalar side: one warp per tile row
-        warp = tid // uint32(32)
+        first_of_four = tid % uint32(QUADS) * uint32(4)  # float4 side: first of four columns (load) / rows (store)
+        row_in_pass = tid // uint32(QUADS)  # float4 side: tile row within a 16-row pass (load) / column (store)
+        lane = tid % uint32(32)  # scalar side: column within a 32-column half (load) / row (store)
+        warp = tid // uint32(32)  # scalar side: one warp per tile row (load) / column (store), 8 apart
         col0 = uint32(cuda.blockIdx.x) * uint32(TILE)
         row0 = uint32(cuda.blockIdx.y) * uint32(TILE)
         step = uint32(cuda.gridDim.y) * uint32(TILE)
         while row0 < rows:
             if wide_load:
-                col = col0 + q
+                col = col0 + first_of_four
                 for p in range(QUAD_PASSES):  # four 16-byte loads in flight
-                    row = row0 + r + uint32(p * QUAD_ROWS)
+                    row = row0 + row_in_pass + uint32(p * QUAD_ROWS)
                     if row < rows and col < cols:  # cols % 4 == 0: the float4 is wholly in or out
-                        (staged[4 * p], staged[4 * p + 1],
-                         staged[4 * p + 2], staged[4 * p + 3]) = load_float4(a, row * cols + col)
+                        (staged[4 * p], staged[4 * p + 1], staged[4 * p + 2], staged[4 * p + 3]) = load_float4(
+                            a, row * cols + col
+                        )
                 for p in range(QUAD_PASSES):  # garbage outside the matrix is never written out
-                    at = (r + uint32(p * QUAD_ROWS)) * uint32(PADDED) + q
+                    at = (row_in_pass + uint32(p * QUAD_ROWS)) * uint32(PADDED) + first_of_four
                     for k in range(4):
                         tile[at + uint32(k)] = staged[4 * p + k]
             else:
@@ -91,20 +94,27 @@ def build(wide_load, wide_store):
                         tile[(warp + uint32(p * WARPS)) * uint32(PADDED) + lane + uint32(32 * h)] = staged[2 * p + h]
             cuda.syncthreads()  # the tile is complete before it is read across
             if wide_store:
-                c = row0 + q  # out column: four consecutive input rows
+                out_col = row0 + first_of_four  # out column: four consecutive input rows
                 for p in range(QUAD_PASSES):
-                    j = r + uint32(p * QUAD_ROWS)  # tile column = out row offset
-                    if col0 + j < cols and c < rows:  # rows % 4 == 0: whole float4 again
-                        at = q * uint32(PADDED) + j
-                        store_float4(out, (col0 + j) * rows + c, tile[at], tile[at + uint32(PADDED)],
-                                     tile[at + uint32(2 * PADDED)], tile[at + uint32(3 * PADDED)])
+                    col_in_tile = row_in_pass + uint32(p * QUAD_ROWS)  # tile column = out row offset
+                    if col0 + col_in_tile < cols and out_col < rows:  # rows % 4 == 0: whole float4 again
+                        at = first_of_four * uint32(PADDED) + col_in_tile
+                        store_float4(
+                            out,
+                            (col0 + col_in_tile) * rows + out_col,
+                            tile[at],
+                            tile[at + uint32(PADDED)],
+                            tile[at + uint32(2 * PADDED)],
+                            tile[at + uint32(3 * PADDED)],
+                        )
             else:
                 for p in range(ROW_PASSES):
-                    j = warp + uint32(p * WARPS)  # tile column = out row offset
+                    col_in_tile = warp + uint32(p * WARPS)  # tile column = out row offset
                     for h in range(2):
-                        i = lane + uint32(32 * h)  # tile row = out column offset
-                        if col0 + j < cols and row0 + i < rows:
-                            out[(col0 + j) * rows + row0 + i] = tile[i * uint32(PADDED) + j]  # 65-word stride
+                        row_in_tile = lane + uint32(32 * h)  # tile row = out column offset
+                        if col0 + col_in_tile < cols and row0 + row_in_tile < rows:
+                            at = row_in_tile * uint32(PADDED) + col_in_tile  # down a tile column: 65-word stride
+                            out[(col0 + col_in_tile) * rows + row0 + row_in_tile] = tile[at]
             cuda.syncthreads()  # reads are done before the next pass overwrites the tile
             row0 += step
 
@@ -119,8 +129,10 @@ def widths(a, out):
 
 def validate(a):
     if a.size >= LIMIT:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: the matrix must have fewer "
-                         f"than 2^31 elements, got {a.size}")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: the matrix must have fewer "
+            f"than 2^31 elements, got {a.size}"
+        )
 
 
 def launch(a, out):

@@ -9,39 +9,30 @@ Changes:
     along one tile row. Nothing else changes.
 
 Why it is faster:
-    In row order, the blocks resident at one moment read one band of input
-    rows and write one band of out *columns*: every out row receives 256 bytes
-    at the same offset, 4 * rows bytes apart. With a power-of-two row length
-    (16384 floats = 64 KB) those addresses share their low bits, and if the
-    memory's channel interleave maps them to few DRAM channels, the writes
-    queue on those channels while others idle ("partition camping", the
-    reason for the diagonal order in NVIDIA's 2009 transpose paper on the
-    GT200). The diagonal order spreads concurrent
-    writes over many out columns and concurrent reads over many input rows.
-    Hopper hashes addresses across channels, which may already remove the
-    effect, and on the H200 it does not pay. Timed against v06 in one process
-    on the same arrays (eight allocations, 16384^2 and 10000 x 7777), the
-    diagonal order was 1 to 6 points of copy bandwidth lower every time
-    (16384^2: 68-80% of copy against 71-81%). The step stays as the measured
-    answer to a classic question, the last one because it is not faster.
-    (Those A/B figures predate the harness's hold of the GPU before each
-    sample, which added the host's launch preparation to every sample of
-    both; in the tables below, timed with the hold, v07 is 1.6 points of copy
-    bandwidth below v06 at 16384^2 and 8 points below at 10000 x 7777.)
+    It is not, on the H200: it is the measured answer to a classic question.
+    In row order, the blocks resident at one moment write one band of out
+    *columns*, the same offset of many out rows, 4 * rows bytes apart. With a
+    power-of-two row length those addresses share their low bits and can queue
+    on a few DRAM channels while others idle ("partition camping", why NVIDIA's
+    2009 transpose paper on the GT200 used this order). The diagonal spreads
+    concurrent writes over many out columns. Hopper hashes addresses across
+    channels, which may already remove the effect: here v07 trails v06 by 1.6
+    points of copy bandwidth at 16384^2 and 8 at 10000 x 7777 (the last step).
 
 Measured:
     NVIDIA H200, size 16384x16384: 3,959 GB/s (542 us a call), 345.1% of
     cupy.copyto(out, a.T), 56 registers, occupancy bound 50%. Other sizes, % of
     cupy.copyto(out, a.T): 10000x7777: 301.6%. From results/nvidia-h200.json.
 """
+
 import functools
 
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo.errors import OutOfRange
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, store_float4
+from zoo.errors import OutOfRange
 
 TILE = 64
 PADDED = TILE + 1  # rows start one bank apart
@@ -58,7 +49,7 @@ MAX_GRID_Y = 65535
 LIMIT = 2**31  # elements; every uint32 index sum stays below 2^32
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(wide_load, wide_store):
     """The kernel for one choice of widths (closure constants: the untaken branches compile away)."""
 
@@ -67,13 +58,16 @@ def build(wide_load, wide_store):
         tile = cuda.shared.array(TILE_WORDS, float32)
         staged = cuda.local.array(STAGED, float32)  # constant indices only: registers
         tid = uint32(cuda.threadIdx.x)
-        q = tid % uint32(QUADS) * uint32(4)  # float4 side: first of four columns (load) / rows (store)
-        r = tid // uint32(QUADS)
-        lane = tid % uint32(32)  # scalar side: one warp per tile row
-        warp = tid // uint32(32)
+        first_of_four = tid % uint32(QUADS) * uint32(4)  # float4 side: first of four columns (load) / rows (store)
+        row_in_pass = tid // uint32(QUADS)  # float4 side: tile row within a 16-row pass (load) / column (store)
+        lane = tid % uint32(32)  # scalar side: column within a 32-column half (load) / row (store)
+        warp = tid // uint32(32)  # scalar side: one warp per tile row (load) / column (store), 8 apart
         width = uint32(cuda.gridDim.x)
         height = uint32(cuda.gridDim.y)
         block = uint32(cuda.blockIdx.x) + width * uint32(cuda.blockIdx.y)  # launch order
+        # Timed against v06 in one process on the same arrays (eight allocations, 16384^2 and 10000 x 7777,
+        # before the harness held the GPU before each sample), this order was 1 to 6 points of copy bandwidth
+        # lower every time (16384^2: 68-80% of copy against 71-81%).
         tile_row = block % height  # consecutive blocks: consecutive tile rows ...
         tile_col = (block // height + tile_row) % width  # ... and a diagonal of tile columns
         col0 = tile_col * uint32(TILE)
@@ -81,14 +75,15 @@ def build(wide_load, wide_store):
         step = uint32(cuda.gridDim.y) * uint32(TILE)
         while row0 < rows:
             if wide_load:
-                col = col0 + q
+                col = col0 + first_of_four
                 for p in range(QUAD_PASSES):  # four 16-byte loads in flight
-                    row = row0 + r + uint32(p * QUAD_ROWS)
+                    row = row0 + row_in_pass + uint32(p * QUAD_ROWS)
                     if row < rows and col < cols:  # cols % 4 == 0: the float4 is wholly in or out
-                        (staged[4 * p], staged[4 * p + 1],
-                         staged[4 * p + 2], staged[4 * p + 3]) = load_float4(a, row * cols + col)
+                        (staged[4 * p], staged[4 * p + 1], staged[4 * p + 2], staged[4 * p + 3]) = load_float4(
+                            a, row * cols + col
+                        )
                 for p in range(QUAD_PASSES):  # garbage outside the matrix is never written out
-                    at = (r + uint32(p * QUAD_ROWS)) * uint32(PADDED) + q
+                    at = (row_in_pass + uint32(p * QUAD_ROWS)) * uint32(PADDED) + first_of_four
                     for k in range(4):
                         tile[at + uint32(k)] = staged[4 * p + k]
             else:
@@ -103,20 +98,27 @@ def build(wide_load, wide_store):
                         tile[(warp + uint32(p * WARPS)) * uint32(PADDED) + lane + uint32(32 * h)] = staged[2 * p + h]
             cuda.syncthreads()  # the tile is complete before it is read across
             if wide_store:
-                c = row0 + q  # out column: four consecutive input rows
+                out_col = row0 + first_of_four  # out column: four consecutive input rows
                 for p in range(QUAD_PASSES):
-                    j = r + uint32(p * QUAD_ROWS)  # tile column = out row offset
-                    if col0 + j < cols and c < rows:  # rows % 4 == 0: whole float4 again
-                        at = q * uint32(PADDED) + j
-                        store_float4(out, (col0 + j) * rows + c, tile[at], tile[at + uint32(PADDED)],
-                                     tile[at + uint32(2 * PADDED)], tile[at + uint32(3 * PADDED)])
+                    col_in_tile = row_in_pass + uint32(p * QUAD_ROWS)  # tile column = out row offset
+                    if col0 + col_in_tile < cols and out_col < rows:  # rows % 4 == 0: whole float4 again
+                        at = first_of_four * uint32(PADDED) + col_in_tile
+                        store_float4(
+                            out,
+                            (col0 + col_in_tile) * rows + out_col,
+                            tile[at],
+                            tile[at + uint32(PADDED)],
+                            tile[at + uint32(2 * PADDED)],
+                            tile[at + uint32(3 * PADDED)],
+                        )
             else:
                 for p in range(ROW_PASSES):
-                    j = warp + uint32(p * WARPS)  # tile column = out row offset
+                    col_in_tile = warp + uint32(p * WARPS)  # tile column = out row offset
                     for h in range(2):
-                        i = lane + uint32(32 * h)  # tile row = out column offset
-                        if col0 + j < cols and row0 + i < rows:
-                            out[(col0 + j) * rows + row0 + i] = tile[i * uint32(PADDED) + j]  # 65-word stride
+                        row_in_tile = lane + uint32(32 * h)  # tile row = out column offset
+                        if col0 + col_in_tile < cols and row0 + row_in_tile < rows:
+                            at = row_in_tile * uint32(PADDED) + col_in_tile  # down a tile column: 65-word stride
+                            out[(col0 + col_in_tile) * rows + row0 + row_in_tile] = tile[at]
             cuda.syncthreads()  # reads are done before the next pass overwrites the tile
             row0 += step
 
@@ -131,8 +133,10 @@ def widths(a, out):
 
 def validate(a):
     if a.size >= LIMIT:
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: the matrix must have fewer "
-                         f"than 2^31 elements, got {a.size}")
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} indexes with uint32: the matrix must have fewer "
+            f"than 2^31 elements, got {a.size}"
+        )
 
 
 def launch(a, out):

@@ -4,6 +4,7 @@ Vector addition does one FLOP per 12 bytes moved, so no kernel can be limited by
 arithmetic: the only question is how close it comes to copy bandwidth. The
 baseline is CuPy's own elementwise add.
 """
+
 import numpy as np
 
 ORDER = 10

@@ -20,6 +20,7 @@ launch function on numba arrays), the zoo's ``Variant.__call__`` on numba and on
 CuPy arrays (input validation, output allocation or checks, then the launch),
 ``cupy.add``, and the same n elements done by many launches of 1024 elements.
 """
+
 import time
 
 import numpy as np
@@ -64,12 +65,13 @@ def _series(n, a, b, c):
         out["Variant.__call__, cupy arrays, out given"] = (lambda: v(ca, cb, out=cc), 1)
         out["cupy.add, out given"] = (lambda: cupy.add(ca, cb, out=cc), 1)
     if n >= TINY and n // TINY <= 256:  # a few hundred launches stay within the driver's launch queue
-        pieces = [(da[i:i + TINY], db[i:i + TINY], dc[i:i + TINY]) for i in range(0, n - n % TINY, TINY)]
+        pieces = [(da[i : i + TINY], db[i : i + TINY], dc[i : i + TINY]) for i in range(0, n - n % TINY, TINY)]
         tiny = step.add_kernel[TINY // step.THREADS_PER_BLOCK, step.THREADS_PER_BLOCK]
 
         def many():
             for pa, pb, pc in pieces:
                 tiny(pa, pb, pc)
+
         out[f"{n // TINY} launches of {TINY}"] = (many, len(pieces))
     return out
 
@@ -132,8 +134,7 @@ def measure(args):
     raw = [r for r in rows if r["series"] == "numba launch, numba arrays" and r.get("launch_bound") is not None]
     if raw:
         free = [r["n"] for r in raw if not r["launch_bound"]]
-        rows.append(dict(series="launch-bound below n", n=min(free) if free else None,
-                         host_us=None, device_us=None))
+        rows.append(dict(series="launch-bound below n", n=min(free) if free else None, host_us=None, device_us=None))
     return rows
 
 
@@ -145,14 +146,25 @@ def plot(rows, device_name):
     many = [s for s in names if "launches of" in s]
     for name in [s for s in names if s not in many]:
         mine = sorted((r for r in rows if r["series"] == name), key=lambda r: r["n"])
-        line, = ax.plot([r["n"] for r in mine], [r["host_us"] for r in mine], marker="o", label=f"{name}: host")
+        (line,) = ax.plot([r["n"] for r in mine], [r["host_us"] for r in mine], marker="o", label=f"{name}: host")
         if any(isinstance(r.get("device_us"), (int, float)) for r in mine):
-            ax.plot([r["n"] for r in mine], [r["device_us"] for r in mine], marker="x", ls=":",
-                    color=line.get_color(), label=f"{name}: GPU")
+            ax.plot(
+                [r["n"] for r in mine],
+                [r["device_us"] for r in mine],
+                marker="x",
+                ls=":",
+                color=line.get_color(),
+                label=f"{name}: GPU",
+            )
     mine = sorted((r for r in rows if r["series"] in many), key=lambda r: r["n"])
     if mine:
-        ax.plot([r["n"] for r in mine], [r["host_us"] for r in mine], marker="s", color="black",
-                label=f"launches of {TINY} elements: host")
+        ax.plot(
+            [r["n"] for r in mine],
+            [r["host_us"] for r in mine],
+            marker="s",
+            color="black",
+            label=f"launches of {TINY} elements: host",
+        )
     threshold = [r["n"] for r in rows if r["series"] == "launch-bound below n" and isinstance(r.get("n"), int)]
     if threshold:
         ax.axvline(threshold[0], color="grey", ls="--")
@@ -174,16 +186,22 @@ BARE = "numba launch, numba arrays"
 
 def findings(rows):
     """Host time per call of each series at FINDINGS_N, against a bare numba launch, and where launches stop binding."""
-    at = {r["series"]: r["host_us"] for r in rows if r.get("n") == FINDINGS_N
-          and isinstance(r.get("host_us"), (int, float)) and "launches of" not in r["series"]}
+    at = {
+        r["series"]: r["host_us"]
+        for r in rows
+        if r.get("n") == FINDINGS_N and isinstance(r.get("host_us"), (int, float)) and "launches of" not in r["series"]
+    }
     lines = []
     if BARE in at:
         bare = at.pop(BARE)
-        lines.append(f"host time per call at n = {FINDINGS_N:,}, against a bare numba launch on numba arrays "
-                     f"({bare:,.1f} us): " + "; ".join(f"{name} {us:,.1f} us ({us - bare:+,.1f})"
-                                                    for name, us in at.items()))
+        lines.append(
+            f"host time per call at n = {FINDINGS_N:,}, against a bare numba launch on numba arrays "
+            f"({bare:,.1f} us): " + "; ".join(f"{name} {us:,.1f} us ({us - bare:+,.1f})" for name, us in at.items())
+        )
     threshold = [r["n"] for r in rows if r.get("series") == "launch-bound below n" and isinstance(r.get("n"), int)]
     if threshold:
-        lines.append(f"a single bare launch is launch-bound (the host takes longer to issue it than the GPU to "
-                     f"run it) below n = {threshold[0]:,}")
+        lines.append(
+            f"a single bare launch is launch-bound (the host takes longer to issue it than the GPU to "
+            f"run it) below n = {threshold[0]:,}"
+        )
     return lines

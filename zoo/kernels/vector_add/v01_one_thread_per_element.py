@@ -15,6 +15,7 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.add: 1048576: 19.5%,
     16777216: 133.4%. From results/nvidia-h200.json.
 """
+
 from numba import cuda
 
 from zoo.device.jit import jit

@@ -17,10 +17,11 @@ Measured:
     registers, occupancy bound 100%. Other sizes, % of cupy.add: 1048576: 18.8%,
     16777216: 136.7%. From results/nvidia-h200.json.
 """
+
 from numba import cuda
 
-from zoo.device.jit import jit
 from zoo.device import sm_count
+from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
