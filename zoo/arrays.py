@@ -2,9 +2,11 @@
 
 A variant called with NumPy arrays copies them to the GPU and returns NumPy; called
 with CuPy or numba device arrays it works in place on the device and returns the
-same kind. Kernels always receive numba device arrays (CuPy arrays are wrapped
-without a copy through ``__cuda_array_interface__``): numba launches them with
-less host overhead than CuPy objects.
+same kind. On the GPU, CuPy arrays go to the step as they are: the lean launch
+(``zoo.device.launch``) reads their pointer, shape and strides directly, the
+cheapest path there is. With ``ZOO_LAUNCH=numba`` (numba launches every kernel)
+they are wrapped once in a numba view instead (``cupy_view``), which numba launches
+with less host time than a CuPy object.
 """
 
 import weakref
@@ -12,16 +14,25 @@ import weakref
 import numpy as np
 from numba import cuda
 
+from zoo import SIMULATOR as _SIMULATOR
+from zoo.device import launch as lean_launch
 from zoo.device.memory import address  # noqa: F401 (host code asks arrays for it too)
 
 NUMPY, CUPY, NUMBA = "numpy", "cupy", "numba"
 
 
+_LIBRARY = {np.ndarray: NUMPY}  # type -> library: every call asks, for every array
+
+
 def library_of(x):
     """Which family of array ``x`` is, or TypeError for anything else."""
+    found = _LIBRARY.get(type(x))
+    if found is not None:
+        return found
     if isinstance(x, np.ndarray):
         return NUMPY
     if type(x).__module__.split(".")[0] == "cupy":
+        _LIBRARY[type(x)] = CUPY
         return CUPY
     if hasattr(x, "copy_to_host"):  # numba DeviceNDArray, or the simulator's FakeCUDAArray
         return NUMBA
@@ -29,6 +40,9 @@ def library_of(x):
 
 
 def common_kind(arrays):
+    first = library_of(arrays[0])
+    if len(arrays) == 1 or all(library_of(a) == first for a in arrays):
+        return first
     kinds = {library_of(a) for a in arrays}
     if len(kinds) > 1:
         raise TypeError(f"arrays of mixed kinds ({', '.join(sorted(kinds))}): pass all host or all device arrays")
@@ -36,17 +50,23 @@ def common_kind(arrays):
 
 
 def is_c_contiguous(x):
-    if hasattr(x, "is_c_contiguous"):  # numba device array
+    if library_of(x) == NUMBA:
         return x.is_c_contiguous()
     return bool(x.flags.c_contiguous)
 
 
+# CuPy arrays reach the kernels unwrapped when the lean launch packs them (not in the simulator, whose
+# kernels index NumPy-like arrays, nor under ZOO_LAUNCH=numba)
+CUPY_AS_IS = not _SIMULATOR and lean_launch.ENABLED
+
+
 def to_device(x):
-    """A numba device array holding ``x`` (copied from the host, or a zero-copy view)."""
+    """What a step's launch gets for ``x``: a copy on the device of a host array, a device array as it is
+    (a CuPy array as it is for the lean launch, else a zero-copy numba view)."""
     k = library_of(x)
     if k == NUMPY:
         return cuda.to_device(x)
-    if k == CUPY:
+    if k == CUPY and not CUPY_AS_IS:
         return cupy_view(x)
     return x
 
@@ -98,7 +118,7 @@ def device_empty(shape, dtype, like_kind):
         import cupy
 
         out = cupy.empty(shape, dtype=dtype)
-        return cupy_view(out), out
+        return (out if CUPY_AS_IS else cupy_view(out)), out
     out = cuda.device_array(shape, dtype=dtype)
     return out, out
 

@@ -255,7 +255,7 @@ def cmd_run(args):
     runs, any_failed = {}, False
     plan = [(fam, _cases(fam, args.size, fam.BENCH_SIZES)) for fam in fams]
     with Progress(console=console, transient=True) as progress:
-        total = sum((len(f.variants) + len(f.baselines)) * len(c) for f, c in plan)
+        total = sum((len(f.variants) + len(f.baselines) + len(f.cpu_rows)) * len(c) for f, c in plan)
         task = progress.add_task("timing", total=total)
         for fam, cases in plan:
             for size, kind in cases:
@@ -269,6 +269,15 @@ def cmd_run(args):
                         )
                     )
                     progress.advance(task)
+                for name in fam.cpu_rows:
+                    progress.update(task, description=f"{fam.name} {key}: {name} on the CPU")
+                    try:
+                        measured.append(
+                            harness.measure_cpu(fam, size, kind=kind, name=name, baseline_ms=measured[0].ms)
+                        )
+                    except OutOfRange:  # a CPU row that would take minutes at this size
+                        pass
+                    progress.advance(task)
                 for v in fam:
                     progress.update(task, description=f"{fam.name} {key}: {v.name}")
                     try:
@@ -278,6 +287,9 @@ def cmd_run(args):
                     progress.advance(task)
                     if m is not None:
                         measured.append(m)
+                cpu = [m for m in measured if m.name in fam.cpu_rows]
+                for m in measured:  # every row against the first CPU row of the same run
+                    m.over_cpu = cpu[0].ms / m.ms if cpu and m.ms else float("nan")
                 any_failed |= any(m.correct is False for m in measured)
                 runs.setdefault(fam.name, {})[key] = measured
                 console.print(_run_table(fam, key, measured))
@@ -297,6 +309,7 @@ def _run_table(fam, key, measured):
         "GFLOP/s",
         "GB/s",
         f"% of {fam.BASELINE}",
+        "x CPU",
         "regs",
         "smem B",
         "local B",
@@ -306,13 +319,15 @@ def _run_table(fam, key, measured):
         table.add_column(col, justify="right" if col != "variant" else "left")
     for m in measured:
         r = m.resources
-        correct = {True: "[green]yes[/]", False: "[red]NO[/]", None: "-" if m.name in fam.baselines else "demo"}
+        library = m.name in fam.baselines or m.name in fam.cpu_rows
+        correct = {True: "[green]yes[/]", False: "[red]NO[/]", None: "-" if library else "demo"}
         table.add_row(
             m.name,
             _fmt(m.ms, ".4f"),
             _fmt(m.gflops if fam.flops(size) else None, ",.0f"),
             _fmt(m.gbps, ",.0f"),
             _fmt(100 * m.ratio, ".1f"),
+            _fmt(m.over_cpu, ",.1f"),
             str(r.get("registers", "-")),
             str(r.get("shared_bytes", "-")),
             str(r.get("local_bytes", "-")),
@@ -380,7 +395,7 @@ def cmd_tune(args):
                 note,
             )
         console.print(out)
-    console.print(f"saved to {sweep.path().relative_to(results.ROOT)}; v10 to v12 launch each class's fastest shape")
+    console.print(f"saved to {sweep.path().relative_to(results.ROOT)}; v10 to v15 launch each class's fastest shape")
 
 
 # -- report / doctor ----------------------------------------------------------

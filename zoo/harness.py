@@ -199,6 +199,34 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
     return Timing(statistics.median(samples), q[0], q[2], len(samples), batch, samples)
 
 
+def time_wall(launch, *, min_samples=10, max_samples=200, budget_s=1.0):
+    """Median wall-clock time of ``launch(i)`` in ms as the host sees it: each sample is one call and a
+    synchronization, between two ``time.perf_counter`` readings.
+
+    For a family whose lesson is the host's cost (WALL_TIME in its spec: a loop of launches too small to
+    keep the GPU busy), device time behind a hold would hide exactly what is taught. One call compiles
+    and warms up first.
+    """
+    if SIMULATOR:
+        raise RuntimeError("timings need a GPU: the simulator measures nothing")
+    launch(0)
+    cuda.synchronize()
+    samples, calls = [], 1
+    while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) < budget_s * 1e3):
+        began = time.perf_counter()
+        launch(calls)
+        cuda.synchronize()
+        samples.append((time.perf_counter() - began) * 1e3)
+        calls += 1
+    q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
+    return Timing(statistics.median(samples), q[0], q[2], len(samples), 1, samples)
+
+
+def _timer(fam):
+    """time_launches (device time behind a hold), or time_wall for a family that sets WALL_TIME."""
+    return time_wall if getattr(fam.module, "WALL_TIME", False) else time_launches
+
+
 def input_sets(host_inputs):
     """Device copies of the inputs, as many sets as it takes to exceed twice the L2 cache.
 
@@ -220,6 +248,7 @@ class Measurement:
     gflops: float
     gbps: float
     ratio: float = math.nan  # throughput relative to the baseline in the same run
+    over_cpu: float = math.nan  # times faster than the family's first CPU row in the same run
     correct: object = None  # True/False, or None when not checked (demonstrations)
     error: float = math.nan
     resources: dict = field(default_factory=dict)
@@ -275,7 +304,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params
         )
         ok, err, _ = compare(arrays.host(out), ref, fam.tolerance(size))
         correct = ok
-    timing = time_launches(lambda i: variant.launch(sets[i % len(sets)], out, **params))
+    timing = _timer(fam)(lambda i: variant.launch(sets[i % len(sets)], out, **params))
     gflops, gbps = _rates(fam, size, timing.median_ms)
     m = Measurement(
         variant.name,
@@ -315,10 +344,81 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     ok, err = None, math.nan  # a ceiling (CEILINGS) times the bound, not the family's result
     if name not in fam.ceilings:
         ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size))
-    timing = time_launches(lambda i: call(*cupy_sets[i % len(cupy_sets)], out))
+    timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out))
     gflops, gbps = _rates(fam, size, timing.median_ms)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
     return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio, correct=ok, error=err)
+
+
+# -- the CPU beside the GPU ------------------------------------------------------
+CPU_BUDGET_S = 1.0  # host seconds a CPU row is timed for (at least 3 calls, or 1 when a call takes longer)
+
+
+def cpu_threads(threads):
+    """How many threads a CPU row runs on: 'one', 'blas' (NumPy's BLAS pool) or 'numba' (numba's pool)."""
+    import os
+
+    if threads == "numba":
+        import numba
+
+        return numba.get_num_threads()
+    if threads == "blas":
+        try:
+            from threadpoolctl import threadpool_info
+
+            pools = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+            if pools:
+                return max(pools)
+        except ImportError:  # threadpoolctl is optional: OpenBLAS and MKL default to every core
+            pass
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 1
+
+
+def cpu_name():
+    """The host processor's model name, as /proc/cpuinfo gives it (or the platform's word for it)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, **params):
+    """Time one of the family's CPU rows (``fam.cpu_rows[name]``) on the host inputs; checked like a baseline."""
+    fn, threads = fam.cpu_rows[name]
+    host_inputs = fam.inputs(size, seed, kind)
+    result = fn(*host_inputs, **params)  # also compiles a numba row: not timed
+    ok, err, _ = compare(np.asarray(result), _reference(fam.name, size, seed, kind), fam.tolerance(size))
+    samples, spent = [], 0.0
+    while True:  # the budget's worth of calls, at least three unless they take twice the budget
+        start = time.perf_counter()
+        fn(*host_inputs, **params)
+        samples.append((time.perf_counter() - start) * 1e3)
+        spent += samples[-1] / 1e3
+        if spent >= CPU_BUDGET_S and (len(samples) >= 3 or spent >= 2 * CPU_BUDGET_S):
+            break
+    ms = statistics.median(samples)
+    q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
+    gflops, gbps = _rates(fam, size, ms)
+    ratio = baseline_ms / ms if baseline_ms else math.nan
+    return Measurement(
+        name,
+        size,
+        ms,
+        (q[2] - q[0]) / ms if ms else 0.0,
+        gflops,
+        gbps,
+        ratio=ratio,
+        correct=ok,
+        error=err,
+        resources={"threads": cpu_threads(threads), "cpu": cpu_name()},
+    )
 
 
 # -- resources (GPU) ----------------------------------------------------------

@@ -6,7 +6,8 @@ docstring holding the headings Changes, Why it is faster and Measured, and a
 ``launch(*inputs, out, **params)`` function. A step that launches an earlier
 step's kernel unchanged, only differently (other tiles, another plan), imports
 that step and names it ``BASE = "vNN"``: its Changes, ``zoo diff`` and the
-walkthrough's diff are then against the base rather than the step before. More family folders can be added
+walkthrough's diff are then against the base rather than the step before. A step
+copied from an earlier step other than the one before it says ``FROM = "vNN"``. More family folders can be added
 with ``ZOO_KERNEL_PATH`` (folders separated like PATH), which is how a test adds
 a throwaway family.
 
@@ -24,9 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from zoo import SIMULATOR, arrays
+from zoo.device import launch as lean_launch
 
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
 BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
+FROM_LINE = re.compile(r"^FROM\s*=\s*[\"'](v\d{2})[\"']", re.M)
 HEADINGS = ("Changes", "Why it is faster", "Measured")
 
 # name: what the family spec provides
@@ -62,6 +65,12 @@ OPTIONAL_SPEC = {
     "`zoo check` and the GPU tests still check every kind at every size",
     "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
     "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
+    "CPU": "{row name: (fn(*host_inputs) -> result, threads)}: the computation as a user would run it on the host "
+    "in the family's dtype (NumPy, NumPy's BLAS, numba's @njit(parallel=True)); threads is 'one', 'blas' or "
+    "'numba'. `zoo run` times each beside the GPU rows, checks it like a baseline and gives every row its "
+    "'x over CPU' against the first",
+    "WALL_TIME": "True: the figures are the host's wall-clock time per call (a call and a synchronization), "
+    "not the device's time behind a hold: for a family whose lesson is the host's cost of launching",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
     "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
     "PINNED = True is timed on page-locked ones",
@@ -132,12 +141,24 @@ class Variant:
         m = BASE_LINE.search(self.source)
         return self.family[m.group(1)] if m else None
 
+    @functools.cached_property
+    def copied_from(self):
+        """The earlier step this file was copied from when it is not the step before (its ``FROM = "vNN"``), or None."""
+        m = FROM_LINE.search(self.source)
+        return self.family[m.group(1)] if m else None
+
     @property
     def compared_with(self):
-        """What this step's Changes and diff are written against: its base, else the step before (None for v01)."""
+        """What this step's Changes and diff are written against: its base, the step it was copied from, else the
+        step before (None for v01)."""
         if self.base is not None:
             return self.base
-        return self.family[self.number - 1] if self.number > 1 else None
+        if self.copied_from is not None:
+            return self.copied_from
+        if self.number == 1:
+            return None
+        previous = self.family[self.number - 1]
+        return previous.base or previous  # after a launch-only step, the kernel it launches is the one copied
 
     @property
     def kernels(self):
@@ -172,6 +193,15 @@ class Variant:
         handed back to the caller once ``launch`` has filled ``device_out``.
         """
         kind, (shape, dtype) = self.validate(*inputs, **params)
+        return self._place(inputs, out, kind, shape, dtype)
+
+    def _place(self, inputs, out, kind, shape, dtype):
+        """prepare's second half: the arrays the step's launch gets, once the inputs are known to be valid."""
+        if lean_launch.capture_stream is not None and (kind == arrays.NUMPY or out is None or self.family.host_inputs):
+            raise ValueError(
+                f"{self.family.name}/{self.name} in a CUDA graph: pass device arrays and out= (a copy "
+                "from the host or an allocation cannot be captured)"
+            )
         if self.family.host_inputs:  # the step moves the data itself
             result = np.empty(shape, dtype) if out is None else out
             return tuple(inputs), result, result, kind
@@ -183,24 +213,35 @@ class Variant:
                     f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
                     f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}"
                 )
-            if not arrays.is_c_contiguous(out):
+            if not (out.is_c_contiguous() if kind == arrays.NUMBA else out.flags.c_contiguous):
                 raise ValueError("out must be C-contiguous")
             if kind == arrays.NUMPY and not out.flags.writeable:
                 raise ValueError("out is read-only")
             device_out, result = arrays.to_device(out), out
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
+        if kind == arrays.CUPY and arrays.CUPY_AS_IS:  # the lean launch takes them as they are
+            return inputs, device_out, result, kind
         device_inputs = tuple(None if a is None else arrays.to_device(a) for a in inputs)
         return device_inputs, device_out, result, kind
 
     def launch(self, device_inputs, device_out, **params):
         """Launch on prepared device arrays (asynchronous on the GPU); optional inputs may be left out."""
-        device_inputs = tuple(device_inputs) + (None,) * (len(self.family.INPUTS) - len(device_inputs))
-        self.module.launch(*device_inputs, device_out, **params)
+        missing = self._input_count - len(device_inputs)
+        self.module.launch(*device_inputs, *((None,) * missing), device_out, **params)
+
+    @functools.cached_property
+    def _input_count(self):
+        return len(self.family.INPUTS)
 
     def __call__(self, *inputs, out=None, **params):
         """Run this variant: NumPy in, NumPy out; device arrays in, same kind out."""
-        device_inputs, device_out, result, kind = self.prepare(*inputs, out=out, **params)
+        family_checks, output_for, own_checks = self._checks  # validate(), inlined: this runs on every call
+        kind = family_checks(*inputs, **params)
+        shape, dtype = output_for(*inputs, **params)
+        if own_checks is not None:
+            own_checks(*inputs, **params)
+        device_inputs, device_out, result, kind = self._place(inputs, out, kind, shape, dtype)
         self.launch(device_inputs, device_out, **params)
         if kind == arrays.NUMPY and not self.family.host_inputs:
             host = device_out.copy_to_host()
@@ -306,6 +347,11 @@ class Family:
         return {"baseline": self.baseline, **getattr(self.module, "EXTRA_BASELINES", {}), **self.ceilings}
 
     @property
+    def cpu_rows(self):
+        """{row name: (fn(*host_inputs), threads)} of the host computations timed beside the GPU rows (CPU)."""
+        return dict(getattr(self.module, "CPU", {}))
+
+    @property
     def ceilings(self):
         """{row name: fn(*cupy_inputs, out)} of the rows that bound the family rather than compute its result."""
         return dict(getattr(self.module, "CEILINGS", {}))
@@ -334,9 +380,11 @@ class Family:
             absent = [h for h in HEADINGS if h not in v.sections]
             if absent:
                 raise RegistryError(f"{v.path}: docstring lacks the heading(s) " + ", ".join(f"'{h}:'" for h in absent))
-            base = BASE_LINE.search(v.path.read_text())
-            if base and not (int(base.group(1)[1:]) in by_number and int(base.group(1)[1:]) < n):
-                raise RegistryError(f"{v.path}: BASE = {base.group(1)!r} is not an earlier step of {self.name}")
+            text = v.path.read_text()
+            for what, pattern in (("BASE", BASE_LINE), ("FROM", FROM_LINE)):
+                found = pattern.search(text)
+                if found and not (int(found.group(1)[1:]) in by_number and int(found.group(1)[1:]) < n):
+                    raise RegistryError(f"{v.path}: {what} = {found.group(1)!r} is not an earlier step of {self.name}")
         return [by_number[n] for n in numbers]
 
     @property
@@ -364,7 +412,7 @@ class Family:
         """The checks every family shares; returns the arrays' kind. Raises before any launch.
 
         It runs on every call, so what it needs from the spec is read once (``_arguments``)."""
-        arguments, required = self._arguments
+        arguments, required, ndim = self._arguments
         if not required and not inputs:
             raise TypeError(f"{self.name} takes no arrays")
         if not required <= len(inputs) <= len(arguments):
@@ -383,14 +431,15 @@ class Family:
                 f"themselves (got {kind} arrays)"
             )
         dtypes = self.dtypes
+        numba_arrays = kind == arrays.NUMBA
         for name, a in given:
             if a.dtype not in dtypes:
                 raise TypeError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {np.dtype(a.dtype)}")
-            if a.ndim != self.NDIM:
-                raise ValueError(f"{name} must have {self.NDIM} dimension(s), got shape {tuple(a.shape)}")
+            if a.ndim != ndim:
+                raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(a.shape)}")
             if a.size == 0:
                 raise ValueError(f"{name} is empty (shape {tuple(a.shape)})")
-            if not arrays.is_c_contiguous(a):
+            if not (a.is_c_contiguous() if numba_arrays else a.flags.c_contiguous):
                 raise ValueError(
                     f"{name} is not C-contiguous: pass a contiguous copy "
                     "(numpy.ascontiguousarray or cupy.ascontiguousarray)"
@@ -404,9 +453,9 @@ class Family:
 
     @functools.cached_property
     def _arguments(self):
-        """(((name, optional), ...) for INPUTS, how many are required)."""
+        """(((name, optional), ...) for INPUTS, how many are required, NDIM)."""
         arguments = tuple((n.rstrip("?"), n.endswith("?")) for n in self.INPUTS)
-        return arguments, sum(not optional for _, optional in arguments)
+        return arguments, sum(not optional for _, optional in arguments), self.NDIM
 
 
 def _kernel_packages():

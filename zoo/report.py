@@ -55,20 +55,30 @@ def _pct(ratio):
 
 def family_table(fam, device_name, size, entries):
     unit, key = metric(fam, size)
+    cpu_rows = [n for n in fam.cpu_rows if n in entries]
     lines = [
-        f"| variant | ms | {unit} | % of {fam.BASELINE} | registers | occupancy bound | correct |",
-        "|---|---:|---:|---:|---:|---:|:---:|",
+        f"| variant | ms | {unit} | % of {fam.BASELINE} | x over CPU | registers | occupancy bound | correct |",
+        "|---|---:|---:|---:|---:|---:|---:|:---:|",
     ]
-    names = [n for n in fam.baselines if n in entries] + [v.name for v in fam if v.name in entries]
+    names = [n for n in fam.baselines if n in entries] + cpu_rows + [v.name for v in fam if v.name in entries]
     for m in (entries[n] for n in names):
         r = m.get("resources") or {}
-        correct = {True: "yes", False: "**no**", None: "-" if m["name"] in fam.baselines else "demo"}[m.get("correct")]
+        library = m["name"] in fam.baselines or m["name"] in fam.cpu_rows
+        correct = {True: "yes", False: "**no**", None: "-" if library else "demo"}[m.get("correct")]
         occ = r.get("occupancy")
+        label = m["name"]
+        if m["name"] in fam.cpu_rows:  # name the processor and the threads the row ran on
+            label = f"{label} (CPU: {r.get('cpu', '?')}, {r.get('threads', '?')} thread(s))"
         lines.append(
-            f"| {m['name']} | {m['ms']:.4f} | {_num(m[key])} | {_pct(m.get('ratio'))} | "
+            f"| {label} | {m['ms']:.4f} | {_num(m[key])} | {_pct(m.get('ratio'))} | {_times(m.get('over_cpu'))} | "
             f"{r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | {correct} |"
         )
     return "\n".join(lines)
+
+
+def _times(value):
+    """'12.3x', or '-' for a row measured before the CPU was timed."""
+    return "-" if value is None or value != value else f"{value:,.1f}x"
 
 
 def family_plot_path(slug, fam):

@@ -122,6 +122,8 @@ def page(fam, all_results=None):
         against = v.compared_with  # its BASE, or the step before
         if v.base is not None:
             out.append(f"Launches {v.base.name}'s kernel (its base): the diff below is against that step.")
+        elif v.copied_from is not None:
+            out.append(f"Copied from {v.copied_from.name} and changed: the diff below is against that step.")
         diff = step_diff(against, v)
         if diff:
             out.append(

@@ -33,6 +33,7 @@ import itertools
 from numba import cuda
 
 from zoo import SIMULATOR
+from zoo.device import launch as lean_launch
 
 if SIMULATOR:
     _SIM_OPTIONS = set(inspect.signature(cuda.jit).parameters) - {"func_or_sig", "link"}
@@ -92,38 +93,43 @@ class Kernel:
 
     def __init__(self, dispatcher):
         self.dispatcher = dispatcher
+        self.lean = None if SIMULATOR or not lean_launch.ENABLED else lean_launch.LeanLauncher(dispatcher)
         self.last_launch = None
         self.launch_number = 0
         self._shared_opt_in = {}  # argument types -> dynamic shared bytes allowed so far
-        self._configured = {}  # launch configuration -> (Launch, numba's configured launcher)
+        self._configured = {}  # launch configuration -> its launcher
         functools.update_wrapper(self, dispatcher.py_func)
 
     def __getitem__(self, config):
-        launch, configured = self._configure(config)
+        """The launcher of one configuration, ``kernel[grid, block]`` or ``[grid, block, stream, shared_bytes]``:
+        made once per configuration on the default stream and kept (a stream object is not kept alive here)."""
+        if SIMULATOR or not (len(config) < 3 or config[2] == 0):
+            return self._launcher(config)
+        found = self._configured.get(config)
+        if found is None:
+            if len(self._configured) >= MAX_CONFIGURATIONS:
+                self._configured.clear()
+            found = self._configured[config] = self._launcher(config)
+        return found
+
+    def _launcher(self, config):
+        launch = Launch(*config)
+        lean = self.lean
 
         def run(*args):
             global _latest
             self.last_launch = launch
             self.launch_number = next(_numbers)
             _latest = self
+            if lean is not None and lean.launch(launch, args):  # the driver launched it: done
+                return None
             if launch.shared_bytes > DEFAULT_SHARED_LIMIT and not SIMULATOR:
                 self._allow_shared(args, launch.shared_bytes)
-            return configured(*args)
+            # numba's launch: the simulator, or arguments the lean launch cannot pack. numba's configured
+            # launcher is made here only: it normalises the dimensions and warns about small grids each time.
+            return self.dispatcher[config](*args)
 
         return run
-
-    def _configure(self, config):
-        """(Launch, numba's configured launcher) for a configuration, each made once: numba normalises the
-        dimensions and may warn about a small grid every time ``dispatcher[config]`` is evaluated. (Not in
-        the simulator, whose ``kernel[config]`` sets the configuration on the kernel itself and returns it.)"""
-        if SIMULATOR or not (len(config) < 3 or config[2] == 0):  # a stream object is not kept alive here
-            return Launch(*config), self.dispatcher[config]
-        found = self._configured.get(config)
-        if found is None:
-            if len(self._configured) >= MAX_CONFIGURATIONS:
-                self._configured.clear()
-            found = self._configured[config] = (Launch(*config), self.dispatcher[config])
-        return found
 
     def _allow_shared(self, args, nbytes):
         """Raise the kernel's dynamic shared memory limit for these arguments' types (compiles it first)."""

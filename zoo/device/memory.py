@@ -48,6 +48,9 @@ def address(arr):
     gpu_data = getattr(arr, "gpu_data", None)
     if gpu_data is not None:
         return int(gpu_data.device_pointer)
+    data = getattr(arr, "data", None)
+    if data is not None and hasattr(data, "ptr"):  # a CuPy array (or a view of one): its MemoryPointer
+        return data.ptr
     interface = getattr(arr, "__cuda_array_interface__", None)
     return interface["data"][0] if interface else arr.ctypes.data
 

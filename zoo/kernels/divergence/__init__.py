@@ -182,3 +182,36 @@ def _cupy_kernel():
 
 def baseline(x, out):
     _cupy_kernel()(x, out)
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+_CPU_LOOP = []
+
+
+def cpu_numba(x):
+    """The same per-element work compiled by numba over every core: each element's arm and trip count, as v01's
+    threads do (NumPy would compute both arms for every element, 512 passes over the array)."""
+    if not _CPU_LOOP:
+        from numba import float32, njit, prange
+
+        a, b = float32(A), float32(B)
+
+        @njit(parallel=True)
+        def every_element(x, out):
+            for i in prange(x.size):  # numba splits the elements over its threads
+                odd = i & 1
+                m = b if odd else x[i]
+                c = x[i] if odd else a
+                trips = min(N_CHUNKS - 1, int(abs(x[i]) * N_CHUNKS)) + 1
+                z = float32(0)
+                for _ in range(trips * CHUNK):
+                    z = z * m + c
+                out[i] = z
+
+        _CPU_LOOP.append(every_element)
+    out = np.empty_like(x)
+    _CPU_LOOP[0](x, out)
+    return out
+
+
+CPU = {"cpu_numba": (cpu_numba, "numba")}

@@ -65,3 +65,12 @@ def copy_ceiling(x, out):
 
 
 CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy of the same bytes
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """numpy.maximum(x, 0) in float32 (one core)."""
+    return np.maximum(x, np.float32(0))
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

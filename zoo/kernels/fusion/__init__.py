@@ -145,3 +145,18 @@ def copy_ceiling(x, out):
 
 EXTRA_BASELINES = {"cupy_fuse": cupy_fuse}
 CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy of the same bytes
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """The chain as NumPy float32 ufuncs, op by op with temporaries (one core)."""
+    s = x
+    for _ in range(4):
+        s = np.sin(s)
+    y = np.float32(SCALE) * s + np.float32(BIAS)
+    inner = np.float32(GELU_C0) * (y + np.float32(GELU_C1) * y * y * y)
+    g = np.float32(0.5) * y * (np.float32(1) + np.tanh(inner))
+    return np.clip(g, np.float32(LO), np.float32(HI))
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

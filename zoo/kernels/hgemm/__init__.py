@@ -222,3 +222,13 @@ def matmul_fp16_out(A, B, out):
 
 
 CEILINGS = {"cupy.matmul fp16 out": matmul_fp16_out}  # timed, never checked: its output is float16
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(A, B):
+    """numpy.matmul on float32 copies of the float16 inputs, through NumPy's BLAS (every core): a CPU BLAS has no
+    float16 GEMM, and NumPy's own float16 matmul loops element by element (minutes at 4096^3)."""
+    return A.astype(np.float32) @ B.astype(np.float32)
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "blas")}

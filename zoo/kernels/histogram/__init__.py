@@ -75,3 +75,12 @@ def baseline(data, out):
     import cupy
 
     out[...] = cupy.bincount(data, minlength=BINS)  # int64 counts, cast into the int32 out
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(data):
+    """numpy.bincount into int32 counts (one core)."""
+    return np.bincount(data, minlength=BINS).astype(np.int32)
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

@@ -206,3 +206,12 @@ def int8_relu(packed, out):
 
 # Timed, never checked: a copy of the packed bytes, and the same op on wider representations
 CEILINGS = {"copy_ceiling": copy_ceiling, "float32_relu": float32_relu, "int8_relu": int8_relu}
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(packed):
+    """The same ReLU on the host: NumPy unpacks the nibbles, clamps and repacks (one core)."""
+    return relu_bytes(packed)
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

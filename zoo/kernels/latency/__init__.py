@@ -79,3 +79,12 @@ def _axpb():
 
 def baseline(x, out):
     _axpb()(x, out)
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """SCALE * x + SHIFT as NumPy float32 ufuncs (one core)."""
+    return np.float32(SCALE) * x + np.float32(SHIFT)
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

@@ -95,3 +95,31 @@ def _numba_reduce(x, out):
 
 
 EXTRA_BASELINES = {"numba cuda.reduce": _numba_reduce}
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """numpy.sum in the input's dtype (pairwise summation, one core)."""
+    return np.array([x.sum(dtype=x.dtype)])
+
+
+_PARALLEL_SUM = []
+
+
+def cpu_numba(x):
+    """The same sum compiled for the CPU by numba: a prange loop whose partial sums numba gives each thread."""
+    if not _PARALLEL_SUM:
+        from numba import njit, prange
+
+        @njit(parallel=True, cache=False)
+        def parallel_sum(values, zero):
+            total = zero
+            for i in prange(values.size):  # numba splits the range over its threads and adds their totals
+                total += values[i]
+            return total
+
+        _PARALLEL_SUM.append(parallel_sum)
+    return np.array([_PARALLEL_SUM[0](x, x.dtype.type(0))])
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one"), "cpu_numba": (cpu_numba, "numba")}

@@ -46,3 +46,12 @@ def baseline(x, out):
     import cupy
 
     cupy.copyto(out, x[::-1])
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """A reversed copy in NumPy, x[::-1].copy() (one core)."""
+    return x[::-1].copy()
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

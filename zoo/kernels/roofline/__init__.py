@@ -92,3 +92,16 @@ def baseline(a, out, k=K_DEFAULT):
             "zoo_roofline_powers",
         )
     _CUPY_KERNEL(a, np.int32(k), out)
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(a, k=K_DEFAULT):
+    """The same polynomial by Horner's rule in NumPy float32, k ufunc passes over the array (one core)."""
+    q = np.zeros_like(a)
+    for _ in range(int(k)):
+        q *= a
+        q += np.float32(1)
+    return q * a
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

@@ -76,3 +76,12 @@ def baseline(x, out):
     import cupy
 
     cupy.cumsum(x, out=out)
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """numpy.cumsum in the input's dtype: one core, one running sum from the first element to the last."""
+    return np.cumsum(x, dtype=x.dtype)
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

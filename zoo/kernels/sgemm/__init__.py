@@ -23,6 +23,7 @@ import numbers
 import os
 
 import numpy as np
+from numba import float32
 
 ORDER = 30
 INPUTS = ("A", "B", "C?")
@@ -49,6 +50,18 @@ def dims(size):
         return size, size, size
     m, n, k = size
     return m, n, k
+
+
+def sgemm_element(A, B, C, out, alpha, beta, row, col):
+    """One element of the result, a dot product of a row of A and a column of B: v01 runs it on one GPU thread per
+    element, ``cpu_numba`` on the CPU's threads."""
+    acc = float32(0.0)
+    for k in range(A.shape[1]):
+        acc += A[row, k] * B[k, col]
+    if beta != 0:  # C is only read when it contributes
+        out[row, col] = alpha * acc + beta * C[row, col]
+    else:
+        out[row, col] = alpha * acc
 
 
 def make_inputs(size, seed):
@@ -96,3 +109,44 @@ def baseline(A, B, out):
     import cupy
 
     cupy.matmul(A, B, out=out)
+
+
+# -- the CPU beside the GPU: NumPy's BLAS, and the same Python as v01 compiled for the CPU -------------------------
+def cpu_numpy(A, B, C=None, alpha=1.0, beta=0.0):
+    """numpy.matmul in float32 through NumPy's BLAS (every core)."""
+    product = A @ B
+    if alpha != 1.0:
+        product *= np.float32(alpha)
+    if beta != 0.0 and C is not None:
+        product += np.float32(beta) * C
+    return product
+
+
+CPU_NUMBA_LIMIT = 2048**3  # multiply-adds: the naive loop takes minutes above this on a CPU
+_CPU_LOOP = []
+
+
+def cpu_numba(A, B, C=None, alpha=1.0, beta=0.0):
+    """v01's element function compiled by numba for the CPU: one dot product per element, rows split over threads."""
+    from zoo.errors import OutOfRange
+
+    if A.shape[0] * B.shape[1] * A.shape[1] > CPU_NUMBA_LIMIT:
+        raise OutOfRange(f"cpu_numba runs the naive loop up to {CPU_NUMBA_LIMIT:,} multiply-adds (minutes above)")
+    if not _CPU_LOOP:
+        from numba import njit, prange
+
+        element = njit(sgemm_element)  # the very function v01's kernel calls, compiled for the host
+
+        @njit(parallel=True)
+        def every_element(A, B, C, out, alpha, beta):
+            for row in prange(out.shape[0]):  # numba splits the rows over its threads
+                for col in range(out.shape[1]):
+                    element(A, B, C, out, alpha, beta, row, col)
+
+        _CPU_LOOP.append(every_element)
+    out = np.empty((A.shape[0], B.shape[1]), np.float32)
+    _CPU_LOOP[0](A, B, out if C is None else C, out, np.float32(alpha), np.float32(beta))
+    return out
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "blas"), "cpu_numba": (cpu_numba, "numba")}

@@ -4,7 +4,8 @@ Changes:
     The first kernel, as in the textbook: thread (x, y) of the grid computes
     C[row, col] with ``row`` from the x index and ``col`` from the y index, as a
     K-long dot product of row ``row`` of A and column ``col`` of B read straight
-    from global memory.
+    from global memory: the spec's ``sgemm_element``, the same Python that the
+    family's ``cpu_numba`` row compiles for the CPU.
 
 Why it is faster:
     It is the starting point, and it is slow on purpose. Threads with
@@ -21,11 +22,16 @@ Measured:
 """
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda
 
 from zoo.device.jit import jit
+from zoo.kernels.sgemm import sgemm_element
 
 BLOCK = (32, 32)  # 1024 threads: x walks rows of C, y walks columns
+
+
+# the spec's dot product of one element, compiled for the GPU (the CPU row cpu_numba runs the same Python)
+sgemm_one = jit(device=True)(sgemm_element)
 
 
 @jit
@@ -33,13 +39,7 @@ def sgemm_kernel(A, B, C, out, alpha, beta):
     row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x  # consecutive threads: consecutive rows
     col = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
     if row < out.shape[0] and col < out.shape[1]:
-        acc = float32(0.0)
-        for k in range(A.shape[1]):
-            acc += A[row, k] * B[k, col]
-        if beta != 0:  # C is only read when it contributes
-            out[row, col] = alpha * acc + beta * C[row, col]
-        else:
-            out[row, col] = alpha * acc
+        sgemm_one(A, B, C, out, alpha, beta, row, col)
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):

@@ -34,6 +34,7 @@ from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store
 from zoo.errors import OutOfRange
 from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
 
+FROM = "v11"  # copied from v11 (v12 and v13 split K; this step changes only v11's hot loop)
 LIMIT = 2**32  # elements per matrix addressable with uint32 indices
 TILES = SIMULATOR_TILES if SIMULATOR else DEFAULT  # the shape of the module-level kernels below
 

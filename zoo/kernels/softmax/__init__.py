@@ -164,3 +164,14 @@ def copy_ceiling(x, out):
 
 
 CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy of the same bytes
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """The same four ops in NumPy, float32 (one core): max, exp(x - max), sum, divide."""
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return e
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

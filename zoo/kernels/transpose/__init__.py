@@ -105,3 +105,12 @@ def copy_ceiling(a, out):
 
 
 CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy, not a transpose
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(a):
+    """numpy.ascontiguousarray(a.T): NumPy's strided copy (one core)."""
+    return np.ascontiguousarray(a.T)
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}

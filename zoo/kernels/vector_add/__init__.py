@@ -18,6 +18,11 @@ BENCH_SIZES = (1 << 20, 1 << 24, 1 << 28)
 BASELINE = "cupy.add"
 
 
+def add_element(a, b, c, i):
+    """The work of one element: v01 runs it on one GPU thread per element, ``cpu_numba`` on the CPU's threads."""
+    c[i] = a[i] + b[i]
+
+
 def make_inputs(size, seed):
     rng = np.random.default_rng(seed)
     n = int(size)
@@ -46,3 +51,33 @@ def baseline(a, b, out):
     import cupy
 
     cupy.add(a, b, out=out)
+
+
+# -- the CPU beside the GPU: NumPy, and the same Python as v01 compiled for the CPU -------------------------------
+def cpu_numpy(a, b):
+    """numpy.add (one core)."""
+    return np.add(a, b)
+
+
+_CPU_LOOP = []
+
+
+def cpu_numba(a, b):
+    """v01's element function compiled by numba for the CPU, over every element in a prange loop."""
+    if not _CPU_LOOP:
+        from numba import njit, prange
+
+        element = njit(add_element)  # the very function v01's kernel calls, compiled for the host
+
+        @njit(parallel=True)
+        def every_element(a, b, c):
+            for i in prange(c.size):  # numba splits i over its threads: the GPU's grid, on a few cores
+                element(a, b, c, i)
+
+        _CPU_LOOP.append(every_element)
+    c = np.empty_like(a)
+    _CPU_LOOP[0](a, b, c)
+    return c
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one"), "cpu_numba": (cpu_numba, "numba")}

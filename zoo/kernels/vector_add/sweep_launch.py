@@ -13,12 +13,15 @@ two ways:
   host cost in it.
 
 A size is launch-bound where host_us exceeds device_us: the GPU finishes
-before the host can issue the next launch. The series: a raw numba launch on
-numba device arrays, the same launch on CuPy arrays (numba reads their
-``__cuda_array_interface__`` on every call), ``Variant.launch`` (the step's own
-launch function on numba arrays), the zoo's ``Variant.__call__`` on numba and on
-CuPy arrays (input validation, output allocation or checks, then the launch),
-``cupy.add``, and the same n elements done by many launches of 1024 elements.
+before the host can issue the next launch. The series: numba's own launch
+(``dispatcher[grid, block](...)``, what ``ZOO_LAUNCH=numba`` uses) on numba and
+on CuPy arrays, zoo's lean launch of the same kernel (``zoo.device.launch``: the
+driver's ``cuLaunchKernel`` with hand-packed parameters), ``Variant.launch``
+(the step's own launch function), the zoo's ``Variant.__call__`` on numba and on
+CuPy arrays (input validation, output checks or allocation, then the launch),
+``cupy.add``, a CUDA graph replaying 100 zoo calls (``zoo.graph``; host_us is
+per replay of all 100), and the same n elements done by many launches of 1024
+elements.
 """
 
 import time
@@ -35,6 +38,7 @@ COMMAND = "launch"
 HELP = "host cost of a launch against the kernel's time, by size: where kernels become launch-bound"
 COLUMNS = ("series", "n", "launches", "host_us", "device_us", "launch_bound")
 TINY = 1024  # elements per launch in the many-launches series
+GRAPH_CALLS = 100  # zoo calls captured in the graph series
 HOST_BATCHES = 5  # host_us is the fastest of this many batches
 
 
@@ -50,7 +54,8 @@ def _series(n, a, b, c):
     v = zoo.family("vector_add")["v02"]
     da, db, dc = a[:n], b[:n], c[:n]
     blocks = min((n + step.THREADS_PER_BLOCK - 1) // step.THREADS_PER_BLOCK, step.BLOCKS_PER_SM * sm_count())
-    raw = step.add_kernel[blocks, step.THREADS_PER_BLOCK]
+    raw = step.add_kernel.dispatcher[blocks, step.THREADS_PER_BLOCK]  # numba's own launch, not zoo's lean one
+    lean = step.add_kernel[blocks, step.THREADS_PER_BLOCK]
     out = {
         "numba launch, numba arrays": (lambda: raw(da, db, dc), 1),
         "Variant.launch, numba arrays": (lambda: v.launch((da, db), dc), 1),
@@ -62,8 +67,11 @@ def _series(n, a, b, c):
 
         ca, cb, cc = cupy.asarray(da), cupy.asarray(db), cupy.asarray(dc)
         out["numba launch, cupy arrays"] = (lambda: raw(ca, cb, cc), 1)
+        out["lean launch, cupy arrays"] = (lambda: lean(ca, cb, cc), 1)
         out["Variant.__call__, cupy arrays, out given"] = (lambda: v(ca, cb, out=cc), 1)
         out["cupy.add, out given"] = (lambda: cupy.add(ca, cb, out=cc), 1)
+        graph = zoo.graph(lambda x, y, o: [v(x, y, out=o) for _ in range(GRAPH_CALLS)], ca, cb, cc)
+        out[f"graph of {GRAPH_CALLS} calls"] = (graph, GRAPH_CALLS)
     if n >= TINY and n // TINY <= 256:  # a few hundred launches stay within the driver's launch queue
         pieces = [(da[i : i + TINY], db[i : i + TINY], dc[i : i + TINY]) for i in range(0, n - n % TINY, TINY)]
         tiny = step.add_kernel[TINY // step.THREADS_PER_BLOCK, step.THREADS_PER_BLOCK]
@@ -192,6 +200,15 @@ def findings(rows):
         if r.get("n") == FINDINGS_N and isinstance(r.get("host_us"), (int, float)) and "launches of" not in r["series"]
     }
     lines = []
+    graph = at.pop(f"graph of {GRAPH_CALLS} calls", None)
+    call, library = at.get("Variant.__call__, cupy arrays, out given"), at.get("cupy.add, out given")
+    if call is not None and library is not None:
+        lines.append(
+            f"a zoo call on CuPy arrays with out given costs the host {call:,.1f} us at n = {FINDINGS_N:,}, "
+            f"{call / library:.2f}x cupy.add's {library:,.1f} us in the same run"
+        )
+    if graph is not None:
+        lines.append(f"replaying a CUDA graph of {GRAPH_CALLS} zoo calls costs {graph / GRAPH_CALLS:,.2f} us a kernel")
     if BARE in at:
         bare = at.pop(BARE)
         lines.append(

@@ -1,0 +1,44 @@
+"""The CPU beside the GPU: every family names how a user computes its result on the host (its CPU rows),
+each row agrees with the float64 reference, and the naive steps of vector_add and sgemm run the very
+Python function that the numba CPU row compiles for the host."""
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo import harness
+from zoo.errors import OutOfRange
+
+ROWS = [(fam, name) for fam in zoo.families() for name in fam.cpu_rows]
+
+
+@pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)
+def test_every_family_has_a_cpu_row(fam):
+    assert fam.cpu_rows, f"{fam.name}: add CPU = {{'cpu_numpy': (fn, threads)}} to its spec"
+    for name, (fn, threads) in fam.cpu_rows.items():
+        assert name.startswith("cpu_") and callable(fn) and threads in ("one", "blas", "numba")
+        assert name not in fam.baselines and all(name != v.name for v in fam)
+
+
+@pytest.mark.parametrize("fam,name", ROWS, ids=[f"{f.name}-{n}" for f, n in ROWS])
+def test_each_cpu_row_agrees_with_the_reference(fam, name):
+    size, kind = fam.test_cases()[-1]
+    m = harness.measure_cpu(fam, size, kind=kind, name=name)
+    assert m.correct, f"{fam.name} {name}: relative error {m.error}"
+    assert m.ms > 0 and m.resources["threads"] >= 1 and m.resources["cpu"]
+    first = harness.measure_cpu(fam, size, seed=1, kind=kind, name=name)  # other inputs: a second, fresh call
+    assert first.correct
+
+
+def test_the_naive_steps_and_the_numba_cpu_rows_share_one_element_function():
+    vector_add, sgemm = zoo.family("vector_add"), zoo.family("sgemm")
+    assert vector_add["v01"].module.add_one.py_func is vector_add.module.add_element
+    assert sgemm["v01"].module.sgemm_one.py_func is sgemm.module.sgemm_element
+    assert sgemm["v02"].module.sgemm_one.py_func is sgemm.module.sgemm_element
+
+
+def test_a_cpu_row_too_slow_for_a_size_says_so():
+    sgemm = zoo.family("sgemm")
+    big = np.zeros((4096, 4096), np.float32)
+    with pytest.raises(OutOfRange, match="naive loop"):
+        sgemm.cpu_rows["cpu_numba"][0](big, big)
