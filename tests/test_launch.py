@@ -62,7 +62,8 @@ def test_every_kind_of_scalar_is_packed_as_numba_packs_it(n, library):
     for call in range(2):  # the second call reuses the plan and its slots
         launcher(*_affine_args(dx, dout))
         got = dout.get() if library == "cupy" else dout.copy_to_host()
-        np.testing.assert_allclose(got, _affine_reference(x), rtol=1e-6, err_msg=f"call {call}")
+        # the GPU contracts x * scale + offset into one FMA: a float32 rounding apart from the reference
+        np.testing.assert_allclose(got, _affine_reference(x), rtol=1e-6, atol=1e-7, err_msg=f"call {call}")
     assert affine_kernel.lean._plans, "the lean launch made no plan: numba launched it"
     assert all(plan is not None for plan in affine_kernel.lean._plans.values())
 
@@ -97,7 +98,7 @@ def test_numba_launch_can_be_chosen_and_gives_the_same_results():
         "f = zoo.family('vector_add')\n"
         "a, b = f.make_inputs(4099, 3)\n"
         "assert not launch.ENABLED\n"
-        "assert (f['v02'](a, b) == f.reference(a, b)).all()\n"
+        "assert (f['v02'](a, b) == a + b).all()\n"
         "print('ok')\n"
     )
     r = subprocess.run(
@@ -153,14 +154,16 @@ def test_ten_thousand_calls_leak_nothing():
     a, b, out = (cupy.ones(4099, cupy.float32) for _ in range(3))
     step(a, b, out=out)
     cupy.cuda.Device().synchronize()
-    free_before = cuda.current_context().get_memory_info()[0]
+    # this process's device memory (other test workers share the GPU): CuPy's pool and numba's allocations
+    pool, context = cupy.get_default_memory_pool(), cuda.current_context()
+    device_before = (pool.total_bytes(), len(context.memory_manager.allocations))
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for _ in range(10_000):
         step(a, b, out=out)
     cupy.cuda.Device().synchronize()
-    free_after = cuda.current_context().get_memory_info()[0]
+    device_after = (pool.total_bytes(), len(context.memory_manager.allocations))
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert free_before - free_after < 1 << 20, f"device memory fell by {free_before - free_after} bytes"
+    assert device_after == device_before, f"(CuPy pool bytes, numba allocations): {device_before} -> {device_after}"
     assert rss_after - rss_before < 16 << 10, f"peak host memory grew by {rss_after - rss_before} KiB"
     np.testing.assert_array_equal(cupy.asnumpy(out), 2)
 

@@ -160,9 +160,19 @@ def _dry_run(cc, record):
     class Target:
         compute_capability = cc
 
+    class Plain:  # a numba.cuda.jit kernel launched through numba's own dispatcher (launch v01, v02)
+        def __init__(self, dispatcher):
+            self.dispatcher, self.__name__ = dispatcher, dispatcher.py_func.__name__
+
     saved_cuda = {k: getattr(cuda, k) for k in _FAKE_CUDA if hasattr(cuda, k)}
-    saved = (Kernel.__getitem__, zoo.device.OFFLINE, numba_dispatcher.get_current_device)
+    saved = (
+        Kernel.__getitem__,
+        numba_dispatcher.CUDADispatcher.__getitem__,
+        zoo.device.OFFLINE,
+        numba_dispatcher.get_current_device,
+    )
     Kernel.__getitem__ = compile_instead
+    numba_dispatcher.CUDADispatcher.__getitem__ = lambda dispatcher, config: compile_instead(Plain(dispatcher), config)
     zoo.device.OFFLINE = dict(zoo.device.OFFLINE or zoo.device.properties(), compute_capability=f"{cc[0]}.{cc[1]}")
     numba_dispatcher.get_current_device = lambda: Target()  # device functions ask for the current device
     for k, v in _FAKE_CUDA.items():
@@ -170,7 +180,12 @@ def _dry_run(cc, record):
     try:
         yield
     finally:
-        Kernel.__getitem__, zoo.device.OFFLINE, numba_dispatcher.get_current_device = saved
+        (
+            Kernel.__getitem__,
+            numba_dispatcher.CUDADispatcher.__getitem__,
+            zoo.device.OFFLINE,
+            numba_dispatcher.get_current_device,
+        ) = saved
         for k, v in saved_cuda.items():
             setattr(cuda, k, v)
 

@@ -1,0 +1,92 @@
+"""A decode-like loop of tiny dependent launches: what the host pays per launch, and how to stop paying it.
+
+Generating one token, a language model runs hundreds of small kernels one after the other, each
+reading what the one before wrote. At n = 4096 elements such a kernel runs for about two
+microseconds and the GPU waits on the host. A call of this family is such a loop: STEPS launches of
+``y = A * y + B`` on a float32 vector, the first on x, each later one on the result of the one before
+(in place, in order). The steps keep the kernel and take the host's cost away: numba's dispatcher as
+users call it, the launcher and the array views hoisted out of the loop, zoo's lean driver launch, a
+CUDA graph replayed, and the loop fused into one kernel. The figures are the host's wall time per call
+(WALL_TIME): that is the lesson. ``python -m zoo launch-loop`` splits a call into microseconds per
+launch and the kernels' own time on the GPU, the floor no launch path goes below.
+
+Bytes moved: 8n (read x, write out), what the fused kernel moves; the loop of launches moves 8n a
+launch, from L2 at these sizes. The baseline is the same loop in CuPy: one ``cupy.ElementwiseKernel``
+launched STEPS times.
+"""
+
+import numpy as np
+
+from zoo import SIMULATOR
+
+ORDER = 12  # after vector_add (10): the first kernel's launch, then what a launch costs
+INPUTS = ("x",)
+DTYPE = np.float32
+NDIM = 1
+STEPS = 8 if SIMULATOR else 256  # launches a call: a decode step's worth; the simulator runs each one as Python threads
+WALL_TIME = True  # `zoo run` times each call from the host's side: the host's cost is what is taught
+
+# y <- A y + B, A = 1 - 2^-10: contracting slowly, so x still matters after STEPS updates (A^256 = 0.78) and
+# float32 rounding stays near sqrt(STEPS) ulps (4e-7 relative at 256 steps against the float64 closed form)
+A = np.float32(1.0 - 2.0**-10)
+B = np.float32(2.0**-11)  # fixed point B / (1 - A) = 0.5
+TOLERANCE = 1e-5
+TEST_SIZES = (1, 31, 1000, 4099)  # 4099: a last block of 3 threads
+GPU_TEST_SIZES = (1, 31, 1000, 4099, (1 << 20) + 3)
+BENCH_SIZES = (4096, 1 << 20)
+HEADLINE_SIZE = 4096  # a kernel of about 2 us: every launch path but the fused one is bound by the host
+BASELINE = "cupy.ElementwiseKernel x STEPS"
+
+
+def make_inputs(size, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(int(size), dtype=np.float32),)
+
+
+def reference(x, steps=STEPS):
+    """The loop in closed form, in float64: A^s x + B (1 - A^s) / (1 - A) after s steps."""
+    a, b = float(A), float(B)
+    a_s = a ** int(steps)
+    return a_s * x.astype(np.float64) + b * (1.0 - a_s) / (1.0 - a)
+
+
+def output_for(x):
+    return x.shape, np.float32
+
+
+def flops(size):
+    return 2 * STEPS * int(size)  # a multiply and an add per element per step
+
+
+def bytes_moved(size):
+    return 2 * 4 * int(size)  # read x, write out: the fewest, what the fused step moves
+
+
+_CUPY_STEP = []  # the baseline's kernel, compiled by CuPy on first use
+
+
+def baseline(x, out):
+    """The same loop in CuPy: one ElementwiseKernel (y = A x + B) launched STEPS times, in place after the first."""
+    import cupy
+
+    if not _CUPY_STEP:
+        # A and B are exact in a few decimal digits (powers of two): the literals are the float32 values
+        operation = f"y = {float(A)!r}f * x + {float(B)!r}f"
+        _CUPY_STEP.append(cupy.ElementwiseKernel("float32 x", "float32 y", operation, "launch_affine_step"))
+    step = _CUPY_STEP[0]
+    step(x, out)
+    for _ in range(STEPS - 1):
+        step(out, out)  # in place: each element is read and written by the same thread
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(x):
+    """The loop as NumPy ufuncs in float32, in place (one core)."""
+    y = x.copy()
+    for _ in range(STEPS):
+        np.multiply(y, A, out=y)
+        np.add(y, B, out=y)
+    return y
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}
