@@ -122,6 +122,7 @@ def test_an_out_of_another_shape_is_refused():
         LAUNCH["v03"](x, out=np.empty(9, np.float32))
 
 
+@pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator's tiny run (on a GPU the sweep times real loops)")
 def test_sweep_runs_in_the_simulator_and_writes_its_columns(tmp_path):
     rows = sweep.measure(argparse.Namespace(simulator=True, max_n=None, repeats=None))
     assert [r["series"] for r in rows] == [v.name for v in LAUNCH]
