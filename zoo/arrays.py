@@ -49,10 +49,23 @@ def common_kind(arrays):
     return kinds.pop()
 
 
-def is_c_contiguous(x):
-    if library_of(x) == NUMBA:
+def is_c_contiguous(x, library=None):
+    """Whether x is C-contiguous; ``library`` (library_of(x)) when the caller knows it already."""
+    if (library or library_of(x)) == NUMBA:
         return x.is_c_contiguous()
-    return bool(x.flags.c_contiguous)
+    known = getattr(x, "_c_contiguous", None)  # CuPy keeps the flag: no flags object built on every call
+    return bool(x.flags.c_contiguous) if known is None else known
+
+
+_DTYPES = {}
+
+
+def as_dtype(dtype):
+    """numpy.dtype(dtype), looked up once per spelling (np.float32, "float32", a dtype): every call compares one."""
+    found = _DTYPES.get(dtype)
+    if found is None:
+        found = _DTYPES[dtype] = np.dtype(dtype)
+    return found
 
 
 # CuPy arrays reach the kernels unwrapped when the lean launch packs them (not in the simulator, whose

@@ -208,16 +208,16 @@ class Variant:
         if out is not None:
             if arrays.library_of(out) != kind:
                 raise TypeError(f"out is a {arrays.library_of(out)} array, the inputs are {kind}")
-            if tuple(out.shape) != tuple(shape) or out.dtype != dtype:
+            if tuple(out.shape) != tuple(shape) or out.dtype != arrays.as_dtype(dtype):
                 raise ValueError(
                     f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
                     f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}"
                 )
-            if not (out.is_c_contiguous() if kind == arrays.NUMBA else out.flags.c_contiguous):
+            if not arrays.is_c_contiguous(out, kind):
                 raise ValueError("out must be C-contiguous")
             if kind == arrays.NUMPY and not out.flags.writeable:
                 raise ValueError("out is read-only")
-            device_out, result = arrays.to_device(out), out
+            device_out, result = (out if kind == arrays.CUPY and arrays.CUPY_AS_IS else arrays.to_device(out)), out
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
         if kind == arrays.CUPY and arrays.CUPY_AS_IS:  # the lean launch takes them as they are
@@ -431,7 +431,6 @@ class Family:
                 f"themselves (got {kind} arrays)"
             )
         dtypes = self.dtypes
-        numba_arrays = kind == arrays.NUMBA
         for name, a in given:
             if a.dtype not in dtypes:
                 raise TypeError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {np.dtype(a.dtype)}")
@@ -439,7 +438,7 @@ class Family:
                 raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(a.shape)}")
             if a.size == 0:
                 raise ValueError(f"{name} is empty (shape {tuple(a.shape)})")
-            if not (a.is_c_contiguous() if numba_arrays else a.flags.c_contiguous):
+            if not arrays.is_c_contiguous(a, kind):
                 raise ValueError(
                     f"{name} is not C-contiguous: pass a contiguous copy "
                     "(numpy.ascontiguousarray or cupy.ascontiguousarray)"

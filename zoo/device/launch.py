@@ -56,6 +56,7 @@ def _note_fallback(kernel_name, why):
 # -- argument types -------------------------------------------------------------------------------
 _SCALARS = (int, float, bool, np.bool_, *np.sctypeDict.values())
 _SCALAR_TYPES = {t for t in _SCALARS if isinstance(t, type) and issubclass(t, (int, float, bool, np.number, np.bool_))}
+_IS_CUPY = {}  # array type -> whether it is CuPy's, decided once per type
 MAX_KEYS = 4096  # argument layouts a launcher remembers (a new shape is a new key)
 
 
@@ -148,7 +149,10 @@ class LeanLauncher:
             try:
                 shape, strides = v.shape, v.strides
                 keys.append((t, v.dtype, shape, strides))  # decides the numba type: dtype, rank, layout
-                data = v.data.ptr if t.__module__.startswith("cupy") else (v.device_ctypes_pointer.value or 0)
+                cupy_array = _IS_CUPY.get(t)
+                if cupy_array is None:  # first sight of this type: a CuPy array's pointer is .data.ptr
+                    cupy_array = _IS_CUPY[t] = t.__module__.startswith("cupy")
+                data = v.data.ptr if cupy_array else (v.device_ctypes_pointer.value or 0)
                 # meminfo and parent are 0 (numba's kernels never read them), then nitems, itemsize, data
                 values += (0, 0, v.size, v.dtype.itemsize, data, *shape, *strides)
             except AttributeError:
