@@ -171,10 +171,7 @@ class Kernel:
 
 
 def _set_max_dynamic_shared(cufunc, nbytes):
-    from numba.cuda.cudadrv.driver import binding, driver
-
-    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
+    lean_launch.set_max_dynamic_shared(cufunc.handle, cufunc.device.id, nbytes)
 
 
 def jit(func=None, **options):

@@ -169,8 +169,7 @@ class LeanLauncher:
                 )
             return False
         if launch.shared_bytes > plan.shared_allowed:  # opt in once, as cudaFuncSetAttribute does in CUDA C
-            attr = _driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _driver().cuKernelSetAttribute(attr, int(launch.shared_bytes), plan.kernel_handle, plan.device_id)
+            set_max_dynamic_shared(plan.kernel_handle, plan.device_id, launch.shared_bytes)
             plan.shared_allowed = launch.shared_bytes
         grid, block, stream = launch.grid, launch.block, launch.stream
         if stream:
@@ -217,6 +216,16 @@ class LeanLauncher:
             self._plans.clear()
         self._plans[keys] = plan
         return plan
+
+
+def set_max_dynamic_shared(kernel_handle, device_id, nbytes):
+    """Let a compiled kernel launch with ``nbytes`` of dynamic shared memory (above the 48 KiB every kernel may use):
+    ``cudaFuncSetAttribute(..., cudaFuncAttributeMaxDynamicSharedMemorySize, ...)`` in CUDA C. numba's driver
+    wrapper raises on an error."""
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, int(nbytes), kernel_handle, device_id)
 
 
 def _stream_handle(stream):
