@@ -124,3 +124,11 @@ def saved():
             if p.stem.endswith(suffix) and not p.stem.startswith(SIMULATOR_SLUG):
                 out.append((p.stem[: -len(suffix)], command, p))
     return out
+
+
+def no_timings(ax):
+    """Fill a matplotlib axis with a note that there is nothing to draw: the simulator times nothing."""
+    ax.text(
+        0.5, 0.5, "no timings: the simulator checks correctness only", ha="center", va="center", transform=ax.transAxes
+    )
+    ax.set_axis_off()

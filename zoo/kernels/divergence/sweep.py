@@ -32,6 +32,7 @@ each step is correct at each fraction.
 
 import numpy as np
 
+from zoo import sweeps
 from zoo.kernels import divergence as spec
 
 COMMAND = "divergence"
@@ -177,15 +178,7 @@ def plot(rows, device_name):
     timed = [r for r in rows if _num(r.get("ms"))]
     size = rows[0].get("size") if rows else "?"
     if not timed:
-        ax.text(
-            0.5,
-            0.5,
-            "no timings: the simulator checks correctness only",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
+        sweeps.no_timings(ax)  # the simulator: an empty panel that says why
     else:
         counts = sorted({int(r["long_lanes"]) for r in timed})
         where = {c: k for k, c in enumerate(counts)}  # evenly spaced: the interesting points are near 0

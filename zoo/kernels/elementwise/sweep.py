@@ -13,6 +13,7 @@ is correct.
 import numpy as np
 from numba import cuda
 
+from zoo import sweeps
 from zoo.kernels.elementwise import v05_unrolled as v05
 
 COMMAND = "elementwise-sweep"
@@ -115,15 +116,7 @@ def plot(rows, device_name):
     timed = [r for r in rows if isinstance(r.get("gbps"), (int, float))]
     size = rows[0].get("size") if rows else "?"
     if not timed:
-        ax.text(
-            0.5,
-            0.5,
-            "no timings: the simulator checks correctness only",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
+        sweeps.no_timings(ax)  # the simulator: an empty panel that says why
     else:
         labels = sorted({str(r["blocks_per_sm"]) for r in timed}, key=_order)
         for unroll in sorted({r["unroll"] for r in timed}):

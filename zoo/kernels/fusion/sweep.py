@@ -27,6 +27,7 @@ import math
 import numpy as np
 from numba import cuda, uint32
 
+from zoo import sweeps
 from zoo.device import sm_count
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, store_float4
@@ -214,15 +215,7 @@ def plot(rows, device_name):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     timed = [r for r in rows if _num(r.get("ms"))]
     if not timed:
-        ax.text(
-            0.5,
-            0.5,
-            "no timings: the simulator checks correctness only",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
+        sweeps.no_timings(ax)  # the simulator: an empty panel that says why
         ax.set_title(f"sin x4, fused and not, on {device_name}")
     else:
         n = max(r["size"] for r in timed)  # the largest size: the one DRAM bandwidth decides

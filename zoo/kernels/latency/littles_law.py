@@ -61,3 +61,19 @@ def measured_knee(points, x_key, y_key):
 def little_knee(latency_ns, ceiling, sms, per_unit=2):
     """Work in flight per SM where Little's line per_unit x work x SMs / latency meets the ceiling."""
     return ceiling * latency_ns / (per_unit * sms)
+
+
+def one_panel(title, rows, has_points, draw):
+    """A figure of one panel that ``draw(ax, rows)`` fills, or a note where the simulator timed nothing."""
+    import matplotlib.pyplot as plt
+
+    from zoo import sweeps
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    fig.suptitle(title)
+    if not has_points:
+        sweeps.no_timings(ax)
+        return fig
+    draw(ax, rows)
+    fig.tight_layout()
+    return fig

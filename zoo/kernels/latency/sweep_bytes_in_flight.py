@@ -43,6 +43,7 @@ from zoo.kernels.latency.littles_law import (
     little_knee,
     measured_knee,
     numbers,
+    one_panel,
     series_value,
 )
 
@@ -256,21 +257,4 @@ def draw(ax, rows):
 
 
 def plot(rows, device_name):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 5))
-    fig.suptitle(f"Bytes in flight on {device_name}")
-    if not _points(rows):
-        ax.text(
-            0.5,
-            0.5,
-            "no timings: the simulator checks correctness only",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
-        return fig
-    draw(ax, rows)
-    fig.tight_layout()
-    return fig
+    return one_panel(f"Bytes in flight on {device_name}", rows, bool(_points(rows)), draw)

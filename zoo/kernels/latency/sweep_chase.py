@@ -33,6 +33,7 @@ import itertools
 import numpy as np
 from numba import cuda, uint32
 
+from zoo import sweeps
 from zoo.device.jit import jit
 from zoo.kernels.latency.littles_law import is_number, series_value
 
@@ -309,15 +310,7 @@ def plot(rows, device_name):
     fig, ax = plt.subplots(figsize=(6, 5))
     fig.suptitle(f"Latency of one load on {device_name}")
     if not any(is_number(r.get("ns_per_step")) for r in rows):
-        ax.text(
-            0.5,
-            0.5,
-            "no timings: the simulator checks correctness only",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
+        sweeps.no_timings(ax)  # the simulator: an empty panel that says why
         return fig
     draw(ax, rows)
     fig.tight_layout()
