@@ -197,3 +197,50 @@ def test_sweep_command_writes_csv_and_png(command, tmp_path, zoo_cli):
     if command == "streams":
         assert [r["variant"] for r in rows] == [v.name for v in STEPS]
         assert all(r["correct"] == "True" for r in rows)
+
+
+def test_amdahl_sweep_checks_both_applications_and_its_arithmetic(tmp_path):
+    import argparse
+
+    from zoo.kernels.pipeline import sweep_amdahl
+
+    rows = sweep_amdahl.measure(argparse.Namespace(simulator=True, n=None, m=None))
+    assert [(r["application"], r["row"]) for r in rows][:2] == [("pipeline", "amdahl"), ("sgemm", "amdahl")]
+    assert all(r["correct"] for r in rows) and rows[-1]["row"] == "strong_scaling"
+    # the bound from timings: half the CPU time offloaded at 4x gives 1 / (0.5 + 0.5 / 4) = 1.6x
+    row = sweep_amdahl._amdahl_row("toy", lambda: None, lambda: None, lambda: None, lambda: None, timed=False)
+    assert row == {"application": "toy", "row": "amdahl", "correct": True}
+    gpu_rows = [
+        dict(
+            application="toy",
+            row="amdahl",
+            cpu_ms=10.0,
+            gpu_ms=7.0,
+            p=0.5,
+            part_speedup=4.0,
+            amdahl_bound=1.6,
+            amdahl_limit=2.0,
+            measured_speedup=10 / 7,
+        ),
+        dict(
+            application="pipeline kernel",
+            row="strong_scaling",
+            sms=1,
+            kernel_ms=8.0,
+            speedup_over_one_sm=1.0,
+            efficiency=1.0,
+        ),
+        dict(
+            application="pipeline kernel",
+            row="strong_scaling",
+            sms=8,
+            kernel_ms=1.25,
+            speedup_over_one_sm=6.4,
+            efficiency=0.8,
+        ),
+    ]
+    lines = sweep_amdahl.findings(gpu_rows)
+    assert "bounds the application at 1.60x" in lines[0] and "89% of the bound" in lines[0]
+    assert "6.4x over one SM on 8 SMs, an efficiency of 80%" in lines[1]
+    pytest.importorskip("matplotlib")
+    sweep_amdahl.plot(gpu_rows, "a GPU").savefig(tmp_path / "amdahl.png")
