@@ -14,8 +14,10 @@ For each: p, the fraction of the all-CPU time that the offloaded part takes; s, 
 much faster the GPU does that part *with its transfers*; Amdahl's bound on the whole
 application, 1 / ((1 - p) + p / s), and its limit for an infinitely fast GPU, 1 / (1 - p);
 and the speedup measured end to end. Then strong scaling of the pipeline's kernel: a
-grid-stride copy of the chain on a fixed 2^24 elements, launched on the blocks one SM
-holds, then on 2, 4, ... SMs' worth up to every SM: speedup over one SM, and the
+grid-stride copy of the chain on a fixed 2^24 elements, launched as one block of 1024
+threads on 1 SM, then on 2, 4, ... SMs up to every SM (the hardware gives each block
+an SM of its own while there are no more blocks than SMs; a grid of "one SM's worth
+of blocks" would instead spread them over as many SMs): speedup over one SM, and the
 efficiency, speedup divided by the SMs used.
 """
 
@@ -47,8 +49,7 @@ COLUMNS = (
     "efficiency",
     "correct",
 )
-THREADS = 256
-BLOCKS_PER_SM = 8  # 8 x 256 threads: a full SM's 2048
+THREADS = 1024  # one block a SM: half of an SM's 2048 threads, 32 warps to hide the chain's FMA latency
 
 
 @jit
@@ -165,7 +166,7 @@ def _sgemm_application(m, timed):
 
 
 def _strong_scaling(n, work, timed):
-    """Rows of the grid-stride chain on k SMs' worth of blocks, k = 1, 2, 4, ... up to every SM."""
+    """Rows of the grid-stride chain on k SMs (k blocks, one each), k = 1, 2, 4, ... up to every SM."""
     x = np.random.default_rng(1).standard_normal(n, dtype=np.float32)
     d_x, d_y = cuda.to_device(x), cuda.device_array_like(x)
     expected = stages.reference(x, work)
@@ -173,10 +174,10 @@ def _strong_scaling(n, work, timed):
     counts = sorted({min(sms, 1 << k) for k in range(16) if (1 << k) <= sms} | {sms})
     rows, one_sm = [], None
     for k in counts:
-        launch = chain_strided[k * BLOCKS_PER_SM, THREADS]
+        launch = chain_strided[k, THREADS]  # k blocks: while k <= SMs, each runs alone on its own SM
         launch(d_x, d_y, uint32(work))
         if not np.allclose(d_y.copy_to_host(), expected, rtol=1e-4, atol=1e-5):
-            raise AssertionError(f"amdahl: the strided chain is wrong on {k} SMs' worth of blocks")
+            raise AssertionError(f"amdahl: the strided chain is wrong on {k} SMs")
         row = dict(application="pipeline kernel", row="strong_scaling", sms=k, correct=True)
         if timed:
             start, stop = cuda.event(), cuda.event()
@@ -236,7 +237,7 @@ def plot(rows, device_name):
         right.set_xscale("log", base=2)
         right.set_ylim(0, 1.15)
         right.axhline(1, color="grey", linestyle="--", linewidth=1)
-        right.set_xlabel("SMs' worth of blocks in the grid")
+        right.set_xlabel("SMs (one block of 1024 threads each)")
         right.set_ylabel("strong-scaling efficiency (speedup / SMs)")
         right.set_title("the pipeline's kernel, fixed 2^24 elements", fontsize=9)
     fig.tight_layout()
