@@ -1,4 +1,4 @@
-"""The lean launch (zoo.device.launch) and CUDA graphs (zoo.graphs): the same results as numba's launch.
+"""The lean launch (zoo.device.launch) and CUDA graphs (zoo.device.graphs): the same results as numba's launch.
 
 On a GPU every zoo kernel is launched through the driver with hand-packed parameters; these tests
 check the packing of every kind of argument (arrays of each rank and layout, CuPy and numba arrays,
@@ -140,7 +140,7 @@ def test_a_graph_refuses_other_arrays():
     a, b, out = (cupy.ones(1000, cupy.float32) for _ in range(3))
     graph = zoo.graph(lambda x, y, o: step(x, y, out=o), a, b, out)
     for other in (cupy.ones(1000, cupy.float32), cupy.ones(999, cupy.float32), a[1:].copy()):
-        with pytest.raises(zoo.graphs.GraphMismatch, match="replays the arrays it captured"):
+        with pytest.raises(zoo.device.graphs.GraphMismatch, match="replays the arrays it captured"):
             graph(other, b, out)
     with pytest.raises(ValueError, match="pass device arrays and out="):
         zoo.graph(lambda x, y: step(x, y), a, b)  # an allocation cannot be captured

@@ -20,7 +20,7 @@ if SIMULATOR:
 
 # after the target is chosen: the registry imports numba.cuda
 from zoo import registry  # noqa: E402
-from zoo.graphs import Graph, graph  # noqa: E402
+from zoo.device.graphs import Graph, graph  # noqa: E402
 from zoo.registry import families, family  # noqa: E402
 
 __all__ = ["families", "family", "graph", "Graph", "registry", "MODE", "SIMULATOR"]

@@ -25,7 +25,7 @@ Measured:
 
 import zoo.device
 from zoo import SIMULATOR
-from zoo.device import launch as lean_launch
+from zoo.device.graphs import capture, replay
 from zoo.device.memory import address
 from zoo.kernels.launch import v03_lean_launch as v03
 
@@ -33,22 +33,6 @@ BASE = "v03"
 
 MAX_GRAPHS = 64  # graphs kept: zoo run rotates up to 16 input sets, each a capture of its own
 _GRAPHS = {}  # (address of x, address of out, n) -> the captured loop on those arrays
-
-
-def capture(x, out):
-    """v03's loop on x and out recorded into a CUDA graph: nothing runs, each launch becomes a node."""
-    import cupy  # CuPy's stream capture, as zoo.graph uses it
-
-    cupy.cuda.Device().synchronize()  # nothing of the eager loop may still be queued when the capture begins
-    stream = cupy.cuda.Stream(non_blocking=True)  # a capture records a stream of its own, never the legacy default
-    previous, lean_launch.capture_stream = lean_launch.capture_stream, stream.ptr  # zoo's stream-0 launches go there
-    stream.begin_capture()
-    try:
-        v03.launch(x, out)
-    finally:
-        graph = stream.end_capture()
-        lean_launch.capture_stream = previous
-    return graph
 
 
 def launch(x, out):
@@ -62,18 +46,6 @@ def launch(x, out):
         v03.launch(x, out)  # this call's result, and the kernel compiled before any capture
         if len(_GRAPHS) >= MAX_GRAPHS:
             _GRAPHS.clear()
-        _GRAPHS[key] = capture(x, out)
+        _GRAPHS[key] = capture(v03.launch, x, out)  # v03's loop recorded: each launch a node, nothing run
         return
-    graph.launch(_legacy_stream())  # on the default stream: ordered with the copies and launches around the call
-
-
-_LEGACY = []
-
-
-def _legacy_stream():
-    """CuPy's handle of the legacy default stream (stream 0), where zoo and numba launch."""
-    if not _LEGACY:
-        import cupy
-
-        _LEGACY.append(cupy.cuda.Stream.null)
-    return _LEGACY[0]
+    replay(graph)  # on the default stream: ordered with the copies and launches around the call

@@ -29,6 +29,7 @@ from numba import cuda, uint32
 from zoo import sweeps
 from zoo.device import sm_count
 from zoo.device.jit import jit
+from zoo.harness import time_wall
 from zoo.kernels.pipeline import stages
 
 COMMAND = "amdahl"
@@ -78,18 +79,6 @@ def _median_ms(fn, repeats=3):
     return float(np.median(samples))
 
 
-def _gpu_ms(fn, repeats=3):
-    """Wall time of fn() with the device synchronized before and after: what the application waits."""
-    samples = []
-    for _ in range(repeats):
-        cuda.synchronize()
-        began = time.perf_counter()
-        fn()
-        cuda.synchronize()
-        samples.append((time.perf_counter() - began) * 1e3)
-    return float(np.median(samples))
-
-
 def _amdahl_row(name, cpu_part, host_work, gpu_part, whole_gpu, timed):
     """The row of one application, from its four timed functions (None timings in the simulator)."""
     cpu_part()  # compile and warm up each path once
@@ -97,7 +86,10 @@ def _amdahl_row(name, cpu_part, host_work, gpu_part, whole_gpu, timed):
     if not timed:
         return dict(application=name, row="amdahl", correct=True)
     part_ms, host_ms = _median_ms(cpu_part), _median_ms(host_work)
-    gpu_part_ms, gpu_app_ms = _gpu_ms(gpu_part), _gpu_ms(whole_gpu)
+    # the wall time the application waits: a call and a synchronization, median of three (harness.time_wall)
+    gpu_part_ms, gpu_app_ms = (
+        time_wall(lambda i, f=f: f(), min_samples=3, budget_s=0).median_ms for f in (gpu_part, whole_gpu)
+    )
     cpu_ms = part_ms + host_ms
     p = part_ms / cpu_ms  # the share of the all-CPU time that the GPU takes over
     s = part_ms / gpu_part_ms  # that share's speedup, transfers included

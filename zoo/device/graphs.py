@@ -19,8 +19,10 @@ rather than computing on the old ones. What can be captured: zoo calls on CuPy
 (or numba) device arrays with ``out`` given, and CuPy operations; not host
 arrays (a copy from the host is not a launch) and not an allocation.
 
-``graph.stream`` is the CuPy stream it replays on; ``graph()`` does not wait for
-the GPU (``graph.synchronize()`` or ``cupy.cuda.Device().synchronize()`` does).
+A graph replays on the legacy default stream, ordered with the calls around it as
+an eager call is; ``graph()`` does not wait for the GPU (``graph.synchronize()``
+does). ``capture(fn, *args)`` and ``replay(graph)`` are the same two steps for a
+step that keeps its own graphs (launch v04).
 """
 
 import contextlib
@@ -46,6 +48,32 @@ def _address(a):
     return address(a)
 
 
+def capture(fn, *args):
+    """``fn(*args)`` recorded into a CUDA graph (a ``cupy.cuda.Graph``): nothing runs, each launch becomes a node.
+
+    Everything queued before is finished first; the capture records a non-blocking stream of its own (never the
+    legacy default stream, which cannot be captured), and zoo's launches on "stream 0" go to it meanwhile."""
+    import cupy
+
+    cupy.cuda.Device().synchronize()  # no earlier work may still be queued when the capture begins
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream, capturing(stream):  # CuPy's own operations and zoo's launches both go to the captured stream
+        stream.begin_capture()
+        try:
+            fn(*args)
+        finally:
+            graph = stream.end_capture()
+    return graph
+
+
+def replay(graph):
+    """Launch a captured graph on the legacy default stream, where zoo, numba and CuPy's default work run: it is
+    ordered with the calls before and after it, as an eager call would be."""
+    import cupy
+
+    graph.launch(cupy.cuda.Stream.null)
+
+
 class Graph:
     """A captured sequence of launches, replayed by calling it (see the module docstring)."""
 
@@ -56,15 +84,8 @@ class Graph:
 
         self.arrays = tuple(_describe(a) for a in arrays)
         fn(*arrays)  # eager: compiles and allocates what the capture must not
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.stream.synchronize()
-        cupy.cuda.Device().synchronize()
-        with self.stream, capturing(self.stream):
-            self.stream.begin_capture()
-            try:
-                fn(*arrays)
-            finally:
-                self._graph = self.stream.end_capture()
+        self._graph = capture(fn, *arrays)
+        self.stream = cupy.cuda.Stream.null  # where it replays (see replay)
         self.kernels = self._count_nodes()
 
     def _count_nodes(self):
@@ -85,7 +106,7 @@ class Graph:
                     f"its launches): captured {self._show(self.arrays)}, given {self._show(given)}; capture a new "
                     "graph for these arrays"
                 )
-        self._graph.launch(self.stream)
+        replay(self._graph)
 
     replay = __call__
 
