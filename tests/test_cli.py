@@ -92,3 +92,19 @@ def test_an_unknown_target_is_one_line(zoo_cli):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1] == "zoo: error: ZOO_TARGET must be 'gpu' or 'sim', not 'bogus'"
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("hgemm", "v05", "--cc", "7.5"), "hgemm/v05_warp_tile_64x64 needs compute capability 8.0 (mma.sync m16n8k16"),
+        (("sgemm", "v03", "--cc", "5.0"), "needs compute capability 7.0 (zoo's floor"),
+        (("sgemm", "v03", "--cc", "9"), "--cc is a compute capability such as 9.0"),
+        (("sgemm", "v03", "--cc", "9.7"), "does not know sm_97"),
+    ],
+)
+def test_a_target_a_step_cannot_compile_for_is_one_line(zoo_cli, args, message):
+    r = zoo_cli("show", *args, "--ptx", "--summary")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = [line for line in r.stderr.splitlines() if not line.startswith("zoo: no usable CUDA driver")]
+    assert len(lines) == 1 and lines[0].startswith("zoo: error:") and message in lines[0], r.stderr

@@ -87,3 +87,44 @@ def test_a_new_family_folder_is_discovered_checked_and_listed(tmp_path, zoo_cli)
     (tmp_path / "scale_cli" / "v02_wrong.py").write_text(good("Short.", bound="x.size - 1"))
     checked = zoo_cli("check", "scale_cli", env=env)
     assert checked.returncode == 1 and "unwritten" in checked.stdout
+
+
+def test_a_step_declares_the_compute_capability_it_needs(tmp_path, monkeypatch):
+    newer = good().replace("from numba import cuda", "from numba import cuda\n\nMIN_CC = (9, 0)  # wgmma, say")
+    fam = load(tmp_path, "scale_cc", {"v01_plain.py": good(), "v02_hopper.py": newer}, monkeypatch)
+    plain, hopper = fam["v01"], fam["v02"]
+    assert plain.requirement == (zoo.registry.ZOO_MIN_CC, zoo.registry.ZOO_MIN_CC_REASON)
+    assert hopper.min_cc == (9, 0)
+    assert plain.unsupported((7, 5)) is None and hopper.unsupported((9, 0)) is None
+    message = hopper.unsupported((8, 6))
+    assert message == f"{fam.name}/v02_hopper needs compute capability 9.0 (wgmma, say); the target is 8.6"
+    assert "zoo's floor" in plain.unsupported((6, 1))
+
+
+def test_a_family_line_applies_to_every_step_and_a_step_may_need_more(tmp_path, monkeypatch):
+    spec = SPEC.replace("ORDER = 99", "ORDER = 99\nMIN_CC = (8, 0)  # the family's reason")
+    newer = good().replace("from numba import cuda", "from numba import cuda\nMIN_CC = (9, 0)")
+    fam = load(tmp_path, "scale_famcc", {"v01_a.py": good(), "v02_b.py": newer}, monkeypatch, spec=spec)
+    assert fam["v01"].requirement == ((8, 0), "the family's reason")
+    assert fam["v02"].requirement == ((9, 0), "no reason given")  # the higher need wins
+
+
+def test_every_step_that_issues_ampere_tensor_core_instructions_declares_it():
+    """mma.sync m16n8k16 and cp.async need 8.0: each step using zoo.device.mma must say so (itself or its family)."""
+    for fam in zoo.families():
+        for v in fam:
+            if "zoo.device.mma" in v.source or "from zoo.device import mma" in v.source:
+                assert v.min_cc >= (8, 0), f"{fam.name}/{v.name} uses zoo.device.mma without MIN_CC >= (8, 0)"
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="the simulator runs every step whatever its MIN_CC")
+def test_a_step_newer_than_the_gpu_is_refused_before_any_launch(tmp_path, monkeypatch):
+    import numpy as np
+
+    from zoo.errors import Unsupported
+
+    future = good().replace("from numba import cuda", "from numba import cuda\nMIN_CC = (99, 0)  # a future GPU")
+    fam = load(tmp_path, "scale_future", {"v01_future.py": future}, monkeypatch)
+    with pytest.raises(Unsupported, match="needs compute capability 99.0 .a future GPU.; this GPU"):
+        fam["v01"](np.ones(3, np.float32))
+    assert fam["v01"].kernels[0].launch_number == 0

@@ -51,10 +51,12 @@ def common_kind(arrays):
 
 def is_c_contiguous(x, library=None):
     """Whether x is C-contiguous; ``library`` (library_of(x)) when the caller knows it already."""
+    known = getattr(x, "_c_contiguous", None)  # CuPy keeps the flag: no flags object built on every call
+    if known is not None:
+        return known
     if (library or library_of(x)) == NUMBA:
         return x.is_c_contiguous()
-    known = getattr(x, "_c_contiguous", None)  # CuPy keeps the flag: no flags object built on every call
-    return bool(x.flags.c_contiguous) if known is None else known
+    return bool(x.flags.c_contiguous)
 
 
 _DTYPES = {}

@@ -14,7 +14,7 @@ from rich.table import Table
 
 import zoo
 from zoo import harness, results
-from zoo.errors import OutOfRange
+from zoo.errors import OutOfRange, Unsupported
 
 console = Console()
 
@@ -81,6 +81,12 @@ def _cases(fam, texts, default):
     return cases
 
 
+def _steps(fam, args):
+    """The family's steps, or those named with --step (each a number, v02 or a file name)."""
+    names = getattr(args, "step", None)
+    return list(fam) if not names else [_variant(fam, n) for n in names]
+
+
 def _key(fam, size, kind):
     return results.size_key(size, kind, fam.kinds)
 
@@ -120,18 +126,21 @@ def _show_compiled(v, args):
         ).returncode
     from zoo import machine_code
 
-    try:
-        cc = tuple(int(p) for p in args.cc.split(".")) if args.cc else _default_cc()
-        size = _sizes(v.family, [args.size], None)[0] if args.size else None
-    except ValueError:
-        raise UsageError(f"--cc is a compute capability such as 9.0, not {args.cc!r}") from None
+    cc = _parse_cc(args.cc) if args.cc else _default_cc()
+    size = _sizes(v.family, [args.size], None)[0] if args.size else None
+    if v.unsupported(cc):  # below the step's MIN_CC or zoo's floor: nothing to compile
+        raise UsageError(v.unsupported(cc))
     isa = "sass" if args.sass else "ptx"
     try:
         kernels = machine_code.compile_step(v, cc, size)
         for k in kernels:
             machine_code.assemble(k, cc, want_sass=args.sass)
-    except machine_code.ToolMissing as e:
+    except (machine_code.ToolMissing, machine_code.UnknownTarget) as e:
         raise UsageError(str(e)) from None
+    except Exception as e:  # NVVM refusing the architecture: numba's NvvmSupportError and kin
+        if type(e).__name__.startswith("Nvvm"):
+            raise UsageError(f"NVVM cannot compile for sm_{cc[0]}{cc[1]}: {str(e).splitlines()[0]}") from None
+        raise
     for k in kernels:
         if not args.summary:
             sys.stdout.write(f"// ===== {k.name}{k.signature}, {isa.upper()} for sm_{cc[0]}{cc[1]} =====\n")
@@ -140,6 +149,14 @@ def _show_compiled(v, args):
     for k in kernels:
         sys.stdout.write("\n".join(machine_code.summary_lines(k, isa)) + "\n")
     return 0
+
+
+def _parse_cc(text):
+    """'8.6' -> (8, 6); a UsageError for anything else."""
+    parts = text.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise UsageError(f"--cc is a compute capability such as 9.0 or 7.5, not {text!r}")
+    return int(parts[0]), int(parts[1])
 
 
 def _default_cc():
@@ -186,15 +203,20 @@ def cmd_diff(args):
 
 
 # -- check / run --------------------------------------------------------------
-def _check_family(fam, cases, progress, task):
-    """Rows of (variant, passed, skipped, worst error, failures)."""
+def _check_family(fam, cases, progress, task, steps=None):
+    """Rows of (variant, passed, skipped, worst error, failures) for ``steps`` (default: every step)."""
     rows, failed = [], False
-    for v in fam:
+    for v in steps or fam:
         if v.demonstration:
             rows.append((v.name, "-", "-", "-", "[yellow]demonstration: wrong on purpose, not checked[/]"))
             progress.advance(task, len(cases))
             continue
+        if v.unsupported():
+            rows.append((v.name, "-", "-", "-", f"[yellow]skipped: {v.unsupported()}[/]"))
+            progress.advance(task, len(cases))
+            continue
         passed, skipped, worst, problems = 0, 0, 0.0, []
+        progress.update(task, description=f"{fam.name}: checking {v.name}")
         for i, (size, kind) in enumerate(cases):
             try:
                 r = harness.check(v, size, seed=1000 + i, kind=kind)
@@ -218,11 +240,13 @@ def cmd_check(args):
     small = zoo.SIMULATOR or getattr(args, "test_sizes", False)
     plan = [(fam, _cases(fam, args.size, fam.TEST_SIZES if small else fam.GPU_TEST_SIZES)) for fam in fams]
     any_failed = False
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("checking", total=sum(len(f.variants) * len(s) for f, s in plan))
+    from zoo.device.jit import quiet_occupancy
+
+    with _progress() as progress, quiet_occupancy():  # zoo's own small launches are small on purpose
+        task = progress.add_task("checking", total=sum(len(_steps(f, args)) * len(s) for f, s in plan))
         tables = []
         for fam, sizes in plan:
-            rows, failed = _check_family(fam, sizes, progress, task)
+            rows, failed = _check_family(fam, sizes, progress, task, _steps(fam, args))
             any_failed |= failed
             table = Table(
                 title=f"{fam.name}: sizes {', '.join(_key(fam, *c) for c in sizes)} "
@@ -242,6 +266,34 @@ def _fmt(value, spec):
     return "-" if value is None or value != value else format(value, spec)
 
 
+QUICK_BUDGET_S = 0.3  # seconds of samples a row gets in the default run (at least 10 samples, each about 1 ms)
+QUICK_CHECK_BYTES = 256 << 20  # the default run checks every step at the GPU test sizes that move at most this
+
+
+def _headline_size(fam):
+    """The size a family is summarised at: HEADLINE_SIZE, else its largest BENCH size."""
+    wanted = getattr(fam.module, "HEADLINE_SIZE", None)
+    if wanted is not None:
+        return wanted
+    return max(fam.BENCH_SIZES, key=lambda s: fam.bytes_moved(s) + fam.flops(s))
+
+
+def _progress():
+    """A progress display with the family, the step and an estimate of the time left."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+
+
 def cmd_run(args):
     if zoo.SIMULATOR:
         console.print(
@@ -250,14 +302,37 @@ def cmd_run(args):
         )
         return cmd_check(args)
     from zoo.device import properties, versions
+    from zoo.device.jit import quiet_occupancy
 
     fams = _families(args.families)
-    runs, any_failed = {}, False
-    plan = [(fam, _cases(fam, args.size, fam.BENCH_SIZES)) for fam in fams]
-    with Progress(console=console, transient=True) as progress:
-        total = sum((len(f.variants) + len(f.baselines) + len(f.cpu_rows)) * len(c) for f, c in plan)
+    quick = not (args.size or args.all_sizes)  # the default: each family's headline size, and a check first
+    budget = args.budget if args.budget is not None else (QUICK_BUDGET_S if quick else harness.BUDGET_S)
+    runs, any_failed, skipped = {}, False, set()
+    plan = []
+    for fam in fams:
+        if args.size:
+            cases = _cases(fam, args.size, None)
+        else:
+            cases = fam.cases(fam.BENCH_SIZES if args.all_sizes else [_headline_size(fam)])
+        checks = [c for c in fam.cases(fam.GPU_TEST_SIZES) if fam.bytes_moved(c[0]) <= QUICK_CHECK_BYTES]
+        plan.append((fam, cases, checks if quick else []))
+    with _progress() as progress, quiet_occupancy():  # zoo's own small launches are small on purpose
+        total = sum(
+            (len(_steps(f, args)) + len(f.baselines) + len(f.cpu_rows)) * len(c) + len(_steps(f, args)) * len(k)
+            for f, c, k in plan
+        )
         task = progress.add_task("timing", total=total)
-        for fam, cases in plan:
+        for fam, cases, checks in plan:
+            if checks:
+                progress.update(task, description=f"{fam.name}: checking at {len(checks)} GPU test size(s)")
+                rows, failed = _check_family(fam, checks, progress, task, _steps(fam, args))
+                any_failed |= failed
+                bad = [row for row in rows if "FAIL" in row[-1]]
+                sizes = ", ".join(_key(fam, *c) for c in checks)
+                console.print(
+                    f"{fam.name}: every step checked at {sizes}: "
+                    + ("[green]correct[/]" if not bad else "[red]" + "; ".join(f"{r[0]} {r[-1]}" for r in bad) + "[/]")
+                )
             for size, kind in cases:
                 key = _key(fam, size, kind)
                 measured = []
@@ -265,7 +340,12 @@ def cmd_run(args):
                     progress.update(task, description=f"{fam.name} {key}: {name}")
                     measured.append(
                         harness.measure_baseline(
-                            fam, size, kind=kind, name=name, baseline_ms=measured[0].ms if measured else None
+                            fam,
+                            size,
+                            kind=kind,
+                            name=name,
+                            baseline_ms=measured[0].ms if measured else None,
+                            budget_s=budget,
                         )
                     )
                     progress.advance(task)
@@ -273,17 +353,24 @@ def cmd_run(args):
                     progress.update(task, description=f"{fam.name} {key}: {name} on the CPU")
                     try:
                         measured.append(
-                            harness.measure_cpu(fam, size, kind=kind, name=name, baseline_ms=measured[0].ms)
+                            harness.measure_cpu(
+                                fam, size, kind=kind, name=name, baseline_ms=measured[0].ms, budget_s=budget
+                            )
                         )
                     except OutOfRange:  # a CPU row that would take minutes at this size
                         pass
                     progress.advance(task)
-                for v in fam:
+                for v in _steps(fam, args):
                     progress.update(task, description=f"{fam.name} {key}: {v.name}")
                     try:
-                        m = harness.measure_variant(v, size, baseline_ms=measured[0].ms, kind=kind)
+                        m = harness.measure_variant(v, size, baseline_ms=measured[0].ms, kind=kind, budget_s=budget)
                     except OutOfRange:
                         m = None
+                    except Unsupported as e:  # once per step, not once per size
+                        m = None
+                        if v not in skipped:
+                            skipped.add(v)
+                            console.print(f"[yellow]skipped: {e}[/]")
                     progress.advance(task)
                     if m is not None:
                         measured.append(m)
@@ -375,7 +462,7 @@ def cmd_tune(args):
     count = len(sweep.candidates()) * len(shapes or sweep.SHAPE_CLASSES)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("tuning", total=count)
-        table = sweep.sweep(shapes, progress=lambda *_: progress.advance(task))
+        table = sweep.sweep(shapes, progress=lambda *_: progress.advance(task), save=args.save)
     for cls, entry in table["classes"].items():
         shape = "x".join(map(str, entry["shape"]))
         out = Table(title=f"{fam.name} tile sweep, class {cls} at {shape}, {table['device']} (fastest first)")
@@ -395,7 +482,8 @@ def cmd_tune(args):
                 note,
             )
         console.print(out)
-    console.print(f"saved to {sweep.path().relative_to(results.ROOT)}; v10 to v15 launch each class's fastest shape")
+    where = [str(sweep.cache_path())] + ([str(sweep.path().relative_to(results.ROOT))] if args.save else [])
+    console.print(f"saved to {' and '.join(where)}; the tuned steps launch each class's fastest shape")
 
 
 # -- report / doctor ----------------------------------------------------------
@@ -489,6 +577,7 @@ def build_parser():
             action="append",
             help="a size such as 4096 or 1000x777x333, or SIZE@KIND for one kind of input (repeatable)",
         )
+        s.add_argument("--step", action="append", help="only this step (v09, 9 or its file name; repeatable)")
         if name == "check":
             s.add_argument(
                 "--test-sizes",
@@ -497,6 +586,16 @@ def build_parser():
             )
         if name == "run":
             s.add_argument("--save", action="store_true", help="merge the figures into results/<gpu>.json")
+            s.add_argument(
+                "--all-sizes",
+                action="store_true",
+                help="time every BENCH size (default: each family's headline size, after a check at GPU test sizes)",
+            )
+            s.add_argument(
+                "--budget",
+                type=float,
+                help=f"seconds of samples a row (default {QUICK_BUDGET_S}, or {harness.BUDGET_S} with a size given)",
+            )
         s.set_defaults(func=func)
     s = sub.add_parser("tune", help="sweep a family's tile shapes on this GPU and save the table (sgemm)")
     s.add_argument("family")
@@ -504,6 +603,11 @@ def build_parser():
         "--size",
         action="append",
         help="tune the shape class of this size, at this size (default: every class at its own shape)",
+    )
+    s.add_argument(
+        "--save",
+        action="store_true",
+        help="also write the table into the repository's results/tune (the user's cache always gets it)",
     )
     s.set_defaults(func=cmd_tune)
     s = sub.add_parser("report", help="regenerate README tables, plots and Measured lines from results/")

@@ -7,3 +7,11 @@ class OutOfRange(ValueError):
     The checks skip such sizes for that variant instead of failing it; a caller
     gets an ordinary ValueError.
     """
+
+
+class Unsupported(RuntimeError):
+    """This step needs more of the GPU than the one present has: a newer compute capability (its ``MIN_CC``).
+
+    ``zoo check``, ``zoo run``, asv and the GPU tests skip the step and show the message, which names what
+    the step needs, why, and what this GPU has.
+    """

@@ -126,7 +126,8 @@ def _hold_kernel():
         while globaltimer() - start < ns:
             cuda.nanosleep(1000)  # spin gently: one warp, mostly asleep
 
-    return hold[1, 1]
+    with zoo_jit.quiet_occupancy():  # one thread on purpose
+        return hold[1, 1]
 
 
 def hold_gpu(us):
@@ -289,8 +290,11 @@ def benchmark_buffers(variant, host_inputs, shape, dtype):
     return input_sets(host_inputs), out
 
 
-def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params):
-    """Check on the benchmark inputs, then time; returns a Measurement."""
+BUDGET_S = 1.0  # seconds of samples a row is timed for by default (at least min_samples of them)
+
+
+def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s=BUDGET_S, **params):
+    """Check on the benchmark inputs, then time for about ``budget_s`` seconds; returns a Measurement."""
     fam = variant.family
     host_inputs = fam.inputs(size, seed, kind)
     _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
@@ -304,7 +308,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params
         )
         ok, err, _ = compare(arrays.host(out), ref, fam.tolerance(size))
         correct = ok
-    timing = _timer(fam)(lambda i: variant.launch(sets[i % len(sets)], out, **params))
+    timing = _timer(fam)(lambda i: variant.launch(sets[i % len(sets)], out, **params), budget_s=budget_s)
     gflops, gbps = _rates(fam, size, timing.median_ms)
     m = Measurement(
         variant.name,
@@ -322,7 +326,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, **params
     return m
 
 
-def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=None, **params):
+def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=None, budget_s=BUDGET_S, **params):
     """Time one of the family's library baselines (``fam.baselines[name]``) on the same inputs.
 
     The result is checked against the reference like a variant's (not a ceiling's,
@@ -344,7 +348,7 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     ok, err = None, math.nan  # a ceiling (CEILINGS) times the bound, not the family's result
     if name not in fam.ceilings:
         ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size))
-    timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out))
+    timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out), budget_s=budget_s)
     gflops, gbps = _rates(fam, size, timing.median_ms)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
     return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio, correct=ok, error=err)
@@ -389,7 +393,7 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
-def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, **params):
+def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, budget_s=CPU_BUDGET_S, **params):
     """Time one of the family's CPU rows (``fam.cpu_rows[name]``) on the host inputs; checked like a baseline."""
     fn, threads = fam.cpu_rows[name]
     host_inputs = fam.inputs(size, seed, kind)
@@ -401,7 +405,7 @@ def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, **par
         fn(*host_inputs, **params)
         samples.append((time.perf_counter() - start) * 1e3)
         spent += samples[-1] / 1e3
-        if spent >= CPU_BUDGET_S and (len(samples) >= 3 or spent >= 2 * CPU_BUDGET_S):
+        if spent >= budget_s and (len(samples) >= 3 or spent >= 2 * budget_s):
             break
     ms = statistics.median(samples)
     q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3

@@ -38,6 +38,10 @@ class ToolMissing(RuntimeError):
     """A compiler tool is not installed; the message says how to get it."""
 
 
+class UnknownTarget(RuntimeError):
+    """The compiler installed cannot compile for the compute capability asked for; the message says which."""
+
+
 @dataclass
 class CompiledKernel:
     name: str
@@ -247,6 +251,13 @@ def assemble(kernel, cc, want_sass=False):
         if kernel.max_registers:
             cmd.insert(1, f"-maxrregcount={kernel.max_registers}")
         r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0 and "gpu-name" in r.stderr:  # "Value 'sm_70' is not defined for option 'gpu-name'"
+            version = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout.strip()
+            release = re.search(r"release ([\d.]+)", version)
+            raise UnknownTarget(
+                f"{ptxas} (CUDA {release.group(1) if release else '?'}) does not know {_arch(cc)}: "
+                "name a compute capability this CUDA supports (CUDA 13 starts at 7.5, CUDA 12 at 5.0)"
+            )
         if r.returncode != 0:
             raise RuntimeError(f"ptxas failed on {kernel.name}:\n{r.stderr}")
         kernel.report = parse_ptxas(r.stderr)

@@ -11,6 +11,11 @@ copied from an earlier step other than the one before it says ``FROM = "vNN"``. 
 with ``ZOO_KERNEL_PATH`` (folders separated like PATH), which is how a test adds
 a throwaway family.
 
+A step that needs a newer GPU than zoo's floor (compute capability 7.0) says so in one line,
+``MIN_CC = (8, 0)  # mma.sync m16n8k16, cp.async``: the comment is the reason users are shown. The same
+line in a family's spec applies to every step. On an older GPU a call raises ``zoo.errors.Unsupported``
+before any launch, and ``zoo check``, ``zoo run``, asv and the GPU tests skip the step with that message.
+
 Discovery fails loudly on a gap in the numbers, a duplicate number, a file that
 looks like a variant but is misnamed, a missing heading, or a BASE that is not
 an earlier step of the family.
@@ -26,11 +31,17 @@ import numpy as np
 
 from zoo import SIMULATOR, arrays
 from zoo.device import launch as lean_launch
+from zoo.errors import Unsupported
 
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
 BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
 FROM_LINE = re.compile(r"^FROM\s*=\s*[\"'](v\d{2})[\"']", re.M)
 HEADINGS = ("Changes", "Why it is faster", "Measured")
+MIN_CC_LINE = re.compile(r"^MIN_CC\s*=\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*(?:#[ \t]*(.*?))?[ \t]*$", re.M)
+# The oldest GPU zoo runs on: Volta. The kernels use CUDA's *_sync warp intrinsics, whose meaning under
+# independent thread scheduling starts there, and CUDA 12 still compiles for it (CUDA 13 starts at 7.5).
+ZOO_MIN_CC = (7, 0)
+ZOO_MIN_CC_REASON = "zoo's floor: warp intrinsics with independent thread scheduling"
 
 # name: what the family spec provides
 REQUIRED_SPEC = {
@@ -160,6 +171,45 @@ class Variant:
         previous = self.family[self.number - 1]
         return previous.base or previous  # after a launch-only step, the kernel it launches is the one copied
 
+    @functools.cached_property
+    def requirement(self):
+        """(the lowest compute capability this step runs on, why): its own ``MIN_CC`` line, else its family's,
+        else zoo's floor; read from the files' text, so listing what steps need imports none of them."""
+        found = [(ZOO_MIN_CC, ZOO_MIN_CC_REASON)]
+        for text in (self.family.spec_source, self.source):
+            m = MIN_CC_LINE.search(text)
+            if m:
+                found.append(((int(m.group(1)), int(m.group(2))), m.group(3) or "no reason given"))
+        return max(found, key=lambda need: need[0])
+
+    @property
+    def min_cc(self):
+        return self.requirement[0]
+
+    def unsupported(self, cc=None):
+        """Why this step cannot run on a GPU of compute capability ``cc`` (a tuple; default: the GPU present),
+        or None when it can. The simulator runs every step."""
+        need, why = self.requirement
+        if cc is None:
+            if SIMULATOR:
+                return None
+            from zoo.device import compute_capability, properties
+
+            cc, where = compute_capability(), f"this GPU ({properties()['name']}) has"
+        else:
+            where = "the target is"
+        if tuple(cc) >= need:
+            return None
+        return (
+            f"{self.family.name}/{self.name} needs compute capability {need[0]}.{need[1]} ({why}); "
+            f"{where} {cc[0]}.{cc[1]}"
+        )
+
+    @functools.cached_property
+    def _unsupported_here(self):
+        """unsupported() for the GPU present, asked once: every call reads it."""
+        return self.unsupported()
+
     @property
     def kernels(self):
         """The zoo.device.jit kernels defined in this file, in definition order."""
@@ -173,7 +223,11 @@ class Variant:
 
     # -- calling ---------------------------------------------------------------
     def validate(self, *inputs, **params):
-        """The family's checks, then this variant's own limits; returns (kind, (out shape, dtype))."""
+        """The family's checks, then this variant's own limits; returns (kind, (out shape, dtype)).
+
+        Raises Unsupported first when the GPU present is too old for this step."""
+        if self._unsupported_here:
+            raise Unsupported(self._unsupported_here)
         family_checks, output_for, own_checks = self._checks
         kind = family_checks(*inputs, **params)
         output = output_for(*inputs, **params)
@@ -208,7 +262,7 @@ class Variant:
         if out is not None:
             if arrays.library_of(out) != kind:
                 raise TypeError(f"out is a {arrays.library_of(out)} array, the inputs are {kind}")
-            if tuple(out.shape) != tuple(shape) or out.dtype != arrays.as_dtype(dtype):
+            if (out.shape != shape and tuple(out.shape) != tuple(shape)) or out.dtype != arrays.as_dtype(dtype):
                 raise ValueError(
                     f"out must be {np.dtype(dtype)} of shape {tuple(shape)}, "
                     f"got {np.dtype(out.dtype)} of shape {tuple(out.shape)}"
@@ -227,16 +281,22 @@ class Variant:
 
     def launch(self, device_inputs, device_out, **params):
         """Launch on prepared device arrays (asynchronous on the GPU); optional inputs may be left out."""
-        missing = self._input_count - len(device_inputs)
-        self.module.launch(*device_inputs, *((None,) * missing), device_out, **params)
+        step_launch, count = self._step_launch
+        if len(device_inputs) == count:
+            step_launch(*device_inputs, device_out, **params)
+        else:
+            step_launch(*device_inputs, *((None,) * (count - len(device_inputs))), device_out, **params)
 
     @functools.cached_property
-    def _input_count(self):
-        return len(self.family.INPUTS)
+    def _step_launch(self):
+        """(the step's launch function, how many inputs it takes), looked up once: every call uses them."""
+        return self.module.launch, len(self.family.INPUTS)
 
     def __call__(self, *inputs, out=None, **params):
         """Run this variant: NumPy in, NumPy out; device arrays in, same kind out."""
-        family_checks, output_for, own_checks = self._checks  # validate(), inlined: this runs on every call
+        if self._unsupported_here:  # validate(), inlined: this runs on every call
+            raise Unsupported(self._unsupported_here)
+        family_checks, output_for, own_checks = self._checks
         kind = family_checks(*inputs, **params)
         shape, dtype = output_for(*inputs, **params)
         if own_checks is not None:
@@ -391,6 +451,11 @@ class Family:
     def summary(self):
         return (self.module.__doc__ or "").strip().splitlines()[0]
 
+    @functools.cached_property
+    def spec_source(self):
+        """The text of the family's spec (its ``__init__.py``)."""
+        return Path(self.module.__file__).read_text()
+
     def __iter__(self):
         return iter(self.variants)
 
@@ -411,50 +476,54 @@ class Family:
     def validate(self, *inputs, **params):
         """The checks every family shares; returns the arrays' kind. Raises before any launch.
 
-        It runs on every call, so what it needs from the spec is read once (``_arguments``)."""
-        arguments, required, ndim = self._arguments
-        if not required and not inputs:
-            raise TypeError(f"{self.name} takes no arrays")
-        if not required <= len(inputs) <= len(arguments):
+        It runs on every call, so it is one pass over the arrays with what it needs from the spec read once
+        (``_arguments``); the wording of an error is worked out only when there is one."""
+        arguments, required, ndim, dtypes = self._arguments
+        if not required <= len(inputs) <= len(arguments) or not inputs:
+            if not required and not inputs:
+                raise TypeError(f"{self.name} takes no arrays")
             raise TypeError(f"{self.name} takes arrays ({', '.join(self.INPUTS)}), got {len(inputs)}")
-        given = []
-        # strict=False: optional trailing inputs may be left out
-        for (name, optional), a in zip(arguments, inputs, strict=False):
-            if a is not None:
-                given.append((name, a))
-            elif not optional:
-                raise TypeError(f"{name} is required, got None")
-        kind = arrays.common_kind([a for _, a in given])
-        if self.host_inputs and kind != arrays.NUMPY:
-            raise TypeError(
-                f"{self.name} takes NumPy arrays: its steps move them to the GPU and back "
-                f"themselves (got {kind} arrays)"
-            )
-        dtypes = self.dtypes
-        for name, a in given:
+        kind = dtype = None
+        for (name, optional), a in zip(arguments, inputs, strict=False):  # optional trailing inputs may be left out
+            if a is None:
+                if not optional:
+                    raise TypeError(f"{name} is required, got None")
+                continue
+            library = arrays.library_of(a)
+            if kind is None:
+                kind, dtype = library, a.dtype
+                if self.host_inputs and kind != arrays.NUMPY:
+                    raise TypeError(
+                        f"{self.name} takes NumPy arrays: its steps move them to the GPU and back "
+                        f"themselves (got {kind} arrays)"
+                    )
+            elif library != kind:
+                kinds = sorted({arrays.library_of(x) for x in inputs if x is not None})
+                raise TypeError(f"arrays of mixed kinds ({', '.join(kinds)}): pass all host or all device arrays")
             if a.dtype not in dtypes:
                 raise TypeError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {np.dtype(a.dtype)}")
             if a.ndim != ndim:
                 raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(a.shape)}")
             if a.size == 0:
                 raise ValueError(f"{name} is empty (shape {tuple(a.shape)})")
-            if not arrays.is_c_contiguous(a, kind):
+            if not arrays.is_c_contiguous(a, library):
                 raise ValueError(
                     f"{name} is not C-contiguous: pass a contiguous copy "
                     "(numpy.ascontiguousarray or cupy.ascontiguousarray)"
                 )
-        if any(a.dtype != given[0][1].dtype for _, a in given):
-            raise TypeError(
-                f"{self.name}'s arrays must share one dtype, got "
-                + ", ".join(f"{n} {np.dtype(a.dtype)}" for n, a in given)
-            )
+            if a.dtype != dtype:
+                given = [(n, x) for (n, _), x in zip(arguments, inputs, strict=False) if x is not None]
+                raise TypeError(
+                    f"{self.name}'s arrays must share one dtype, got "
+                    + ", ".join(f"{n} {np.dtype(x.dtype)}" for n, x in given)
+                )
         return kind
 
     @functools.cached_property
     def _arguments(self):
-        """(((name, optional), ...) for INPUTS, how many are required, NDIM)."""
+        """(((name, optional), ...) for INPUTS, how many are required, NDIM, the dtypes accepted)."""
         arguments = tuple((n.rstrip("?"), n.endswith("?")) for n in self.INPUTS)
-        return arguments, sum(not optional for _, optional in arguments), self.NDIM
+        return arguments, sum(not optional for _, optional in arguments), self.NDIM, self.dtypes
 
 
 def _kernel_packages():

@@ -114,6 +114,9 @@ def page(fam, all_results=None):
             f"File: [`zoo/kernels/{fam.name}/{v.path.name}`](../zoo/kernels/{fam.name}/{v.path.name})"
             + (f" · try it: `python -m zoo show {fam.name} {v.name[:3]}`")
         )
+        if v.min_cc > registry.ZOO_MIN_CC:
+            (major, minor), why = v.requirement
+            out.append(f"Needs a GPU of compute capability {major}.{minor} or later: {why}.")
         if v.demonstration:
             out.append(f"**Wrong on purpose.** {v.demonstration}")
         for heading in registry.HEADINGS:

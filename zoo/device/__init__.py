@@ -62,6 +62,13 @@ def _sm_count():
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
+def compute_capability():
+    """The GPU's compute capability as a tuple, (9, 0) on Hopper; None in the simulator (it runs every step)."""
+    if SIMULATOR:
+        return None
+    return tuple(int(p) for p in properties()["compute_capability"].split("."))
+
+
 def properties():
     """A dict of the device's name and the properties the harness and doctor use."""
     return dict(OFFLINE) if OFFLINE else _properties()

@@ -26,6 +26,7 @@ device function that runs ``body(0, ...)``, ``body(1, ...)``, ...,
 ``body(count - 1, ...)`` in straight-line code, each index a constant.
 """
 
+import contextlib
 import functools
 import inspect
 import itertools
@@ -42,13 +43,14 @@ if SIMULATOR:
 class Launch:
     """A launch configuration as the variant wrote it, normalised to 3D tuples."""
 
-    __slots__ = ("grid", "block", "stream", "shared_bytes")
+    __slots__ = ("grid", "block", "stream", "shared_bytes", "dimensions")
 
     def __init__(self, grid, block, stream=0, shared_bytes=0):
         self.grid = _dim3(grid)
         self.block = _dim3(block)
         self.stream = stream
         self.shared_bytes = shared_bytes
+        self.dimensions = (*self.grid, *self.block, shared_bytes)  # cuLaunchKernel's arguments after the function
 
     @property
     def threads_per_block(self):
@@ -62,6 +64,24 @@ class Launch:
 
     def __repr__(self):
         return f"Launch(grid={self.grid}, block={self.block}, shared_bytes={self.shared_bytes})"
+
+
+@contextlib.contextmanager
+def quiet_occupancy():
+    """numba's low-occupancy warning off for the launchers made inside: zoo's own small launches.
+
+    numba warns "Grid size N will likely result in GPU under-utilization" whenever it configures a launch of
+    fewer than 128 blocks. zoo launches small grids on purpose (a one-block scan, a small test size, the
+    timing harness's one-thread hold), so its launch paths configure inside this block; a user's own kernels,
+    configured outside it, still get the warning, which is meant for them."""
+    from numba.cuda.core import config
+
+    saved = config.CUDA_LOW_OCCUPANCY_WARNINGS
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    try:
+        yield
+    finally:
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = saved
 
 
 def _dim3(d):
@@ -126,8 +146,11 @@ class Kernel:
             if launch.shared_bytes > DEFAULT_SHARED_LIMIT and not SIMULATOR:
                 self._allow_shared(args, launch.shared_bytes)
             # numba's launch: the simulator, or arguments the lean launch cannot pack. numba's configured
-            # launcher is made here only: it normalises the dimensions and warns about small grids each time.
-            return self.dispatcher[config](*args)
+            # launcher is made here only: it normalises the dimensions (and would warn about the small grids
+            # that zoo's steps launch on purpose at small sizes: see quiet_occupancy).
+            with quiet_occupancy():
+                configured = self.dispatcher[config]
+            return configured(*args)
 
         return run
 

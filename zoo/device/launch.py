@@ -56,8 +56,21 @@ def _note_fallback(kernel_name, why):
 # -- argument types -------------------------------------------------------------------------------
 _SCALARS = (int, float, bool, np.bool_, *np.sctypeDict.values())
 _SCALAR_TYPES = {t for t in _SCALARS if isinstance(t, type) and issubclass(t, (int, float, bool, np.number, np.bool_))}
-_IS_CUPY = {}  # array type -> whether it is CuPy's, decided once per type
+_CUPY, _NUMBA, _SCALAR, _OTHER = "cupy", "numba", "scalar", "other"  # what the lean launch does with an argument
+_ARGUMENT_KINDS = dict.fromkeys(_SCALAR_TYPES, _SCALAR)  # argument type -> its kind, decided once per type
 MAX_KEYS = 4096  # argument layouts a launcher remembers (a new shape is a new key)
+
+
+def _argument_kind(t):
+    """The kind of arguments of type ``t``, decided at its first sight and kept in ``_ARGUMENT_KINDS``."""
+    if t.__module__.startswith("cupy") and hasattr(t, "__cuda_array_interface__"):
+        kind = _CUPY
+    elif hasattr(t, "device_ctypes_pointer"):  # numba's DeviceNDArray (and its views)
+        kind = _NUMBA
+    else:  # a NumPy array (numba copies it to the device and back), a record, a tuple ...
+        kind = _OTHER
+    _ARGUMENT_KINDS[t] = kind
+    return kind
 
 
 # struct codes of a scalar parameter, padded to its 8-byte slot (the driver reads the parameter's own size)
@@ -80,8 +93,8 @@ _SCALAR_CODES = {
 class Plan:
     """One kernel specialisation's compiled function and its parameter slots, made once.
 
-    The slots are one ctypes buffer of 8 bytes a parameter; ``layout`` packs a call's values into it with one
-    ``struct.pack_into`` (an array is meminfo 0, parent 0, element count, item size, data pointer, shape,
+    The slots are one ctypes buffer of 8 bytes a parameter; a launch packs its values into them with one
+    ``layout.pack_into`` (an array is meminfo 0, parent 0, element count, item size, data pointer, shape,
     strides; a scalar its value in its own type), and ``pointers`` holds each slot's address for the driver.
     """
 
@@ -120,11 +133,6 @@ class Plan:
         self.pointers = (ctypes.c_void_p * max(count, 1))(*[base + 8 * i for i in range(count)])
         self.address = ctypes.addressof(self.pointers)
 
-    def pack(self, values):
-        """Write a call's parameter values into the slots; returns the address of the pointer array for the driver."""
-        self.layout.pack_into(self.slots, 0, *values)
-        return self.address
-
 
 class LeanLauncher:
     """The lean launch of one numba dispatcher: plans by argument layout, then one driver call per launch."""
@@ -135,27 +143,27 @@ class LeanLauncher:
         self._refused = False
 
     def launch(self, launch, args):
-        """Launch with ``launch`` (a zoo.device.jit.Launch); False when the arguments need numba's path."""
-        keys, values = [], []  # one pass over the arguments: the plan's key, then the parameters' values
+        """Launch with ``launch`` (a zoo.device.jit.Launch); False when the arguments need numba's path.
+
+        This runs on every call of every step, so it is written for the interpreter: one pass over the
+        arguments, each argument's type looked up once in ``_ARGUMENT_KINDS``, no helper calls on the way."""
+        keys, values = [], []  # the plan's key, then the parameters' values
         for v in args:
             t = type(v)
-            if t in _SCALAR_TYPES:
+            kind = _ARGUMENT_KINDS.get(t) or _argument_kind(t)
+            if kind is _CUPY:  # a CuPy array: its pointer is .data.ptr
+                shape, strides, dtype = v.shape, v.strides, v.dtype
+                keys.append((t, dtype, shape, strides))  # decides the numba type: dtype, rank, layout
+                # meminfo and parent are 0 (numba's kernels never read them), then nitems, itemsize, data
+                values += (0, 0, v.size, dtype.itemsize, v.data.ptr, *shape, *strides)
+            elif kind is _SCALAR:
                 keys.append(t)
                 values.append(v)
-                continue
-            if t is np.ndarray:  # a host array: numba copies it to the device and back
-                keys.append(None)
-                continue
-            try:
-                shape, strides = v.shape, v.strides
-                keys.append((t, v.dtype, shape, strides))  # decides the numba type: dtype, rank, layout
-                cupy_array = _IS_CUPY.get(t)
-                if cupy_array is None:  # first sight of this type: a CuPy array's pointer is .data.ptr
-                    cupy_array = _IS_CUPY[t] = t.__module__.startswith("cupy")
-                data = v.data.ptr if cupy_array else (v.device_ctypes_pointer.value or 0)
-                # meminfo and parent are 0 (numba's kernels never read them), then nitems, itemsize, data
-                values += (0, 0, v.size, v.dtype.itemsize, data, *shape, *strides)
-            except AttributeError:
+            elif kind is _NUMBA:  # a numba device array
+                shape, strides, dtype = v.shape, v.strides, v.dtype
+                keys.append((t, dtype, shape, strides))
+                values += (0, 0, v.size, dtype.itemsize, v.device_ctypes_pointer.value or 0, *shape, *strides)
+            else:  # a host array (numba copies it to the device and back), or anything else
                 keys.append(None)
         keys = tuple(keys)
         plan = self._plans.get(keys, False)
@@ -171,25 +179,17 @@ class LeanLauncher:
         if launch.shared_bytes > plan.shared_allowed:  # opt in once, as cudaFuncSetAttribute does in CUDA C
             set_max_dynamic_shared(plan.kernel_handle, plan.device_id, launch.shared_bytes)
             plan.shared_allowed = launch.shared_bytes
-        grid, block, stream = launch.grid, launch.block, launch.stream
+        stream = launch.stream
         if stream:
             handle = _stream_handle(stream)
+        elif capture_stream is None:
+            handle = _DEFAULT if _DEFAULT is not None else _default_stream()
         else:
-            handle = _default_stream() if capture_stream is None else _driver().CUstream(capture_stream)
-        (err,) = _launch_kernel(
-            plan.function,
-            grid[0],
-            grid[1],
-            grid[2],
-            block[0],
-            block[1],
-            block[2],
-            launch.shared_bytes,
-            handle,
-            plan.pack(values),
-            0,
-        )
+            handle = _driver().CUstream(capture_stream)
+        plan.layout.pack_into(plan.slots, 0, *values)  # this call's values into the parameter slots
+        (err,) = _launch_kernel(plan.function, *launch.dimensions, handle, plan.address, 0)
         if err:
+            grid, block = launch.grid, launch.block
             raise LaunchError(
                 f"cuLaunchKernel of {self.dispatcher.py_func.__name__} with grid {grid}, block "
                 f"{block}, {launch.shared_bytes} B of dynamic shared memory failed: {err!r}"

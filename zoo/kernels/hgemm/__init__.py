@@ -118,6 +118,9 @@ import math
 import numpy as np
 
 ORDER = 35  # right after sgemm (30): the same problem on the tensor cores
+# Every step issues mma.sync m16n8k16, which Ampere (8.0) introduced; a Turing GPU (7.5, Colab's T4) has
+# ldmatrix and an f16 mma.sync of half the depth, m16n8k8, but no cp.async.
+MIN_CC = (8, 0)  # mma.sync m16n8k16 and cp.async (Turing, 7.5, has mma only as m16n8k8)
 INPUTS = ("A", "B")
 DTYPE = np.float16
 NDIM = 2
