@@ -297,6 +297,7 @@ def test_tiles_for_reads_each_class_and_the_old_single_shape_table(tmp_path, mon
 
     table = tmp_path / "sgemm.json"
     monkeypatch.setattr(tiles, "path", lambda: table)
+    monkeypatch.setattr(tiles, "cache_path", lambda: tmp_path / "no-cache.json")
     monkeypatch.setattr(tiles, "sm_count", lambda: 132)  # an H200's: the simulator's own count is smaller
     small = DEFAULT._replace(BM=64, BN=64, WM=32, WN=32, WN_ITER=1)
     row = lambda t: {"tiles": t._asdict(), "ms": 1.0}  # noqa: E731
@@ -305,7 +306,7 @@ def test_tiles_for_reads_each_class_and_the_old_single_shape_table(tmp_path, mon
     try:
         assert tiles.tiles_for(1024, 1024, 1024) == small and tiles.tiles_for(4096, 4096, 4096) == DEFAULT
         assert tiles.best_tiles("small") == small and tiles.best_tiles("large") == DEFAULT
-        assert tiles.best_tiles("skinny") is None and tiles.tiles_for(256, 4096, 4096) == DEFAULT  # the large's
+        assert tiles.best_tiles("skinny") is None and tiles.tiles_for(256, 4096, 4096) == tiles.SMALL  # the default
         table.write_text(json.dumps({"size": 4096, "best": row(small)}))  # before classes: the large class's
         tiles.table.cache_clear()
         assert tiles.best_tiles("large") == small and tiles.best_tiles("small") is None
@@ -384,17 +385,17 @@ def test_zoo_tune_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
 
     seen = []
 
-    def fake_sweep(shapes, progress=None):
+    def fake_sweep(shapes, progress=None, save=False):
         seen.append(shapes)
         return {"device": "test", "classes": {c: {"shape": list(s), "rows": []} for c, s in shapes.items()}}
 
     monkeypatch.setattr(zoo, "SIMULATOR", False)
     monkeypatch.setattr(tune, "sweep", fake_sweep)
     monkeypatch.setattr(tiles, "sm_count", lambda: 132)  # shape_class's
-    cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "2000x5000x64", "200x4096x4096"]))
+    cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "2000x5000x64", "200x4096x4096"], save=False))
     assert seen == [{"small": (1024, 1024, 1024), "large": (2000, 5000, 64), "skinny": (200, 4096, 4096)}]
     with pytest.raises(cli.UsageError, match="both of class small"):
-        cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "300x5000x64"]))  # 120 tiles: small too
+        cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "300x5000x64"], save=False))  # 120 tiles: small
 
 
 # -- v13: whole waves unsplit, the leftover tile rows split along K -------------------------------------
@@ -469,3 +470,56 @@ def test_tuned_gflops_is_the_best_agreeing_rate_of_those_tiles(monkeypatch):
         assert tiles.tuned_gflops(DEFAULT._replace(BM=64)) is None
     finally:
         tiles.tuned_gflops.cache_clear()
+
+
+def test_without_a_table_each_class_gets_its_default_and_the_cache_comes_first(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(tiles, "path", lambda: tmp_path / "repo.json")
+    monkeypatch.setattr(tiles, "cache_path", lambda: tmp_path / "cache.json")
+    monkeypatch.setattr(tiles, "sm_count", lambda: 132)
+    tiles.table.cache_clear()
+    try:
+        assert tiles.tiles_for(1024, 1024, 1024) == tiles.SMALL  # 64 tiles of 128 x 128 for 132 SMs: small
+        assert tiles.tiles_for(256, 4096, 4096) == tiles.SMALL  # skinny
+        assert tiles.tiles_for(4096, 4096, 4096) == tiles.tiles_for(2048, 2048, 2048) == DEFAULT  # large
+        monkeypatch.setattr(tiles, "sm_count", lambda: 40)  # a T4: 64 tiles of 128 x 128 fill its 40 SMs
+        assert tiles.tiles_for(1024, 1024, 1024) == DEFAULT
+        row = lambda t: {"tiles": t._asdict(), "ms": 1.0}  # noqa: E731
+        (tmp_path / "repo.json").write_text(json.dumps({"classes": {"large": {"best": row(tiles.SMALL)}}}))
+        (tmp_path / "cache.json").write_text(json.dumps({"classes": {"large": {"best": row(DEFAULT)}}}))
+        tiles.table.cache_clear()
+        assert tiles.best_tiles("large") == DEFAULT  # the user's own sweep wins over the repository's table
+        (tmp_path / "cache.json").unlink()
+        tiles.table.cache_clear()
+        assert tiles.best_tiles("large") == tiles.SMALL
+    finally:
+        tiles.table.cache_clear()
+
+
+def test_class_defaults_are_valid_tiles_that_fit_any_supported_gpu():
+    for t in tiles.CLASS_DEFAULTS.values():
+        assert tune.valid(t)
+        shared = 4 * 2 * (t.BK * (t.BM + 4) + t.BK * t.BN)  # v09's two stages of A (padded) and B, in bytes
+        assert shared <= 48 * 1024 and t.threads <= 1024
+
+
+def test_expected_rate_comes_from_the_sms_the_clock_and_the_fp32_lanes(monkeypatch):
+    import zoo.device
+
+    monkeypatch.setattr(zoo.device, "compute_capability", lambda: (9, 0))
+    monkeypatch.setattr(zoo.device, "properties", lambda: {"multiprocessors": 132, "clock_khz": 1_980_000})
+    h100 = tiles.expected_gflops()
+    assert h100 == pytest.approx(0.7 * 132 * 128 * 2 * 1.98e9 / 1e9)  # 46.8 TFLOP/s of a 66.9 peak
+    monkeypatch.setattr(zoo.device, "compute_capability", lambda: (7, 5))
+    monkeypatch.setattr(zoo.device, "properties", lambda: {"multiprocessors": 40, "clock_khz": 1_590_000})
+    assert tiles.expected_gflops() == pytest.approx(0.7 * 40 * 64 * 2 * 1.59e9 / 1e9)  # a T4: 64 lanes an SM
+    monkeypatch.setattr(zoo.device, "compute_capability", lambda: None)
+    assert tiles.expected_gflops() is None  # the simulator: the plans go by waves alone
+
+
+def test_the_last_wave_plan_splits_only_where_the_time_it_saves_exceeds_the_host_cost():
+    h100 = 0.7 * 132 * 128 * 2 * 1.98  # GFLOP/s a tuned step reaches on an H100 without a table (46,835)
+    assert plan.last_wave(4097, 4097, 4097, DEFAULT, sms=132, gflops=h100)["split"] > 1  # a fifth wave of 12%
+    assert plan.last_wave(4096, 4096, 4096, DEFAULT, sms=132, gflops=h100)["split"] == 1  # whole waves
+    assert plan.last_wave(1024, 1024, 1024, tiles.SMALL, sms=132, gflops=h100)["split"] == 1  # saves too little

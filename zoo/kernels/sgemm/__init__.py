@@ -36,7 +36,7 @@ TEST_SIZES = (
     (70, 129, 31),
 )  # small K: the simulator pays per K step (whole tiles: test_sgemm)
 GPU_TEST_SIZES = ((1, 1, 1), (33, 17, 65), (70, 129, 31), (1000, 777, 333), (4096, 4096, 4096))
-BENCH_SIZES = (1024, 2048, 4096, 8192)
+BENCH_SIZES = (1024, 2048, 4096, 8192, (256, 4096, 4096))  # the last: a skinny product, a long K
 HEADLINE_SIZE = 4096  # the size the README table, the plot and the Measured lines quote
 BASELINE = "cuBLAS"
 SIZE_DIMS = (1, 3)  # n (square) or M x N x K

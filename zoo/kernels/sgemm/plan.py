@@ -59,9 +59,12 @@ def split_k(m, n, k, tiles, sms=None):
 
 
 WORTH = 0.25  # waves the split plan must save over the unsplit grid before it is taken
-# Host time the split adds to a call (a second kernel launch, the beta * C pass, four row slices): on the
-# H200's host, 336 to 536 us over v11's call. The GPU time the plan saves must exceed it, or a short call
-# gets slower: at 1025 x 4097 x 256 the split saves 40 us of kernel and cost 536 us of host.
+# The kernel time the wave model must promise before a split is taken. It was the host time a split added
+# under numba's launch (336 to 536 us on the H200's host); with the lean launch the split adds only 14 to 16
+# us of host time (v15 on the H100), but the model overestimates what splitting saves where the tiles are
+# small: on the H100 at 1024^3 (64 x 128 tiles) S = 2 ran 82 us against 62 unsplit, though the model
+# promised 47 us saved, and at 256 x 4096 x 4096 251 against 236 (189 promised). At 4097^3 it promises
+# 662 us and the split pays (v15 94% of cuBLAS against v14's 81.5% on the H200).
 SPLIT_HOST_US = 500
 
 

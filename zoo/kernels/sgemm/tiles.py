@@ -2,21 +2,32 @@
 
 ``Tiles`` names a shape: block tile BM x BN over BK slices of K, warp tile WM x WN,
 thread tile TM x TN per sub-tile. v09 builds its kernel from one; v10 and later
-steps launch the shape that ``python -m zoo tune sgemm`` (``tune.sweep``) measured
-fastest on this GPU for the call's *shape class*:
+steps launch, for the call's *shape class*, the shape that a sweep measured fastest
+on this GPU, or without a sweep the class's own default:
 
-    small   fewer 128 x 128 output tiles than SMs       tuned at 1024 x 1024 x 1024
-    skinny  M or N at most 256 (a few rows, a long K)   tuned at 256 x 4096 x 4096
-    large   everything else                              tuned at 4096 x 4096 x 4096
+    class   what it is                                   tuned at              default without a table
+    small   fewer 128 x 128 output tiles than SMs        1024 x 1024 x 1024    64 x 128 (4 blocks an SM)
+    skinny  M or N at most 256 (a few rows, a long K)    256 x 4096 x 4096     64 x 128
+    large   everything else                              4096 x 4096 x 4096    v08's 128 x 128 (2 an SM)
 
-The table is results/tune/<gpu>-sgemm.json, read on the first lookup (not at import:
-a step that is only listed or compiled never touches it). Nothing here imports the
-host tooling (``zoo.results``, ``zoo.harness``): the steps and the spec import this.
+The class depends on the GPU's SM count, so the defaults adapt to any GPU: on a 40-SM T4 a
+1024^3 product is "large". The defaults are the shapes the sweep chose on the H200 and the
+H100 for each class; both fit any GPU of compute capability 7.0 or later (at most 242 registers
+a thread and 33 KB of shared memory a block, where every such GPU has 64 K registers and at
+least 64 KB an SM).
+
+``python -m zoo tune sgemm`` (``tune.sweep``) measures this GPU and writes its table to the
+user's cache (``~/.cache/zoo``, or ``$ZOO_CACHE``); ``--save`` also writes the repository's
+results/tune/<gpu>-sgemm.json, which ships the tables of the GPUs the zoo was measured on. A
+lookup reads the cache's table, else the repository's, else the defaults. Tables are read on the
+first lookup (not at import: a step that is only listed or compiled never touches them). Nothing
+here imports the host tooling (``zoo.results``, ``zoo.harness``): the steps and the spec import this.
 """
 
 import functools
 import json
 import math
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,7 +51,12 @@ class Tiles(NamedTuple):
         return (self.BM // self.WM) * (self.BN // self.WN) * 32
 
 
-DEFAULT = Tiles()  # v08's shape: what v09 runs, and what later steps run where the GPU has not been tuned
+DEFAULT = Tiles()  # v08's shape: what v09 runs, and the large class's default
+# 64 x 128 block tiles with 64 x 32 warp tiles: 64 results a thread at 118 registers, 4 blocks an SM. At 1024^3
+# they make 128 blocks for 132 SMs where 128 x 128 tiles make 64; the sweep picked them for the small and the
+# skinny class on the H200 (v14 99% of cuBLAS at 1024^3 with them).
+SMALL = Tiles(BM=64, BN=128, BK=16, WM=64, WN=32, WN_ITER=2, TM=8, TN=4)
+CLASS_DEFAULTS = {"small": SMALL, "skinny": SMALL, "large": DEFAULT}
 # One warp per 32 x 32 block tile: the simulator runs every thread in Python, and its cost grows with
 # the block tile, not with the matrix. The GPU runs the tuned shapes (checked at GPU_TEST_SIZES).
 SIMULATOR_TILES = Tiles(BM=32, BN=32, BK=8, WM=32, WN=32, WN_ITER=1, TM=8, TN=4)
@@ -55,8 +71,15 @@ SKINNY_SIDE = 256
 RESULTS = Path(__file__).resolve().parents[3] / "results"  # the repository's results folder
 
 
+def cache_path():
+    """Where ``zoo tune`` keeps this GPU's table for this user: $ZOO_CACHE, else $XDG_CACHE_HOME/zoo, else
+    ~/.cache/zoo (outside the repository, so an installed zoo tunes too)."""
+    root = os.environ.get("ZOO_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo"
+    return Path(root) / "tune" / f"{slug()}-sgemm.json"
+
+
 def path():
-    """Where this GPU's tune table is (or would be) saved."""
+    """Where the repository ships this GPU's table (``zoo tune --save`` writes it)."""
     return RESULTS / "tune" / f"{slug()}-sgemm.json"
 
 
@@ -82,10 +105,11 @@ def waves(m, n, tiles, blocks_per_sm, sms=None):
 
 @functools.cache
 def table():
-    """(the table as saved, {class: fastest Tiles}), read and parsed on first use, then kept: tiles_for runs on
-    every call. A table written before classes existed holds one best shape, tuned at 4096^3: the large class's."""
-    p = path()
-    data = json.loads(p.read_text()) if p.exists() else {}
+    """(the table as saved, {class: fastest Tiles}): the user's cache, else the repository's, read and parsed on
+    first use, then kept: tiles_for runs on every call. A table written before classes existed holds one best
+    shape, tuned at 4096^3: the large class's."""
+    found = [p for p in (cache_path(), path()) if p.exists()]
+    data = json.loads(found[0].read_text()) if found else {}
     entries = data.get("classes", {"large": data} if data else {})
     best = {cls: Tiles(**e["best"]["tiles"]) for cls, e in entries.items() if e.get("best")}
     return data, best
@@ -98,7 +122,8 @@ def best_tiles(shape_class_name="large"):
 
 @functools.cache
 def tuned_gflops(tiles):
-    """The highest GFLOP/s the sweep recorded for ``tiles`` at any class's shape on this device, or None."""
+    """The highest GFLOP/s the sweep recorded for ``tiles`` at any class's shape on this device; without a
+    table, the rate a tuned step reaches on this GPU (``expected_gflops``); None in the simulator."""
     data, _ = table()
     rates = [
         row["gflops"]
@@ -106,9 +131,27 @@ def tuned_gflops(tiles):
         for row in entry.get("rows", [])
         if row.get("tiles") == tiles._asdict() and row.get("agrees", True) and row.get("gflops")
     ]
-    return max(rates, default=None)
+    return max(rates, default=None) or expected_gflops()
+
+
+# FP32 lanes an SM issues an FFMA on each cycle: 64 on Volta, Turing and the A100, 128 from sm_86 on (Hopper too)
+FP32_LANES = {(7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
+EXPECTED_FRACTION = 0.7  # of the FP32 peak: v14 and v15 reach 71% at 4096^3 on the H100 and the H200 (47.6 of 66.9)
+
+
+def expected_gflops():
+    """What a tuned SGEMM step reaches on this GPU, from its SMs, clock and FP32 lanes: the plans' rate where no
+    sweep measured one. None in the simulator (the plans then go by waves alone)."""
+    from zoo.device import compute_capability, properties
+
+    cc, props = compute_capability(), properties()
+    if cc is None or not props.get("clock_khz"):
+        return None
+    peak = props["multiprocessors"] * FP32_LANES.get(cc, 128) * 2 * props["clock_khz"] * 1e3  # FLOP/s: an FFMA is 2
+    return EXPECTED_FRACTION * peak / 1e9
 
 
 def tiles_for(m, n, k):
-    """The tuned tiles for an M x N x K call: its class's, else the large class's, else None."""
-    return best_tiles(shape_class(m, n, k)) or best_tiles("large")
+    """The tiles for an M x N x K call: the table's for its class, else the class's default (``CLASS_DEFAULTS``)."""
+    cls = shape_class(m, n, k)
+    return best_tiles(cls) or CLASS_DEFAULTS[cls]

@@ -22,6 +22,7 @@ from zoo.kernels.sgemm import tiles
 from zoo.kernels.sgemm.tiles import SHAPE_CLASSES, Tiles, path, shape_class, waves
 
 __all__ = ["SHAPE_CLASSES", "candidates", "path", "shape_class", "sweep", "valid"]  # what `zoo tune` uses
+cache_path = tiles.cache_path
 
 MAX_ACCUMULATORS = 128  # results per thread: beyond this the 255-register limit forces spills
 MAX_STATIC_SHARED = 48 * 1024  # bytes of static shared memory a block may declare
@@ -72,9 +73,10 @@ def candidates():
     return found
 
 
-def sweep(shapes=None, progress=None):
-    """Time every candidate at each class's shape (or at ``shapes``, a dict class: (m, n, k));
-    save and return the table, each class's rows fastest first."""
+def sweep(shapes=None, progress=None, save=False):
+    """Time every candidate at each class's shape (or at ``shapes``, a dict class: (m, n, k)); write the table
+    to the user's cache (and, with ``save``, to the repository's results/tune) and return it, each class's rows
+    fastest first."""
     import numpy as np
     from numba import cuda, float32, uint32
 
@@ -139,11 +141,12 @@ def sweep(shapes=None, progress=None):
             "best": timed[0] if timed else None,
             "rows": timed + [r for r in rows if r not in timed],
         }
-    p = path()
     old = tiles.table()[0]
     if "classes" in old and set(shapes) != set(SHAPE_CLASSES):  # tuning some classes keeps the others
         table["classes"] = {**old["classes"], **table["classes"]}
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(table, indent=1) + "\n")
+    for p in [tiles.cache_path()] + ([path()] if save else []):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(table, indent=1) + "\n")
     tiles.table.cache_clear()  # the next lookup reads the new table
+    tiles.tuned_gflops.cache_clear()
     return table

@@ -7,7 +7,8 @@ Changes:
     small, skinny, large), writing results/tune/<gpu>-sgemm.json. Each call
     looks up its class from its own M, N, K (``tiles_for``) and launches the
     kernel built for that class's fastest shape (compiled on first use, then
-    kept), or v09's shape where the GPU has not been tuned.
+    kept); on a GPU never tuned, the class's default (64 x 128 tiles for the
+    small and skinny classes, v09's for the large one).
 
 Why it is faster:
     The best tile shape depends on the chip (registers and shared memory per
@@ -49,5 +50,5 @@ def launch(A, B, C, out, alpha=1.0, beta=0.0):
     # 64 x 32 warp tiles: 64 results a thread at 118 registers, 4 blocks per SM. At 1024^3 v09's tiles make
     # 64 blocks for 132 SMs (under half a wave); these make 128. A call at 1024^3 still costs more host time
     # than its kernel (the padding check and four reshaped views per call), which v11 removes.
-    tiles = tiles_for(A.shape[0], B.shape[1], A.shape[1]) or DEFAULT
+    tiles = tiles_for(A.shape[0], B.shape[1], A.shape[1])
     launch_with(kernel_for(tiles), tiles, A, B, C, out, alpha, beta)

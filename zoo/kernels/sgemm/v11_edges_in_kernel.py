@@ -324,7 +324,7 @@ def launch_with(tiles, A, B, C, out, alpha, beta):
 
 def pick_tiles(m, n, k):
     """The tiles a call of this shape launches with: v10's pick for its class (the simulator's small ones there)."""
-    return SIMULATOR_TILES if SIMULATOR else (tiles_for(m, n, k) or DEFAULT)
+    return SIMULATOR_TILES if SIMULATOR else tiles_for(m, n, k)
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
