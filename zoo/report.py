@@ -18,6 +18,8 @@ from zoo import results
 README = results.ROOT / "README.md"
 PLOTS = results.ROOT / "docs" / "plots"
 BEGIN, END = "<!-- zoo:results:begin -->", "<!-- zoo:results:end -->"
+HEADLINE_BEGIN, HEADLINE_END = "<!-- zoo:headline:begin -->", "<!-- zoo:headline:end -->"
+OVERVIEW = PLOTS / "overview.png"
 
 
 def metric(fam, size):
@@ -123,6 +125,92 @@ def plot(fam, slug, device_name, keys, by_size):
     return path
 
 
+def best_step(fam, entries):
+    """(name, entry) of the fastest real step in one size's entries (demonstrations and library rows left out),
+    or None."""
+    steps = [(v.name, entries[v.name]) for v in fam if v.name in entries and not v.demonstration]
+    steps = [(n, e) for n, e in steps if e.get("ratio") and e.get("correct") is not False]
+    return max(steps, key=lambda s: s[1]["ratio"], default=None)
+
+
+def headline_rows(all_results):
+    """For each family measured anywhere, in teaching order: (family, size key, {slug: (step, entry)}), the best
+    step at the family's headline size on each GPU."""
+    rows = []
+    for fam in zoo.families():
+        measured = {slug: data["families"].get(fam.name) for slug, data in all_results.items()}
+        measured = {slug: by_size for slug, by_size in measured.items() if by_size}
+        if not measured:
+            continue
+        first = next(iter(measured.values()))
+        key = headline(fam, first)
+        best = {slug: best_step(fam, by_size[key]) for slug, by_size in measured.items() if key in by_size}
+        rows.append((fam, key, {slug: b for slug, b in best.items() if b}))
+    return rows
+
+
+def headline_table(all_results):
+    """The README's first table: each family's best step at its headline size, a column per GPU."""
+    gpus = [(slug, data["device"]["name"]) for slug, data in all_results.items()]
+    lines = [
+        "| family | size | " + " | ".join(f"{name}: best step, % of baseline" for _, name in gpus) + " |",
+        "|---|---|" + "---:|" * len(gpus),
+    ]
+    for fam, key, best in headline_rows(all_results):
+        cells = []
+        for slug, _ in gpus:
+            if slug not in best:
+                cells.append("-")
+                continue
+            name, entry = best[slug]
+            unit, metric_key = metric(fam, key)
+            cells.append(f"{name[:3]} {_pct(entry['ratio'])} ({_num(entry[metric_key])} {unit})")
+        lines.append(f"| [{fam.name}](docs/{fam.name}.md) | {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def overview_plot(all_results):
+    """docs/plots/overview.png: each family's best step as % of its baseline, one bar per GPU."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = headline_rows(all_results)
+    if not rows:
+        return None
+    gpus = [(slug, data["device"]["name"]) for slug, data in all_results.items()]
+    height = 0.8 / len(gpus)
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) * max(1, len(gpus)) + 1.4))
+    colours = ("#4c72b0", "#dd8452", "#55a868", "#8172b2")
+    for j, (slug, name) in enumerate(gpus):
+        pct = [100 * best[slug][1]["ratio"] if slug in best else 0 for _, _, best in rows]
+        ypos = [len(rows) - 1 - i + (len(gpus) - 1 - 2 * j) * height / 2 for i in range(len(rows))]
+        bars = ax.barh(ypos, pct, height=height, color=colours[j % len(colours)], label=name)
+        labels = [
+            f"{best[slug][0][:3]} {p:.0f}%" if slug in best else "" for (_, _, best), p in zip(rows, pct, strict=True)
+        ]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize=7)
+    ax.set_yticks(range(len(rows)), [f"{fam.name} ({key})" for fam, key, _ in rows][::-1], fontsize=8)
+    ax.axvline(100, color="#c44e52", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("best step, % of the family's library baseline in the same run (log scale)")
+    ax.set_title("zoo: each family's fastest step against its baseline", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    PLOTS.mkdir(parents=True, exist_ok=True)
+    fig.savefig(OVERVIEW, dpi=110)
+    plt.close(fig)
+    return OVERVIEW
+
+
+def _replace_between(text, begin, end, body):
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    return text[:start] + "\n" + body + "\n" + text[stop:]
+
+
 def measured_lines(variant, all_results):
     lines = []
     for slug, data in all_results.items():
@@ -224,10 +312,13 @@ def regenerate():
                 yield f"plot {path.relative_to(results.ROOT)}"
     yield from _sweep_sections(all_results, sections)
     body = "\n\n".join(sections) if sections else "No GPU results yet: run `python -m zoo run --save` on a GPU."
-    readme = README.read_text()
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    README.write_text(readme[:start] + "\n" + body + "\n" + readme[end:])
-    yield "README.md results section"
+    readme = _replace_between(README.read_text(), BEGIN, END, body)
+    if HEADLINE_BEGIN in readme:
+        readme = _replace_between(readme, HEADLINE_BEGIN, HEADLINE_END, headline_table(all_results))
+    README.write_text(readme)
+    yield "README.md results section and headline table"
+    if overview_plot(all_results):
+        yield f"plot {OVERVIEW.relative_to(results.ROOT)}"
     for fam in zoo.families():
         for v in fam:
             if rewrite_measured(v, measured_lines(v, all_results)):
