@@ -160,3 +160,26 @@ def test_sweep_plot_and_findings_with_gpu_rows():
     assert fig.axes
     text = " ".join(sweep.findings(rows))
     assert "5.7x less" in text and "v03_lean_launch" in text and "bound by the host" in text
+
+
+@pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator's tiny run (on a GPU the sweep times real loops)")
+def test_user_loop_sweep_checks_every_loop_in_the_simulator():
+    from zoo.kernels.launch import sweep_user_loop
+
+    rows = sweep_user_loop.measure(argparse.Namespace(simulator=True, repeats=None))
+    assert [r["series"] for r in rows] == ["v01_hillis_steele", "v02_blelloch", "v03_warp_shuffle"]
+    assert all(r["loop_us"] > 0 and "device_us" not in r for r in rows)
+    assert sweep_user_loop.findings(rows) == []  # nothing was timed on a GPU: nothing to say
+
+
+def test_user_loop_findings_compare_with_the_device_figure_and_the_library():
+    from zoo.kernels.launch import sweep_user_loop
+
+    rows = [
+        dict(family="sgemm", size="1024", series="v15_unrolled_split_last_wave", loop_us=64.0, device_us=61.0),
+        dict(family="sgemm", size="1024", series="cuBLAS (baseline)", loop_us=62.0, device_us=57.0),
+    ]
+    for r in rows:
+        r["of_device"] = r["device_us"] / r["loop_us"]
+    (line,) = sweep_user_loop.findings(rows)
+    assert "runs at 64.0 us a call, 95% of its device figure (61.0 us)" in line and "(0.97x)" in line
