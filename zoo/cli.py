@@ -267,7 +267,7 @@ def _fmt(value, spec):
 
 
 QUICK_BUDGET_S = 0.3  # seconds of samples a row gets in the default run (at least 10 samples, each about 1 ms)
-QUICK_CHECK_BYTES = 256 << 20  # the default run checks every step at the GPU test sizes that move at most this
+QUICK_CHECK_BYTES = 64 << 20  # the default run checks every step at the GPU test sizes that move at most this
 
 
 def _headline_size(fam):
