@@ -29,6 +29,7 @@ HOST_TOOLING = (
     "zoo.walkthrough",
     "zoo.machine_code",
     "zoo.ceilings",
+    "zoo.exercise",
 )
 MAX_SECTION_LINES = 12
 BARRIER = re.compile(r"\b(syncthreads\w*|syncwarp|threadfence\w*|cp_async_wait\w*)\s*\(")
@@ -85,7 +86,7 @@ def test_loading_every_step_loads_no_host_tooling():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = r.stdout.split()
-    tooling = [m for m in loaded if m in HOST_TOOLING or re.search(r"\.(sweep\w*|tuning_sweep)$", m)]
+    tooling = [m for m in loaded if m in HOST_TOOLING or re.search(r"\.(sweep\w*|tuning_sweep|exercises)$", m)]
     assert not tooling, f"importing the families and their steps loaded host tooling: {tooling}"
 
 

@@ -1,4 +1,4 @@
-"""``python -m zoo`` (or ``zoo``): list, show, diff, check, run, report and doctor."""
+"""``python -m zoo`` (or ``zoo``): list, show, diff, check, run, report, doctor and exercise."""
 
 import argparse
 import difflib
@@ -614,6 +614,9 @@ def build_parser():
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("doctor", help="mode, versions, device and its properties")
     s.set_defaults(func=cmd_doctor)
+    from zoo.exercise import cli as exercise_cli  # learn by doing: list, start, hint, check
+
+    exercise_cli.add_parser(sub, Parser, UsageError)
     from zoo import sweeps
 
     for command, module in sweeps.modules().items():  # each family's sweep.py is a command

@@ -1,0 +1,205 @@
+"""``zoo exercise``: every starter fails its check and every real step passes it; a learner's mistakes get one line.
+
+The checks run in the simulator in a process of their own (``zoo.exercise.runner``), as a learner's do.
+"""
+
+import ast
+import os
+import re
+
+import pytest
+
+from zoo import exercise
+from zoo.exercise import check, starter
+
+EXERCISES = exercise.exercises()
+MISSION = {  # the lessons the project's mission names, each with an exercise
+    "sgemm": "v03",  # shared-memory tiling
+    "reverse": "v03",  # the barrier, over many blocks
+    "reduce": ("v03", "v08"),  # sequential addressing, warp shuffles
+    "divergence": "v02",  # the divergence fix
+    "pipeline": "v04",  # streams overlap
+}
+TIMEOUT = 120  # generous: the machine running the tests may be busy
+
+
+def run_check(path, key=None, timeout=TIMEOUT):
+    lines = []
+    code = check.check(path, key, timeout, say=lines.append, gpu=False)
+    return code, "\n".join(lines)
+
+
+def test_exercises_cover_the_mission_and_eight_families():
+    have = {(e.family.name, e.step.name[:3]) for e in EXERCISES}
+    for family, steps in MISSION.items():
+        for step in (steps,) if isinstance(steps, str) else steps:
+            assert (family, step) in have, f"no exercise for {family} {step}"
+    assert len({e.family.name for e in EXERCISES}) >= 8
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key.replace("/", "-"))
+def test_starter_parses_names_its_exercise_and_hides_the_solution(ex):
+    text, todos = starter.build(ex)
+    tree = ast.parse(text)
+    assert f'EXERCISE = "{ex.key}"' in text
+    assert todos and any(t.kind != "delete" for t in todos), "a starter with nothing to write"
+    assert sum(isinstance(n, ast.Raise) for n in ast.walk(tree)) >= sum(t.kind != "delete" for t in todos)
+    start_code = {line.split("#", 1)[0].strip() for line in ex.start.source.splitlines()}
+    written = {line.split("#", 1)[0].strip() for line in text.splitlines()}
+    for todo in todos:
+        for line in todo.step_lines:
+            code = line.split("#", 1)[0].strip()
+            if len(code) > 8 and code not in start_code and not code.startswith(("from ", "import ")):
+                assert code not in written, f"the starter shows the step's own line {code!r}"
+    assert len(starter.hints(ex)) >= 2
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key.replace("/", "-"))
+def test_the_starter_fails_and_the_real_step_passes(ex, tmp_path):
+    text, _ = starter.build(ex)
+    learner = tmp_path / ex.file_name
+    learner.write_text(text)
+    code, out = run_check(learner)
+    assert code == 1, out
+    assert "TODO(exercise) 1 is still to write" in out or "TODO(exercise)" in out, out
+    solution = tmp_path / f"solution_{ex.step.path.name}"
+    solution.write_text(ex.step.source)
+    code, out = run_check(solution, ex.key)
+    assert code == 0, out
+    assert "PASS" in out and "Traceback" not in out
+
+
+# -- a learner's mistakes: one line each, never a traceback into zoo ------------------------------------------
+REVERSE_V02 = """
+EXERCISE = "reverse/v02"
+from numba import cuda, float32
+from zoo.device.jit import jit
+
+
+@jit
+def reverse_kernel(x, out):
+    s = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    n = x.size
+    s[t] = x[t]
+    cuda.syncthreads()  # every store before the mirrored loads
+    out[t] = s[n - 1 - t]
+
+
+def launch(x, out):
+    reverse_kernel[1, x.size, 0, 4 * x.size](x, out)
+"""
+
+
+def learner(tmp_path, text, name="reverse_v02_dynamic_shared.py"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def assert_one_line_diagnosis(out, *words):
+    assert "Traceback" not in out and 'File "' not in out, out
+    fail = [line for line in out.splitlines() if line.startswith("FAIL: ")]
+    assert len(fail) == 1, out
+    for word in words:
+        assert word in fail[0], out
+
+
+def test_a_right_answer_passes(tmp_path):
+    code, out = run_check(learner(tmp_path, REVERSE_V02))
+    assert code == 0, out
+
+
+def test_a_syntax_error(tmp_path):
+    path = learner(tmp_path, REVERSE_V02.replace("def launch(x, out):", "def launch(x, out)"))
+    code, out = run_check(path)
+    assert code == 1
+    assert_one_line_diagnosis(out, "syntax error at line 17")
+
+
+def test_an_out_of_bounds_write(tmp_path):
+    path = learner(tmp_path, REVERSE_V02.replace("out[t] = s[n - 1 - t]", "out[t + 1] = s[n - 1 - t]"))
+    code, out = run_check(path)
+    assert code == 1
+    assert_one_line_diagnosis(out, "wrote out[", "past the end of out", "line 14")
+
+
+def test_a_wrong_signature(tmp_path):
+    path = learner(tmp_path, REVERSE_V02.replace("def launch(x, out):", "def launch(x):"))
+    code, out = run_check(path)
+    assert code == 1
+    assert_one_line_diagnosis(out, "launch(x)", "launch(x, out)")
+
+
+def test_an_endless_loop_is_cut_off_with_its_line(tmp_path):
+    path = learner(tmp_path, REVERSE_V02.replace("    s[t] = x[t]\n", "    while t < n:\n        s[t] = x[t]\n"))
+    code, out = run_check(path, timeout=8)
+    assert code == 1
+    assert_one_line_diagnosis(out, "cut off after 8 s")
+    assert re.search(r"still at line 1[23] ", out), out
+
+
+def test_an_error_in_the_kernel_names_thread_and_line(tmp_path):
+    path = learner(tmp_path, REVERSE_V02.replace("n = x.size", "n = x.size / 0"))
+    code, out = run_check(path)
+    assert code == 1
+    assert_one_line_diagnosis(out, "ZeroDivisionError", "line 11")
+    assert re.search(r"FAIL: .*thread \d+ of block 0 ", out), out
+
+
+def test_a_wrong_result_says_where_and_what(tmp_path):
+    path = learner(tmp_path, REVERSE_V02.replace("s[n - 1 - t]", "s[t]"))
+    code, out = run_check(path)
+    assert code == 1
+    assert_one_line_diagnosis(out, "wrong: out[0]: expected", "elements wrong")
+
+
+def test_a_missing_barrier_is_caught(tmp_path):
+    text, _ = starter.build(exercise.by_key("reverse/v03"))
+    solution = exercise.by_key("reverse/v03").step.source.replace(
+        "    cuda.syncthreads()  # the whole tile", "    # cuda.syncthreads()  # the whole tile"
+    )
+    path = learner(tmp_path, solution + '\nEXERCISE = "reverse/v03"\n', "reverse_v03_multi_block.py")
+    code, out = run_check(path)
+    assert code == 1
+    assert_one_line_diagnosis(out, "size 1000")  # the first size with more than one warp of mirrored reads
+    assert "two runs" in out or "wrong: out[" in out
+
+
+def test_right_but_not_the_lesson(tmp_path):
+    static = REVERSE_V02.replace("cuda.shared.array(0, float32)", "cuda.shared.array(1024, float32)").replace(
+        "[1, x.size, 0, 4 * x.size]", "[1, x.size]"
+    )
+    code, out = run_check(learner(tmp_path, static))
+    assert code == 1
+    assert_one_line_diagnosis(out, "not the step's lesson", "dynamic shared bytes")
+
+
+def test_check_never_touches_the_file_and_hints_are_remembered_beside_it(tmp_path, zoo_cli):
+    path = learner(tmp_path, REVERSE_V02.replace("s[n - 1 - t]", "s[t]"))
+    before = (path.read_bytes(), os.stat(path).st_mtime_ns)
+    run_check(path)
+    assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no __pycache__, nothing else
+    first = zoo_cli("exercise", "hint", str(path))
+    second = zoo_cli("exercise", "hint", str(path))
+    assert first.returncode == second.returncode == 0
+    assert re.search(r"Hint 1 of \d+: Why the zoo's v02", first.stdout), first.stdout
+    assert "Hint 2 of" in second.stdout
+    assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
+    assert (tmp_path / f".{path.name}.hints").exists()
+
+
+def test_cli_list_start_and_no_overwrite(tmp_path, zoo_cli):
+    listed = zoo_cli("exercise", "list")
+    assert listed.returncode == 0
+    for e in EXERCISES:
+        assert f"{e.family.name} {e.step.name[:3]}" in listed.stdout
+    made = zoo_cli("exercise", "start", "reverse", "v03", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    path = tmp_path / "reverse_v03_multi_block.py"
+    assert path.exists() and f"exercise check {path}" in made.stdout
+    again = zoo_cli("exercise", "start", "reverse", "v03", str(tmp_path))
+    assert again.returncode == 2 and "exists already" in again.stderr
+    unknown = zoo_cli("exercise", "start", "reverse", "v09", str(tmp_path))
+    assert unknown.returncode == 2 and "has no exercise" in unknown.stderr

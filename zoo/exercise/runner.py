@@ -1,0 +1,463 @@
+"""The process that runs a learner's file: ``python -m zoo.exercise.runner FILE EXERCISE EVENTS TIMEOUT MODE``.
+
+``zoo.exercise.check`` starts it (in the simulator, and on a GPU a second time in
+GPU mode) and reads what it finds from EVENTS, one JSON object a line, as it goes:
+a process of its own, so a learner's endless loop is cut off by the clock
+(``faulthandler`` dumps every thread's stack first, which says where it was) and
+nothing the file does reaches the process that reports. Every problem is told in
+one line, in the learner's terms: the line of their file, the thread, the index.
+"""
+
+import faulthandler
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import traceback
+import types
+from pathlib import Path
+
+import numpy as np
+
+TODO = "TODO(exercise)"
+SIM_THREAD = re.compile(r"^tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\](?:: )?", re.S)
+NUMPY_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
+SLACK = 0.10  # a lesson's figure may miss the zoo's by this share
+
+
+class Stop(Exception):
+    """The check is over: the event saying why has been written."""
+
+
+class Events:
+    def __init__(self, path, timeout):
+        self.file = open(path, "a", buffering=1)  # noqa: SIM115 - open for the life of the process
+        self.timeout = timeout
+
+    def __call__(self, kind, **fields):
+        self.file.write(json.dumps({"e": kind, **fields}) + "\n")
+        self.file.flush()
+
+    def alive(self, what):
+        """A new stage: the clock starts again (a stage that outlives it is cut off, its stacks dumped)."""
+        faulthandler.cancel_dump_traceback_later()
+        faulthandler.dump_traceback_later(self.timeout, exit=True, file=sys.stderr)
+        self("alive", what=what)
+
+    def fail(self, text):
+        self("fail", text=text)
+        raise Stop
+
+
+# -- the learner's terms -------------------------------------------------------------------------------
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _source_line(path, lineno):
+    try:
+        return Path(path).read_text().splitlines()[lineno - 1].strip()
+    except (OSError, IndexError):
+        return ""
+
+
+def _array_name(code, write):
+    """The array subscripted on a line: the assigned one for a write, the one read otherwise (or None)."""
+    import ast
+
+    try:
+        node = ast.parse(code.strip().rstrip(":")).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    targets = []
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    if write:
+        names = [t.value.id for t in targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)]
+    else:
+        value = getattr(node, "value", node)
+        names = [n.value.id for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)]
+    names = list(dict.fromkeys(names))
+    return names[0] if len(names) == 1 else None
+
+
+def _thread_words(tid, ctaid):
+    def index(v):
+        return str(tuple(v)) if v[1] or v[2] else str(v[0])
+
+    return f"thread {index(tid)} of block {index(ctaid)}"
+
+
+def diagnose(exc, path):
+    """One line that says what went wrong, where in the learner's file, and which thread."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [i for i, f in enumerate(frames) if _same_file(f.filename, path)]
+    text = str(exc).strip()
+    thread = None
+    m = SIM_THREAD.match(text)
+    if m:
+        thread = _thread_words([int(g) for g in m.groups()[:3]], [int(g) for g in m.groups()[3:6]])
+        text = text[m.end() :]
+    lineno = frames[mine[-1]].lineno if mine else None
+    if lineno is None:  # numba's compile errors name the line in their text
+        found = re.findall(r'File "([^"]+)", line (\d+)', text)
+        for file, line in reversed(found):
+            if _same_file(file, path):
+                lineno = int(line)
+                break
+    first = text.splitlines()[0] if text else ""
+    code = _source_line(path, lineno) if lineno else ""
+    where = f"line {lineno}: `{code}`" if lineno else "zoo's call of your launch"
+    who = f"{thread} " if thread else ""
+    if isinstance(exc, NotImplementedError) and TODO in text:
+        number = re.search(r"TODO\(exercise\) (\d+)", text)
+        which = f"{TODO} {number.group(1)}" if number else TODO
+        return (
+            f"{which} is still to write (line {lineno} still raises NotImplementedError): "
+            "write that block, then delete its raise line"
+        )
+    if isinstance(exc, IndexError):
+        b = NUMPY_BOUNDS.search(first)
+        after = [f.name for f in frames[mine[-1] + 1 :]] if mine else []
+        write = any("setitem" in name for name in after) or (
+            not after and code and _array_name(code, True) is not None and _array_name(code, False) is None
+        )
+        verb = "wrote" if write else ("read" if after else "indexed")
+        name = _array_name(code, write) if code else None
+        if b:
+            index, axis, size = b.groups()
+            array = name or "an array"
+            return (
+                f"{who}{verb} {array}[{index}], past the end of {array} ({size} element{'s' if size != '1' else ''}"
+                f"{f' along axis {axis}' if axis != '0' else ''}), "
+                f"at {where}: guard the index (if i < n) or fix how it is computed"
+            ).strip()
+        return f"{who}{verb} out of bounds at {where}: {first}".strip()
+    kind = type(exc).__name__
+    return f"{who}{kind} at {where}: {first}".strip() if lineno else f"{who}{kind}: {first}".strip()
+
+
+def describe_wrong(result, ref, tolerance, dtype):
+    """'out[17]: expected 0.25, got nan (never written; 12 of 1000 elements wrong)'."""
+    from zoo import arrays
+
+    result = np.asarray(result)
+    if result.shape != ref.shape:
+        return f"the output has shape {result.shape}, expected {ref.shape}"
+    exact = result.dtype.kind in "iub" or tolerance == 0
+    flat_r, flat_ref = result.reshape(-1), ref.reshape(-1)
+    if exact:
+        bad = flat_r != flat_ref
+    else:
+        scale = float(np.sqrt(np.mean(np.square(flat_ref)))) if flat_ref.size else 0.0
+        bound = max(tolerance, 1e-7) * (scale if scale > 0 else 1.0)
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(flat_r.astype(np.float64) - flat_ref) <= bound)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return "the error is spread over many elements (relative norm error over the tolerance)"
+    first = int(np.argmax(bad))
+    index = np.unravel_index(first, result.shape) if result.shape else ()
+    at = f"out[{', '.join(map(str, index))}]" if index else "out"
+    got, want = flat_r[first], flat_ref[first]
+    poison = arrays.poison_value(dtype)
+    never = (isinstance(poison, float) and math.isnan(poison) and np.isnan(got)) or (
+        not isinstance(poison, float) and got == poison
+    )
+    note = "; never written: the output starts as that value" if never else ""
+    return f"{at}: expected {_num(want)}, got {_num(got)}{note} ({count} of {flat_r.size} elements wrong)"
+
+
+def _num(v):
+    v = v.item() if hasattr(v, "item") else v
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+# -- loading the file ----------------------------------------------------------------------------------
+def load(path, fam, events):
+    """The learner's file as a module of the family (its imports of the family's helpers work as a step's)."""
+    source = Path(path).read_text()
+    code = compile(source, str(path), "exec")  # compiled here: no __pycache__ beside the learner's file
+    name = f"{fam.module.__name__}._exercise_{re.sub(r'[^0-9a-zA-Z_]', '_', Path(path).stem)}"
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    module.__package__ = fam.module.__name__
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except Exception as e:  # noqa: BLE001 - the learner's error, told in one line
+        events.fail(f"importing your file: {diagnose(e, path)}")
+    return module
+
+
+def check_signature(module, exercise, events):
+    fam, step = exercise.family, exercise.step
+    launch = getattr(module, "launch", None)
+    wanted = [p for p in inspect.signature(step.module.launch).parameters.values() if p.default is p.empty]
+    call = f"launch({', '.join(p.name for p in wanted)})"
+    if not callable(launch):
+        events.fail(f"your file has no launch function: the {fam.name} family calls {call}")
+    try:
+        params = list(inspect.signature(launch).parameters.values())
+    except (TypeError, ValueError):
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    takes_more = any(p.kind == p.VAR_POSITIONAL for p in params)
+    count = len(fam.INPUTS) + 1
+    if len(required) > count or (len(positional) < count and not takes_more):
+        mine = f"launch({', '.join(p.name for p in params)})"
+        events.fail(
+            f"{mine} does not take what the family passes: it calls {call}, the {len(fam.INPUTS)} input "
+            f"array{'s' if len(fam.INPUTS) != 1 else ''} then the output"
+        )
+
+
+# -- running it --------------------------------------------------------------------------------------------
+def _variant(exercise, module, path):
+    from zoo.registry import Variant
+
+    step = exercise.step
+    v = Variant(exercise.family, step.number, step.technique, path)
+    v._module = module
+    return v
+
+
+def _run_once(v, inputs, size, kind):
+    fam = v.family
+    from zoo import arrays
+
+    shape, dtype = fam.output_for(*inputs)
+    out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
+    return np.array(v(*inputs, out=out)), dtype
+
+
+def run_cases(exercise, v, path, cases, events):
+    """Each case once (twice when wrong: do two runs differ?); the largest once more. Stops at the first failure."""
+    from zoo import harness, results
+    from zoo.errors import OutOfRange
+
+    fam, step = exercise.family, exercise.step
+    largest = None
+    for i, (size, kind) in enumerate(cases):
+        key = results.size_key(size, kind, fam.kinds)
+        events.alive(f"size {key}")
+        inputs = fam.inputs(size, 100 + i, kind)
+        ref = np.asarray(fam.reference(*inputs))
+        try:
+            result, dtype = _run_once(v, inputs, size, kind)
+        except OutOfRange as e:
+            try:
+                step.validate(*inputs)
+            except OutOfRange:
+                events("case", case=key, status="skipped", text="out of range for the zoo's step too")
+                continue
+            events("case", case=key, status="refused", text=str(e))
+            events.fail(
+                f"at size {key} your validate raises OutOfRange ({e}), but the zoo's {step.name[:3]} takes "
+                "this size: the step is about taking it"
+            )
+        except Exception as e:  # noqa: BLE001
+            events("case", case=key, status="error")
+            events.fail(f"at size {key}: {diagnose(e, path)}")
+        ok, _, _ = harness.compare(result, ref, fam.tolerance(size))
+        if not ok:
+            again, _ = _run_once(v, inputs, size, kind)
+            events("case", case=key, status="wrong")
+            if not np.array_equal(again, result, equal_nan=True):
+                events.fail(
+                    f"at size {key}: wrong, and different results on two runs of the same input: a race. "
+                    "A missing barrier (cuda.syncthreads()) between a thread's store to shared memory and "
+                    "another thread's load of it?"
+                )
+            events.fail(f"at size {key}: wrong: {describe_wrong(result, ref, fam.tolerance(size), dtype)}")
+        events("case", case=key, status="ok")
+        elements = int(np.prod(size)) if isinstance(size, tuple) else int(size)
+        if largest is None or elements > largest[0]:
+            largest = (elements, size, kind, key, inputs, ref)
+    if largest is not None:
+        _, size, kind, key, inputs, ref = largest
+        events.alive(f"size {key}, second run")
+        try:
+            again, dtype = _run_once(v, inputs, size, kind)
+        except Exception as e:  # noqa: BLE001
+            events.fail(f"at size {key}, second run: {diagnose(e, path)}")
+        ok, _, _ = harness.compare(again, ref, fam.tolerance(size))
+        if not ok:
+            wrong = describe_wrong(again, ref, fam.tolerance(size), dtype)
+            events.fail(
+                f"at size {key}: right on the first run, wrong on the second ({wrong}): "
+                "a race. A missing barrier (cuda.syncthreads()) between a store to shared memory and another "
+                "thread's load of it?"
+            )
+        events("case", case=f"{key}, second run", status="ok")
+
+
+def observe_step(variant, size, kind, extra):
+    """Figures of one call at ``size``, in the simulator."""
+    from zoo.exercise import observe
+
+    fam = variant.family
+    inputs = fam.inputs(size, 7, kind)
+    device_inputs, device_out, _, _ = variant.prepare(*inputs)
+    names = [n.rstrip("?") for n in fam.INPUTS] + ["out"]
+    with observe.observing(zip(names, (*device_inputs, device_out), strict=False)) as obs:
+        variant.launch(device_inputs, device_out)
+    shape, _ = fam.output_for(*inputs)
+    return observe.figures(obs, int(np.prod(shape)) if shape else 1, extra)
+
+
+STANDARD_FIGURES = ("global_loads_per_output", "load_sectors_per_request", "store_sectors_per_request", "shared_ways")
+
+
+def run_lesson(exercise, v, path, events):
+    from zoo import results
+    from zoo.exercise import observe
+
+    fam, step = exercise.family, exercise.step
+    size = exercise.lesson_size
+    if size is None:
+        size = fam.TEST_SIZES[-1]
+    kind = fam.kinds[0]
+    key = results.size_key(size, kind, fam.kinds)
+    events.alive(f"the simulator's figures at size {key}")
+    try:
+        yours = observe_step(v, size, kind, exercise.figures)
+    except Exception as e:  # noqa: BLE001
+        events.fail(f"at size {key} (figures): {diagnose(e, path)}")
+    zoos = observe_step(step, size, kind, exercise.figures)
+    rows, problems = [], []
+    graded = [f for f, _, _ in exercise.lesson]
+    for figure, relation, why in exercise.lesson:
+        a, b = yours[figure], zoos[figure]
+        ok = {
+            "<=": a <= b * (1 + SLACK) + 1e-9,
+            ">=": a >= b * (1 - SLACK) - 1e-9,
+            "==": abs(a - b) <= 1e-9 * max(1.0, abs(b)),
+        }[relation]
+        rows.append([observe.describe(figure, exercise.figures), a, b, "ok" if ok else "NO", relation])
+        if not ok:
+            problems.append(f"{observe.describe(figure, exercise.figures)}: yours {a:.3g}, the zoo's {b:.3g}: {why}")
+    for figure in STANDARD_FIGURES:
+        if figure in graded or (figure == "shared_ways" and not (yours["shared_accesses"] or zoos["shared_accesses"])):
+            continue
+        rows.append([observe.describe(figure), yours[figure], zoos[figure], "", ""])
+    events("figures", size=key, step=step.name[:3], rows=rows)
+    if problems:
+        events.fail("the result is right, but not the step's lesson: " + "; ".join(problems))
+
+
+# -- on a GPU ------------------------------------------------------------------------------------------------
+def run_gpu(exercise, v, path, events):
+    """The family's GPU test sizes, then the time of one call against the zoo's step, on this GPU."""
+    from zoo import harness, results
+    from zoo.device import properties, slug
+    from zoo.errors import OutOfRange
+
+    fam, step = exercise.family, exercise.step
+    for i, (size, kind) in enumerate(fam.cases(fam.GPU_TEST_SIZES)):
+        key = results.size_key(size, kind, fam.kinds)
+        events.alive(f"size {key} on the GPU")
+        inputs = fam.inputs(size, 200 + i, kind)
+        try:
+            step.validate(*inputs)
+        except OutOfRange:
+            continue
+        try:
+            result, dtype = _run_once(v, inputs, size, kind)
+        except Exception as e:  # noqa: BLE001
+            events("case", case=f"{key} (GPU)", status="error")
+            events.fail(f"on the GPU at size {key}: {diagnose(e, path)}")
+        ref = np.asarray(fam.reference(*inputs))
+        ok, _, _ = harness.compare(result, ref, fam.tolerance(size))
+        if not ok:
+            events("case", case=f"{key} (GPU)", status="wrong")
+            events.fail(f"on the GPU at size {key}: wrong: {describe_wrong(result, ref, fam.tolerance(size), dtype)}")
+        events("case", case=f"{key} (GPU)", status="ok")
+    size = _grading_size(fam, step)
+    if size is None:
+        return
+    key = results.size_key(size)
+    events.alive(f"timing at size {key}")
+    mine = harness.measure_variant(v, size)
+    zoos = harness.measure_variant(step, size)
+    unit, rate = ("GFLOP/s", "gflops") if fam.flops(size) else ("GB/s", "gbps")
+    recorded = ""
+    path_json = results.path_for(slug())
+    if path_json.exists():
+        entry = results.load(path_json).get("families", {}).get(fam.name, {}).get(key, {}).get(step.name)
+        if entry and entry.get(rate):
+            recorded = f", {entry[rate]:,.0f} {unit} in {path_json.name}"
+    ratio = getattr(mine, rate) / getattr(zoos, rate) if getattr(zoos, rate) else math.nan
+    verdict = (
+        "as fast as the zoo's step"
+        if ratio >= 0.9
+        else f"{ratio:.0%} of the zoo's step: `python -m zoo diff {fam.name} {step.name[:3]}` shows what it does"
+    )
+    events(
+        "grade",
+        text=f"size {key} on the {properties()['name']}: yours {getattr(mine, rate):,.0f} {unit}; the zoo's "
+        f"{step.name[:3]} {getattr(zoos, rate):,.0f} {unit} in the same run{recorded}: {verdict}",
+    )
+
+
+def _grading_size(fam, step):
+    """The family's headline size if the zoo's step takes it, else the largest bench size it takes."""
+    from zoo.errors import OutOfRange
+
+    candidates = [getattr(fam.module, "HEADLINE_SIZE", None)] + sorted(
+        fam.BENCH_SIZES, key=lambda s: -(int(np.prod(s)) if isinstance(s, tuple) else s)
+    )
+    for size in [c for c in candidates if c is not None]:
+        try:
+            step.validate(*fam.inputs(size, 0))
+            return size
+        except OutOfRange:
+            continue
+    return None
+
+
+def main(argv):
+    path, key, events_path, timeout, mode = argv
+    events = Events(events_path, float(timeout))
+    ok = False
+    try:
+        events.alive("loading zoo")
+        import zoo
+        from zoo import exercise
+
+        if zoo.SIMULATOR:
+            from zoo import simulator
+
+            simulator.shorten_switch_interval()
+        ex = exercise.by_key(key)
+        events.alive("loading your file")
+        module = load(path, ex.family, events)
+        check_signature(module, ex, events)
+        v = _variant(ex, module, path)
+        if mode == "gpu":
+            run_gpu(ex, v, path, events)
+        else:
+            from zoo.exercise import observe
+
+            observe.install()
+            run_cases(ex, v, path, ex.cases(), events)
+            run_lesson(ex, v, path, events)
+        ok = True
+    except Stop:
+        pass
+    except Exception as e:  # noqa: BLE001 - whatever it is, one line
+        events("fail", text=f"the check itself failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    faulthandler.cancel_dump_traceback_later()
+    events("done", ok=ok)
+    sys.stdout.flush()
+    os._exit(0)  # simulated threads of a failed launch may still spin: do not wait for them
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,10 @@
+"""Exercises of the histogram family (``python -m zoo exercise list histogram``): host tooling, no step imports it."""
+
+EXERCISES = {
+    "v02": {
+        "lesson_size": 4099,
+        "lesson": (
+            ("global_atomics", "<=", "a block counts in shared memory and adds each bin to global memory once"),
+        ),
+    },
+}
