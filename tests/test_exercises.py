@@ -124,6 +124,15 @@ def test_an_out_of_bounds_write(tmp_path):
     assert_one_line_diagnosis(out, "wrote out[", "past the end of out", "line 14")
 
 
+def test_a_read_before_the_start_and_a_dynamic_array_without_bytes(tmp_path):
+    code, out = run_check(learner(tmp_path, REVERSE_V02.replace("s[n - 1 - t]", "s[t - 1 - n]")))
+    assert code == 1
+    assert_one_line_diagnosis(out, "read s[", "before the start of s (a negative index", "line 14")
+    code, out = run_check(learner(tmp_path, REVERSE_V02.replace("[1, x.size, 0, 4 * x.size]", "[1, x.size]")))
+    assert code == 1
+    assert_one_line_diagnosis(out, "wrote s[0]", "s has no elements", "fourth argument")
+
+
 def test_a_wrong_signature(tmp_path):
     path = learner(tmp_path, REVERSE_V02.replace("def launch(x, out):", "def launch(x):"))
     code, out = run_check(path)

@@ -66,24 +66,44 @@ def _source_line(path, lineno):
         return ""
 
 
-def _array_name(code, write):
-    """The array subscripted on a line: the assigned one for a write, the one read otherwise (or None)."""
+def _learner_frame(exc, path):
+    """The innermost frame of the traceback that runs a line of the learner's file."""
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        if _same_file(tb.tb_frame.f_code.co_filename, path):
+            found = tb.tb_frame
+        tb = tb.tb_next
+    return found
+
+
+def _bad_subscript(frame, code):
+    """(name, index, shape, is a store, is a NumPy array (shared or local memory)) of the subscript of a line
+    whose index lies outside its array, from the failed frame's own values; None when it cannot be told."""
     import ast
 
     try:
-        node = ast.parse(code.strip().rstrip(":")).body[0]
-    except (SyntaxError, IndexError):
+        tree = ast.parse(code.strip().rstrip(":") if code.strip().endswith(":") else code.strip())
+    except SyntaxError:
         return None
-    targets = []
-    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-    if write:
-        names = [t.value.id for t in targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)]
-    else:
-        value = getattr(node, "value", node)
-        names = [n.value.id for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)]
-    names = list(dict.fromkeys(names))
-    return names[0] if len(names) == 1 else None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+            continue
+        name = node.value.id
+        array = frame.f_locals.get(name, frame.f_globals.get(name))
+        host = getattr(getattr(array, "_item", array), "_ary", array)
+        if not isinstance(host, np.ndarray):
+            continue
+        try:
+            index = eval(compile(ast.Expression(node.slice), "<index>", "eval"), frame.f_globals, dict(frame.f_locals))
+        except Exception:  # noqa: BLE001 - an index we cannot evaluate again: try the next subscript
+            continue
+        index = index if isinstance(index, tuple) else (index,)
+        if not all(isinstance(i, (int, np.integer)) for i in index) or len(index) != host.ndim:
+            continue
+        if any(not -n <= int(i) < n for i, n in zip(index, host.shape, strict=True)):
+            write = isinstance(node.ctx, ast.Store)
+            return name, tuple(int(i) for i in index), host.shape, write, not hasattr(array, "_item")
+    return None
 
 
 def _thread_words(tid, ctaid):
@@ -122,22 +142,30 @@ def diagnose(exc, path):
             "write that block, then delete its raise line"
         )
     if isinstance(exc, IndexError):
+        frame = _learner_frame(exc, path)
+        found = _bad_subscript(frame, code) if frame is not None and code else None
+        if found:
+            name, index, shape, write, shared = found
+            elements = int(np.prod(shape)) if shape else 1
+            size = f"{elements} element{'s' if elements != 1 else ''}" + (
+                f", shape {tuple(shape)}" if len(shape) > 1 else ""
+            )
+            verb = "wrote" if write else "read"
+            place = (
+                f"before the start of {name} (a negative index; {name} has {size})"
+                if any(i < 0 for i in index)
+                else f"past the end of {name} ({size})"
+            )
+            text = f"{who}{verb} {name}[{', '.join(map(str, index))}], {place}, at {where}"
+            if shared and elements == 0:
+                return (
+                    f"{text}: {name} has no elements. A dynamic shared array, cuda.shared.array(0, dtype), gets "
+                    "its size in bytes from the launch's fourth argument: kernel[blocks, threads, 0, nbytes]"
+                )
+            return f"{text}: guard the index (if i < n) or fix how it is computed"
         b = NUMPY_BOUNDS.search(first)
-        after = [f.name for f in frames[mine[-1] + 1 :]] if mine else []
-        write = any("setitem" in name for name in after) or (
-            not after and code and _array_name(code, True) is not None and _array_name(code, False) is None
-        )
-        verb = "wrote" if write else ("read" if after else "indexed")
-        name = _array_name(code, write) if code else None
-        if b:
-            index, axis, size = b.groups()
-            array = name or "an array"
-            return (
-                f"{who}{verb} {array}[{index}], past the end of {array} ({size} element{'s' if size != '1' else ''}"
-                f"{f' along axis {axis}' if axis != '0' else ''}), "
-                f"at {where}: guard the index (if i < n) or fix how it is computed"
-            ).strip()
-        return f"{who}{verb} out of bounds at {where}: {first}".strip()
+        detail = f"index {b.group(1)}, {b.group(3)} elements along axis {b.group(2)}" if b else first
+        return f"{who}out-of-bounds access at {where} ({detail}): guard the index or fix how it is computed"
     kind = type(exc).__name__
     return f"{who}{kind} at {where}: {first}".strip() if lineno else f"{who}{kind}: {first}".strip()
 
