@@ -1,4 +1,5 @@
-"""``zoo exercise``: every starter fails its check and every real step passes it; a learner's mistakes get one line.
+"""``zoo exercise``: every starter and the step it starts from fail its check, every real step passes it; a
+learner's mistakes get one line.
 
 The checks run in the simulator in a process of their own (``zoo.exercise.runner``), as a learner's do.
 """
@@ -55,13 +56,18 @@ def test_starter_parses_names_its_exercise_and_hides_the_solution(ex):
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key.replace("/", "-"))
-def test_the_starter_fails_and_the_real_step_passes(ex, tmp_path):
+def test_the_starter_and_the_step_it_starts_from_fail_and_the_real_step_passes(ex, tmp_path):
     text, _ = starter.build(ex)
     learner = tmp_path / ex.file_name
     learner.write_text(text)
     code, out = run_check(learner)
     assert code == 1, out
     assert "TODO(exercise) 1 is still to write" in out or "TODO(exercise)" in out, out
+    earlier = tmp_path / f"start_{ex.start.path.name}"
+    earlier.write_text(ex.start.source)  # the step before, unchanged: right answers, but not this step's lesson
+    code, out = run_check(earlier, ex.key)
+    assert code == 1, out
+    assert "the step is about taking it" in out or "not the step's lesson" in out, out
     solution = tmp_path / f"solution_{ex.step.path.name}"
     solution.write_text(ex.step.source)
     code, out = run_check(solution, ex.key)

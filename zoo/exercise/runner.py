@@ -201,6 +201,11 @@ def describe_wrong(result, ref, tolerance, dtype):
     return f"{at}: expected {_num(want)}, got {_num(got)}{note} ({count} of {flat_r.size} elements wrong)"
 
 
+def _figure(v):
+    """1,024 or 1.71: a figure as the table shows it."""
+    return f"{v:,.0f}" if float(v).is_integer() or abs(v) >= 100 else f"{v:.3g}"
+
+
 def _num(v):
     v = v.item() if hasattr(v, "item") else v
     return f"{v:.6g}" if isinstance(v, float) else str(v)
@@ -370,7 +375,9 @@ def run_lesson(exercise, v, path, events):
         }[relation]
         rows.append([observe.describe(figure, exercise.figures), a, b, "ok" if ok else "NO", relation])
         if not ok:
-            problems.append(f"{observe.describe(figure, exercise.figures)}: yours {a:.3g}, the zoo's {b:.3g}: {why}")
+            problems.append(
+                f"{observe.describe(figure, exercise.figures)}: yours {_figure(a)}, the zoo's {_figure(b)}: {why}"
+            )
     for figure in STANDARD_FIGURES:
         if figure in graded or (figure == "shared_ways" and not (yours["shared_accesses"] or zoos["shared_accesses"])):
             continue

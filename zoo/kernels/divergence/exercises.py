@@ -4,7 +4,7 @@ from collections import defaultdict
 
 
 def mixed_parity_warps(obs):
-    """Warps whose lanes read elements of both parities (both arms of the branch)."""
+    """warps whose lanes read elements of both parities (both arms of the branch)"""
     parities = defaultdict(set)
     for launch, block, thread, _, store, address, _, _ in obs.global_records:
         role, index = obs.role_of(address)

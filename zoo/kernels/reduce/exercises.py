@@ -6,6 +6,12 @@ EXERCISES = {
         "lesson": (("shared_ways", "<=", "the lanes of a warp should touch consecutive words: 32 different banks"),),
     },
     "v08": {
+        "hints": (
+            "cuda.shfl_down_sync(FULL_MASK, v, offset) returns the v of the lane offset places above:"
+            " after offsets 16, 8, 4, 2 and 1, lane 0 holds the warp's sum.",
+            "One shared slot per warp (BLOCK // 32 of them): lane 0 of each warp writes its warp's "
+            "sum, one barrier, then the first warp shuffles those sums the same way.",
+        ),
         "lesson_size": 1000,
         "lesson": (
             ("shuffles", ">=", "the sums move between the lanes of a warp in registers"),
