@@ -32,7 +32,7 @@ open(sys.argv[2], "w").write(ex.step.source + f'\nEXERCISE = "{ex.key}"\n')
 PY
   python3 -m zoo exercise check "$OUT/files/$name.py" > "$OUT/check-$name.txt" 2>&1
   status=$?
-  grade=$(grep -E "yours .* the zoo's" "$OUT/check-$name.txt" | head -1 | sed 's/^ *//')
+  grade=$(grep -E "yours .* in the same run" "$OUT/check-$name.txt" | head -1 | sed 's/^ *//')
   record "$key, the zoo's step: $(grep -E '^(PASS|FAIL)' "$OUT/check-$name.txt" | head -1 | cut -c1-60); $grade" $status
   [ -n "$grade" ] || record "$key: no grade line on the GPU" 1
   python3 -m zoo exercise start "${key%/*}" "${key#*/}" "$OUT/files/starters" --force > /dev/null 2>&1
