@@ -8,15 +8,18 @@ Changes:
     need; from each row it reads the 2rx + 1 pixels under its column once, into
     registers, and adds each to every output whose filter covers that row
     (pixel row k is tap row k - o of output o). The 8 sums live in registers:
-    every index is a constant once the loops unroll.
+    every index is a constant once the loops unroll
+    (``zoo.device.jit.unrolled`` over the tile rows).
 
 Why it is faster:
     v03 read 25 words of shared memory per output, and shared memory, like L1,
-    delivers 128 bytes a cycle per SM: a warp's 25 loads cost 25 cycles, about
-    as long as DRAM takes to deliver the pixels. Here 12 rows x 5 pixels = 60
-    shared loads serve 8 outputs, 7.5 per output, and the taller tile cuts the
-    halo from 1.7 loads a pixel to 1.2. The FFMAs (25 per output) now
-    outnumber all the other instructions together.
+    delivers 128 bytes a cycle per SM: a warp's 25 loads took 25 cycles, more
+    than one SM's share of DRAM bandwidth needs to bring its 32 pixels and take
+    back its 32 outputs (about 20 on an H100), and with its other instructions
+    a thread issued about 100 per output. Here 12 rows x 5 pixels = 60 shared
+    loads serve 8 outputs, 7.5 per output, the taller tile cuts the halo from
+    1.7 loads a pixel to 1.2, and an output costs about 67 instructions, 25 of
+    them FFMAs (``zoo show stencil v04 --sass --summary``).
 
 Measured:
     not yet measured on a GPU

@@ -12,13 +12,14 @@ Changes:
     filter was. ``validate`` refuses a filter that is not separable.
 
 Why it is faster:
-    v04 spent 25 FFMAs per output, more than every other instruction together.
-    Here each output costs 5 FFMAs for its column pass and 12 / 8 x 5 = 7.5 for
-    its share of the row passes, 12.5 in all, with the same 7.5 shared loads:
-    instructions per output fall by about a third, so more of each SM's issue
-    slots are left for the loads that keep DRAM busy. Two kernels (a row pass
-    into a temporary image, then a column pass) would move 16 bytes a pixel
-    instead of 8: the ``cupyx_correlate1d_twice`` row does that.
+    v04 spent 25 of its 67 instructions per output on FFMAs. Here an output
+    costs 5 FFMAs for its column pass and 12 / 8 x 5 = 7.5 for its share of
+    the row passes, 12.5 in all, with the same 7.5 shared loads: about 54
+    instructions per output, so more of each SM's issue slots are left for the
+    loads that keep DRAM busy (at radius 8 the FFMAs would fall from 289 to 42).
+    Two kernels, a row pass into a temporary image and then a column pass,
+    would move 16 bytes a pixel instead of 8: the ``cupyx_correlate1d_twice``
+    row does that.
 
 Measured:
     not yet measured on a GPU
