@@ -77,6 +77,10 @@ else:
     from numba.cuda.cudadrv import nvvm
     from numba.cuda.extending import intrinsic
 
+    import zoo.device  # OFFLINE: read at each call, a dry run sets it
+    from zoo.device import launch as lean_launch
+    from zoo.device.memory import address
+
     def declare(name, shape, dtype):
         """The device function that returns the constant array ``name`` (read-only ``shape`` of ``dtype``)."""
         shape = tuple(int(s) for s in shape)
@@ -117,10 +121,6 @@ else:
     def copy_to_symbol(kernel, args, name, source):
         """Queue a copy of the device array ``source`` into the constant array ``name`` of the specialisation of
         ``kernel`` (a zoo.device.jit kernel) that ``args`` select: cudaMemcpyToSymbolAsync on zoo's stream."""
-        import zoo.device
-        from zoo.device import launch as lean_launch
-        from zoo.device.memory import address
-
         if zoo.device.OFFLINE:  # a dry run compiles, it has no device memory to copy into
             return
         key = (kernel, name, _layout(args))
