@@ -17,8 +17,9 @@ steps turn those reads from DRAM and L1 traffic into shared-memory and then
 register traffic, until the kernel moves what a copy moves: the image read once
 and the output written once, 8 bytes a pixel (``bytes_moved``; the filter's
 bytes are left out). FLOPs: 2 (2ry + 1)(2rx + 1) a pixel, 50 for 5 x 5, the
-direct sum; the separable steps do 2 (2ry + 1) + 2 (2rx + 1), 20 for 5 x 5, and
-their GFLOP/s figure counts the direct sum's FLOPs (the work the result is worth).
+direct sum; the separable steps do 2 (2ry + 1) + 2 (2rx + 1), 20 for 5 x 5, plus
+the row passes of their tiles' halo rows, and their GFLOP/s figure counts the
+direct sum's FLOPs (the work the result is worth).
 
 Inputs ``image`` (H, W) and ``weights`` (2ry + 1, 2rx + 1), both float32 and C-
 contiguous; the filter's sides must be odd (its center sits on the output pixel)
@@ -28,7 +29,7 @@ their tiles for the radius, building one kernel per filter shape). Sizes are n
 
 The filter is separable in every generated input: the outer product of two
 random vectors, w = outer(u, v), so w[i, j] = u[i] v[j]. Steps 1-4 take any
-filter and do not use it; the separable steps (two 1-D passes, 2 (2r + 1) taps a
+filter and do not rely on that; the separable steps (two 1-D passes, 2 (2r + 1) taps a
 pixel instead of (2r + 1)^2) need it and refuse any other filter with
 ``OutOfRange`` (``check_separable``): a valid input those steps cannot take, as a
 size beyond a step's limits is. Making every input separable keeps one function
@@ -44,7 +45,8 @@ then down the columns, which writes and reads back a whole intermediate image.
 step must move.
 
 A 3-D 7-point stencil, or Jacobi iterations with two buffers, would teach the
-same halo and reuse lessons on another shape of data; it is left out here.
+same halo and reuse lessons on another shape of data (inputs of another rank, a
+family of their own); it is left out here.
 """
 
 import numpy as np
