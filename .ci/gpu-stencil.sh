@@ -57,7 +57,7 @@ def retile(module, **constants):
 for name in ("v04", "v05", "v06"):
     v = fam[name]
     saved = {k: getattr(v.module, k) for k in ("BLOCK_Y", "OUTPUTS")}
-    for block_y, outputs in ((8, 4), (4, 8), (8, 16), (4, 16), (16, 4)):
+    for block_y, outputs in ((8, 4), (4, 8), (8, 16), (4, 16)):
         if (block_y, outputs) == (saved["BLOCK_Y"], saved["OUTPUTS"]):
             continue
         retile(v.module, BLOCK_Y=block_y, OUTPUTS=outputs)
