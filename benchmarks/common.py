@@ -45,6 +45,14 @@ def _inputs(fam, size, kind):
     return fam.make_inputs(size, 0) if kind is None else fam.make_inputs(size, 0, kind=kind)
 
 
+def _bytes(fam, size, kind):
+    """The bytes one call of this kind moves (a zoo from before bytes_moved(size, kind): the size's)."""
+    try:
+        return fam.bytes_moved(size, kind)
+    except TypeError:
+        return fam.bytes_moved(size)
+
+
 def _baselines(fam):
     return {BASELINE: fam.baseline, **getattr(fam.module, "EXTRA_BASELINES", {}), **getattr(fam.module, "CEILINGS", {})}
 
@@ -61,7 +69,7 @@ class Case:
     def __init__(self, fam, name, size, kind=None):
         from numba import cuda
 
-        self.fam, self.name, self.size = fam, name, size
+        self.fam, self.name, self.size, self.kind = fam, name, size, kind
         host = _inputs(fam, size, kind)
         self.call = _baselines(fam).get(name)
         if getattr(fam.module, "HOST_INPUTS", False):  # steps and baseline take host arrays, copy themselves
@@ -105,7 +113,9 @@ class Case:
             wall = getattr(self.fam.module, "WALL_TIME", False) and hasattr(harness, "time_wall")  # host-cost lessons
             timer = harness.time_wall if wall else harness.time_launches
             ms = timer(self.launch, min_samples=5, budget_s=0.25).median_ms
-            work = self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else self.fam.bytes_moved(self.size)
+            work = (
+                self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else _bytes(self.fam, self.size, self.kind)
+            )
             self._rate = work / (ms * 1e-3) / 1e9
         return self._rate
 

@@ -36,8 +36,9 @@ HEADINGS = ("Changes", "Why it is faster", "Measured")
 REQUIRED_SPEC = {
     "ORDER": "teaching order among families (int)",
     "INPUTS": "names of the array arguments, in order; a trailing '?' marks an optional one",
-    "DTYPE": "dtype every input array must have, or a tuple of the dtypes accepted",
-    "NDIM": "number of dimensions of every input array",
+    "DTYPE": "dtype every input array must have, or a tuple of the dtypes accepted; or {input name: dtype or "
+    "tuple} for inputs of different types (the spec's output_for then checks which combinations go together)",
+    "NDIM": "number of dimensions of every input array, or {input name: ndim}",
     "TOLERANCE": "largest relative norm error accepted (0: exact), or TOLERANCE(size) -> that number",
     "TEST_SIZES": "sizes checked in the simulator (at least one irregular)",
     "GPU_TEST_SIZES": "sizes checked on a GPU",
@@ -47,7 +48,8 @@ REQUIRED_SPEC = {
     "reference": "reference(*inputs, **params) -> float64 NumPy result",
     "output_for": "output_for(*inputs, **params) -> (shape, dtype); raises on bad shapes",
     "flops": "flops(size) -> floating-point operations of one call",
-    "bytes_moved": "bytes_moved(size) -> fewest bytes one call must read and write",
+    "bytes_moved": "bytes_moved(size) -> fewest bytes one call must read and write; bytes_moved(size, kind) "
+    "where the kinds of input differ in bytes (INPUT_KINDS of several formats)",
     "baseline": "baseline(*cupy_inputs, out) -> computes into out with CuPy",
 }
 
@@ -313,7 +315,7 @@ class Family:
             raise ValueError(
                 f"a size of {self.name} is {' or '.join(map(str, dims))} number(s) joined by 'x', got {count}"
             )
-        need = self.bytes_moved(size)
+        need = max(self.bytes_moved(size, kind) for kind in self.kinds)
         if SIMULATOR:
             have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
         else:
@@ -326,6 +328,20 @@ class Family:
                 f"{need / 1e9:,.1f} GB, more than {where} ({have / 1e9:,.1f} GB)"
             )
 
+    def bytes_moved(self, size, kind=None):
+        """The spec's bytes_moved for one kind of input (the first when None): passed to a spec whose
+        bytes_moved takes a ``kind`` argument, the size alone otherwise."""
+        spec = self.module.bytes_moved
+        if not self._bytes_by_kind:
+            return spec(size)
+        return spec(size, kind=self.kinds[0] if kind is None else kind)
+
+    @functools.cached_property
+    def _bytes_by_kind(self):
+        import inspect
+
+        return "kind" in inspect.signature(self.module.bytes_moved).parameters
+
     def tolerance(self, size):
         """The relative error accepted at this size (TOLERANCE may be a function of the size)."""
         tol = self.TOLERANCE
@@ -333,8 +349,27 @@ class Family:
 
     @functools.cached_property
     def dtypes(self):
-        d = self.DTYPE
-        return tuple(np.dtype(x) for x in d) if isinstance(d, (tuple, list)) else (np.dtype(d),)
+        """The dtypes accepted for the first input (for every input, unless DTYPE names them one by one)."""
+        return self._input_rules[0][0]
+
+    @functools.cached_property
+    def _input_rules(self):
+        """((dtypes accepted, ndim) for each of INPUTS, in order), from DTYPE and NDIM, each either one rule
+        for all or a {input name: rule} dict."""
+
+        def dtypes(d):
+            return tuple(np.dtype(x) for x in d) if isinstance(d, (tuple, list)) else (np.dtype(d),)
+
+        names = [n.rstrip("?") for n in self.INPUTS]
+        rules = []
+        for what, value in (("DTYPE", self.DTYPE), ("NDIM", self.NDIM)):
+            if isinstance(value, dict):
+                if set(value) != set(names):
+                    raise RegistryError(f"family {self.name}: {what} names {sorted(value)}, INPUTS are {names}")
+                rules.append([value[n] for n in names])
+            else:
+                rules.append([value] * len(names))
+        return tuple((dtypes(d), n) for d, n in zip(*rules, strict=True))
 
     @functools.cached_property
     def host_inputs(self):
@@ -412,7 +447,7 @@ class Family:
         """The checks every family shares; returns the arrays' kind. Raises before any launch.
 
         It runs on every call, so what it needs from the spec is read once (``_arguments``)."""
-        arguments, required, ndim = self._arguments
+        arguments, required, rules, shared_dtype = self._arguments
         if not required and not inputs:
             raise TypeError(f"{self.name} takes no arrays")
         if not required <= len(inputs) <= len(arguments):
@@ -430,8 +465,8 @@ class Family:
                 f"{self.name} takes NumPy arrays: its steps move them to the GPU and back "
                 f"themselves (got {kind} arrays)"
             )
-        dtypes = self.dtypes
         for name, a in given:
+            dtypes, ndim = rules[name]
             if a.dtype not in dtypes:
                 raise TypeError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {np.dtype(a.dtype)}")
             if a.ndim != ndim:
@@ -443,7 +478,7 @@ class Family:
                     f"{name} is not C-contiguous: pass a contiguous copy "
                     "(numpy.ascontiguousarray or cupy.ascontiguousarray)"
                 )
-        if any(a.dtype != given[0][1].dtype for _, a in given):
+        if shared_dtype and any(a.dtype != given[0][1].dtype for _, a in given):
             raise TypeError(
                 f"{self.name}'s arrays must share one dtype, got "
                 + ", ".join(f"{n} {np.dtype(a.dtype)}" for n, a in given)
@@ -452,9 +487,11 @@ class Family:
 
     @functools.cached_property
     def _arguments(self):
-        """(((name, optional), ...) for INPUTS, how many are required, NDIM)."""
+        """(((name, optional), ...) for INPUTS, how many are required, {name: (dtypes, ndim)}, whether one call's
+        arrays share one dtype (DTYPE is not given input by input))."""
         arguments = tuple((n.rstrip("?"), n.endswith("?")) for n in self.INPUTS)
-        return arguments, sum(not optional for _, optional in arguments), self.NDIM
+        rules = dict(zip((name for name, _ in arguments), self._input_rules, strict=True))
+        return arguments, sum(not optional for _, optional in arguments), rules, not isinstance(self.DTYPE, dict)
 
 
 def _kernel_packages():

@@ -22,8 +22,8 @@ BEGIN, END = "<!-- zoo:results:begin -->", "<!-- zoo:results:end -->"
 
 def metric(fam, size):
     """('GFLOP/s', 'gflops') for arithmetic-heavy families, ('GB/s', 'gbps') for the rest."""
-    size, _ = results.parse_case(size)
-    flops, nbytes = fam.flops(size), fam.bytes_moved(size)
+    size, kind = results.parse_case(size)
+    flops, nbytes = fam.flops(size), fam.bytes_moved(size, kind)
     return ("GFLOP/s", "gflops") if flops > nbytes else ("GB/s", "gbps")
 
 
