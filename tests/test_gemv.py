@@ -193,13 +193,17 @@ import zoo
 from zoo import machine_code
 fam = zoo.family("gemv")
 out = {}
-for step, kind in [(s, k) for s in sys.argv[1].split(",") for k in sys.argv[2].split(",")]:
-    kernels = machine_code.compile_step(fam[step], (9, 0), (64, 4096), kind)
+for case in sys.argv[1:]:
+    step, size, kind = case.split(":")
+    kernels = machine_code.compile_step(fam[step], (9, 0), tuple(int(d) for d in size.split("x")), kind)
     for k in kernels:
         machine_code.assemble(k, (9, 0), want_sass=True)
-    out[f"{step}@{kind}"] = [dict(name=k.name, sass=k.sass, **k.report) for k in kernels]
+    out[case] = [dict(name=k.name, sass=k.sass, **k.report) for k in kernels]
 print(json.dumps(out))
 """
+# 64 x 4096: v06 splits in eight ways (16 groups of rows on 132 SMs); 8448 x 64: 2112 groups, one warp each
+CASES = [f"{step}:64x4096:{kind}" for step in ("v03", "v05", "v06") for kind in ("fp32", "fp16", "int8", "int4")]
+CASES += ["v06:8448x64:fp16", "v06:8448x64:int4"]
 
 
 @pytest.mark.skipif(
@@ -207,18 +211,19 @@ print(json.dumps(out))
 )
 def test_every_format_loads_16_bytes_and_v05_converts_no_integer():
     env = dict(os.environ, ZOO_TARGET="gpu")
-    steps, kinds = "v03,v05,v06", "fp32,fp16,int8,int4"
     r = subprocess.run(
-        [sys.executable, "-c", COMPILE, steps, kinds], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200
+        [sys.executable, "-c", COMPILE, *CASES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200
     )
     assert r.returncode == 0, r.stderr[-3000:]
     compiled = json.loads(r.stdout.strip().splitlines()[-1])
+    assert set(compiled) == set(CASES)
     for case, kernels in compiled.items():
-        (k,) = kernels  # one kernel at 64 x 4096: the 16-byte one
+        (k,) = kernels  # one kernel at these sizes: the 16-byte one
         assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
         assert "LDG.E.128" in k["sass"], f"{case}: no 128-bit load"
-        i2f = "I2F" in k["sass"].replace("I2F.F64", "")  # I2F.F64: the launch's index arithmetic, outside the loop
-        assert i2f == (case in ("v03@int8", "v03@int4")), f"{case}: int-to-float conversions {i2f}"
+        assert ("BAR.SYNC" in k["sass"]) == case.startswith("v06:64x4096"), f"{case}: the split's barrier"
+        i2f = "I2F" in k["sass"].replace("I2F.F64", "")  # I2F.F64: index arithmetic outside the loop, if any
+        assert i2f == (case in ("v03:64x4096:int8", "v03:64x4096:int4")), f"{case}: int-to-float conversions {i2f}"
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------
