@@ -45,6 +45,14 @@ def _inputs(fam, size, kind):
     return fam.make_inputs(size, 0) if kind is None else fam.make_inputs(size, 0, kind=kind)
 
 
+def _bytes(fam, size, kind):
+    """The bytes one call of this kind moves (a zoo from before bytes_moved(size, kind): the size's)."""
+    try:
+        return fam.bytes_moved(size, kind)
+    except TypeError:
+        return fam.bytes_moved(size)
+
+
 def _baselines(fam):
     return {BASELINE: fam.baseline, **getattr(fam.module, "EXTRA_BASELINES", {}), **getattr(fam.module, "CEILINGS", {})}
 
@@ -61,7 +69,7 @@ class Case:
     def __init__(self, fam, name, size, kind=None):
         from numba import cuda
 
-        self.fam, self.name, self.size = fam, name, size
+        self.fam, self.name, self.size, self.kind = fam, name, size, kind
         host = _inputs(fam, size, kind)
         self.call = _baselines(fam).get(name)
         if getattr(fam.module, "HOST_INPUTS", False):  # steps and baseline take host arrays, copy themselves
@@ -113,7 +121,7 @@ class Case:
 
     def rate(self):
         """GFLOP/s or GB/s from the median time."""
-        work = self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else self.fam.bytes_moved(self.size)
+        work = self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else _bytes(self.fam, self.size, self.kind)
         return work / (self.ms() * 1e-3) / 1e9
 
 

@@ -74,6 +74,56 @@ def test_arrays_of_one_call_share_a_dtype(tmp_path, monkeypatch):
         fam.validate(np.ones(5, np.float32), np.ones(5, np.int32))
 
 
+# A family whose inputs differ in dtype and rank (a matrix of codes, a float vector, optional scales), and whose
+# kinds of input differ in bytes: DTYPE and NDIM given input by input, bytes_moved(size, kind).
+MIXED_SPEC = (
+    KINDS_SPEC.replace('INPUTS = ("x",)', 'INPUTS = ("codes", "x", "scales?")')
+    .replace(
+        "DTYPE = (np.float32, np.int32)",
+        'DTYPE = {"codes": (np.float32, np.int8), "x": np.float32, "scales": np.float32}',
+    )
+    .replace("NDIM = 1", 'NDIM = {"codes": 2, "x": 1, "scales": 1}')
+    .replace(
+        "def bytes_moved(size):\n    return 8 * int(size)",
+        "def bytes_moved(size, kind='float32'):\n    return (4 if kind == 'float32' else 1) * int(size)",
+    )
+)
+
+
+def test_inputs_may_each_have_their_dtype_and_rank(tmp_path, monkeypatch):
+    fam = load(tmp_path, "scale_mixed", {"v01_plain.py": good()}, monkeypatch, spec=MIXED_SPEC)
+    codes, x, scales = np.ones((3, 5), np.int8), np.ones(5, np.float32), np.ones(3, np.float32)
+    assert fam.validate(codes, x, scales) == "numpy"  # three dtypes, two ranks: no "share one dtype"
+    assert fam.validate(codes.astype(np.float32), x) == "numpy"  # the optional input left out
+    assert fam.dtypes == (np.dtype(np.float32), np.dtype(np.int8))  # the first input's
+    with pytest.raises(TypeError, match="codes must be float32 or int8, got int16"):
+        fam.validate(codes.astype(np.int16), x)
+    with pytest.raises(TypeError, match="x must be float32, got int8"):
+        fam.validate(codes, x.astype(np.int8))
+    with pytest.raises(ValueError, match="scales must have 1 dimension"):
+        fam.validate(codes, x, scales[None])
+    with pytest.raises(ValueError, match="codes must have 2 dimension"):
+        fam.validate(codes[0], x)
+
+
+def test_a_dtype_dict_must_name_every_input(tmp_path, monkeypatch):
+    spec = MIXED_SPEC.replace(', "scales": np.float32}', "}")
+    fam = load(tmp_path, "scale_mixed_bad", {"v01_plain.py": good()}, monkeypatch, spec=spec)
+    with pytest.raises(RegistryError, match="DTYPE names"):
+        fam.validate(np.ones((3, 5), np.int8), np.ones(5, np.float32))
+
+
+def test_bytes_may_depend_on_the_kind_of_input(tmp_path, monkeypatch, kinds_family):
+    fam = load(tmp_path, "scale_mixed_bytes", {"v01_plain.py": good()}, monkeypatch, spec=MIXED_SPEC)
+    assert fam.bytes_moved(100) == fam.bytes_moved(100, "float32") == 400  # None: the first kind
+    assert fam.bytes_moved(100, "int32") == 100
+    assert harness._rates(fam, 100, 1e-3, "int32") == pytest.approx((100 / 1e-6 / 1e9, 100 / 1e-6 / 1e9))
+    from zoo import report
+
+    assert report.metric(fam, "100@int32") == ("GB/s", "gbps")  # flops 100, bytes 100: not more flops
+    assert kinds_family.bytes_moved(100, "int32") == kinds_family.bytes_moved(100) == 800  # a spec without kind
+
+
 def test_tolerance_may_grow_with_the_size(kinds_family):
     assert kinds_family.tolerance(10) == pytest.approx(1e-5)
     assert kinds_family.tolerance(1000) == pytest.approx(1e-3)
@@ -301,6 +351,44 @@ def test_a_launch_configuration_is_built_once_and_each_launch_still_runs():
     stream.synchronize()
     np.testing.assert_array_equal(on_device.copy_to_host(), src)
     assert len(kernel._configured) == len(kept) and kernel.last_launch.grid == (2, 1, 1)
+
+
+def test_word_loads_read_the_bytes_of_any_array():
+    """load_word / load_words4 on a float16 matrix by flat element index: its raw bytes, two halves a word."""
+    from zoo.device.bits import unpack_half2
+    from zoo.device.jit import jit
+    from zoo.device.memory import load_word, load_words4
+
+    @jit
+    def kernel(matrix, out):
+        w0, w1, w2, w3 = load_words4(matrix, 8)  # elements 8..15: row 1
+        for j, w in enumerate((w0, w1, w2, w3, load_word(matrix, 2))):
+            out[2 * j], out[2 * j + 1] = unpack_half2(w)
+
+    matrix = (np.arange(24, dtype=np.float32) - 7.5).astype(np.float16).reshape(3, 8)
+    matrix[1, 3] = np.float16(2.0**-24)  # a subnormal converts exactly
+    out = np.zeros(10, np.float32)
+    kernel[1, 1](matrix, out)
+    np.testing.assert_array_equal(out, np.concatenate([matrix[1], matrix[0, 2:4]]).astype(np.float32))
+
+
+def test_lop3_computes_the_function_its_table_names():
+    from zoo.device.bits import lop3
+    from zoo.device.jit import jit
+
+    @jit
+    def kernel(words, out):
+        a, b, c = words[0], words[1], words[2]
+        out[0] = lop3(a, b, c, (0xF0 & 0xCC) ^ 0xAA)
+        out[1] = lop3(a, b, c, 0xF0 | 0xCC | 0xAA)
+        out[2] = lop3(a, 0x000F000F, 0x00080008, (0xF0 & 0xCC) ^ 0xAA)  # constants, as the gemv steps pass them
+        out[3] = lop3(a, b, c, 0xF0 ^ 0xCC ^ 0xAA)
+
+    words = np.array([0x12345678, 0x0F0F00FF, 0x80808080], np.uint32)
+    out = np.zeros(4, np.uint32)
+    kernel[1, 1](words, out)
+    a, b, c = (int(w) for w in words)
+    assert [int(v) for v in out] == [(a & b) ^ c, a | b | c, (a & 0x000F000F) ^ 0x00080008, a ^ b ^ c]
 
 
 def test_address_reads_every_kind_of_array():

@@ -127,12 +127,12 @@ def _show_compiled(v, args):
     from zoo import machine_code
 
     cc = _parse_cc(args.cc) if args.cc else _default_cc()
-    size = _sizes(v.family, [args.size], None)[0] if args.size else None
+    size, kind = _cases(v.family, [args.size], None)[0] if args.size else (None, None)
     if v.unsupported(cc):  # below the step's MIN_CC or zoo's floor: nothing to compile
         raise UsageError(v.unsupported(cc))
     isa = "sass" if args.sass else "ptx"
     try:
-        kernels = machine_code.compile_step(v, cc, size)
+        kernels = machine_code.compile_step(v, cc, size, kind)
         for k in kernels:
             machine_code.assemble(k, cc, want_sass=args.sass)
     except (machine_code.ToolMissing, machine_code.UnknownTarget) as e:
@@ -314,7 +314,7 @@ def cmd_run(args):
             cases = _cases(fam, args.size, None)
         else:
             cases = fam.cases(fam.BENCH_SIZES if args.all_sizes else [_headline_size(fam)])
-        checks = [c for c in fam.cases(fam.GPU_TEST_SIZES) if fam.bytes_moved(c[0]) <= QUICK_CHECK_BYTES]
+        checks = [c for c in fam.cases(fam.GPU_TEST_SIZES) if fam.bytes_moved(*c) <= QUICK_CHECK_BYTES]
         plan.append((fam, cases, checks if quick else []))
     with _progress() as progress, quiet_occupancy():  # zoo's own small launches are small on purpose
         total = sum(
@@ -559,7 +559,11 @@ def build_parser():
     s.add_argument("--sass", action="store_true", help="the SASS instead (needs ptxas and nvdisasm or cuobjdump)")
     s.add_argument("--summary", action="store_true", help="with --ptx/--sass: only the per-kernel summary")
     s.add_argument("--cc", help="compute capability to compile for (default: the GPU present, else 9.0)")
-    s.add_argument("--size", help="the size whose launch is compiled (default: the family's last test size)")
+    s.add_argument(
+        "--size",
+        help="the size whose launch is compiled (default: the family's last test size); SIZE@KIND for a kind of "
+        "input other than the first",
+    )
     s.set_defaults(func=cmd_show, argv=None)
     s = sub.add_parser("diff", help="unified diff to VARIANT from its BASE or the step before (or OTHER)")
     s.add_argument("family")
@@ -620,7 +624,8 @@ def build_parser():
     from zoo import sweeps
 
     for command, module in sweeps.modules().items():  # each family's sweep.py is a command
-        s = sub.add_parser(command, help=module.HELP, description=module.__doc__)
+        # argparse formats a help text with %: a HELP that says "% of copy" must reach it as "%% of copy"
+        s = sub.add_parser(command, help=module.HELP.replace("%", "%%"), description=module.__doc__)
         s.add_argument("--out", help="folder for the CSV and the PNG (default: results/sweeps and docs/plots)")
         if hasattr(module, "add_arguments"):
             module.add_arguments(s)

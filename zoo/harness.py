@@ -255,9 +255,9 @@ class Measurement:
     resources: dict = field(default_factory=dict)
 
 
-def _rates(fam, size, ms):
+def _rates(fam, size, ms, kind=None):
     seconds = ms * 1e-3
-    return fam.flops(size) / seconds / 1e9, fam.bytes_moved(size) / seconds / 1e9
+    return fam.flops(size) / seconds / 1e9, fam.bytes_moved(size, kind) / seconds / 1e9
 
 
 @functools.lru_cache(maxsize=1)
@@ -309,7 +309,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s
         ok, err, _ = compare(arrays.host(out), ref, fam.tolerance(size))
         correct = ok
     timing = _timer(fam)(lambda i: variant.launch(sets[i % len(sets)], out, **params), budget_s=budget_s)
-    gflops, gbps = _rates(fam, size, timing.median_ms)
+    gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     m = Measurement(
         variant.name,
         size,
@@ -349,7 +349,7 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     if name not in fam.ceilings:
         ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size))
     timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out), budget_s=budget_s)
-    gflops, gbps = _rates(fam, size, timing.median_ms)
+    gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
     return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio, correct=ok, error=err)
 
@@ -409,7 +409,7 @@ def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, budge
             break
     ms = statistics.median(samples)
     q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
-    gflops, gbps = _rates(fam, size, ms)
+    gflops, gbps = _rates(fam, size, ms, kind)
     ratio = baseline_ms / ms if baseline_ms else math.nan
     return Measurement(
         name,

@@ -47,8 +47,9 @@ ZOO_MIN_CC_REASON = "zoo's floor: warp intrinsics with independent thread schedu
 REQUIRED_SPEC = {
     "ORDER": "teaching order among families (int)",
     "INPUTS": "names of the array arguments, in order; a trailing '?' marks an optional one",
-    "DTYPE": "dtype every input array must have, or a tuple of the dtypes accepted",
-    "NDIM": "number of dimensions of every input array",
+    "DTYPE": "dtype every input array must have, or a tuple of the dtypes accepted; or {input name: dtype or "
+    "tuple} for inputs of different types (the spec's output_for then checks which combinations go together)",
+    "NDIM": "number of dimensions of every input array, or {input name: ndim}",
     "TOLERANCE": "largest relative norm error accepted (0: exact), or TOLERANCE(size) -> that number",
     "TEST_SIZES": "sizes checked in the simulator (at least one irregular)",
     "GPU_TEST_SIZES": "sizes checked on a GPU",
@@ -58,7 +59,8 @@ REQUIRED_SPEC = {
     "reference": "reference(*inputs, **params) -> float64 NumPy result",
     "output_for": "output_for(*inputs, **params) -> (shape, dtype); raises on bad shapes",
     "flops": "flops(size) -> floating-point operations of one call",
-    "bytes_moved": "bytes_moved(size) -> fewest bytes one call must read and write",
+    "bytes_moved": "bytes_moved(size) -> fewest bytes one call must read and write; bytes_moved(size, kind) "
+    "where the kinds of input differ in bytes (INPUT_KINDS of several formats)",
     "baseline": "baseline(*cupy_inputs, out) -> computes into out with CuPy",
 }
 
@@ -373,7 +375,7 @@ class Family:
             raise ValueError(
                 f"a size of {self.name} is {' or '.join(map(str, dims))} number(s) joined by 'x', got {count}"
             )
-        need = self.bytes_moved(size)
+        need = max(self.bytes_moved(size, kind) for kind in self.kinds)
         if SIMULATOR:
             have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
         else:
@@ -386,6 +388,20 @@ class Family:
                 f"{need / 1e9:,.1f} GB, more than {where} ({have / 1e9:,.1f} GB)"
             )
 
+    def bytes_moved(self, size, kind=None):
+        """The spec's bytes_moved for one kind of input (the first when None): passed to a spec whose
+        bytes_moved takes a ``kind`` argument, the size alone otherwise."""
+        spec = self.module.bytes_moved
+        if not self._bytes_by_kind:
+            return spec(size)
+        return spec(size, kind=self.kinds[0] if kind is None else kind)
+
+    @functools.cached_property
+    def _bytes_by_kind(self):
+        import inspect
+
+        return "kind" in inspect.signature(self.module.bytes_moved).parameters
+
     def tolerance(self, size):
         """The relative error accepted at this size (TOLERANCE may be a function of the size)."""
         tol = self.TOLERANCE
@@ -393,8 +409,27 @@ class Family:
 
     @functools.cached_property
     def dtypes(self):
-        d = self.DTYPE
-        return tuple(np.dtype(x) for x in d) if isinstance(d, (tuple, list)) else (np.dtype(d),)
+        """The dtypes accepted for the first input (for every input, unless DTYPE names them one by one)."""
+        return self._input_rules[0][0]
+
+    @functools.cached_property
+    def _input_rules(self):
+        """((dtypes accepted, ndim) for each of INPUTS, in order), from DTYPE and NDIM, each either one rule
+        for all or a {input name: rule} dict."""
+
+        def dtypes(d):
+            return tuple(np.dtype(x) for x in d) if isinstance(d, (tuple, list)) else (np.dtype(d),)
+
+        names = [n.rstrip("?") for n in self.INPUTS]
+        rules = []
+        for what, value in (("DTYPE", self.DTYPE), ("NDIM", self.NDIM)):
+            if isinstance(value, dict):
+                if set(value) != set(names):
+                    raise RegistryError(f"family {self.name}: {what} names {sorted(value)}, INPUTS are {names}")
+                rules.append([value[n] for n in names])
+            else:
+                rules.append([value] * len(names))
+        return tuple((dtypes(d), n) for d, n in zip(*rules, strict=True))
 
     @functools.cached_property
     def host_inputs(self):
@@ -478,7 +513,7 @@ class Family:
 
         It runs on every call, so it is one pass over the arrays with what it needs from the spec read once
         (``_arguments``); the wording of an error is worked out only when there is one."""
-        arguments, required, ndim, dtypes = self._arguments
+        arguments, required, rules, shared_dtype = self._arguments
         if not required <= len(inputs) <= len(arguments) or not inputs:
             if not required and not inputs:
                 raise TypeError(f"{self.name} takes no arrays")
@@ -500,6 +535,7 @@ class Family:
             elif library != kind:
                 kinds = sorted({arrays.library_of(x) for x in inputs if x is not None})
                 raise TypeError(f"arrays of mixed kinds ({', '.join(kinds)}): pass all host or all device arrays")
+            dtypes, ndim = rules[name]
             if a.dtype not in dtypes:
                 raise TypeError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {np.dtype(a.dtype)}")
             if a.ndim != ndim:
@@ -511,7 +547,7 @@ class Family:
                     f"{name} is not C-contiguous: pass a contiguous copy "
                     "(numpy.ascontiguousarray or cupy.ascontiguousarray)"
                 )
-            if a.dtype != dtype:
+            if shared_dtype and a.dtype != dtype:
                 given = [(n, x) for (n, _), x in zip(arguments, inputs, strict=False) if x is not None]
                 raise TypeError(
                     f"{self.name}'s arrays must share one dtype, got "
@@ -521,9 +557,11 @@ class Family:
 
     @functools.cached_property
     def _arguments(self):
-        """(((name, optional), ...) for INPUTS, how many are required, NDIM, the dtypes accepted)."""
+        """(((name, optional), ...) for INPUTS, how many are required, {name: (dtypes, ndim)}, whether one call's
+        arrays share one dtype (DTYPE is not given input by input))."""
         arguments = tuple((n.rstrip("?"), n.endswith("?")) for n in self.INPUTS)
-        return arguments, sum(not optional for _, optional in arguments), self.NDIM, self.dtypes
+        rules = dict(zip((name for name, _ in arguments), self._input_rules, strict=True))
+        return arguments, sum(not optional for _, optional in arguments), rules, not isinstance(self.DTYPE, dict)
 
 
 def _kernel_packages():

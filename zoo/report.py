@@ -24,8 +24,8 @@ OVERVIEW = PLOTS / "overview.png"
 
 def metric(fam, size):
     """('GFLOP/s', 'gflops') for arithmetic-heavy families, ('GB/s', 'gbps') for the rest."""
-    size, _ = results.parse_case(size)
-    flops, nbytes = fam.flops(size), fam.bytes_moved(size)
+    size, kind = results.parse_case(size)
+    flops, nbytes = fam.flops(size), fam.bytes_moved(size, kind)
     return ("GFLOP/s", "gflops") if flops > nbytes else ("GB/s", "gbps")
 
 

@@ -8,6 +8,22 @@ single atomic or volatile access publishes whole.
 
     word = (uint64(as_uint32(total)) << 32) | flag
     total = from_uint32(uint32(word >> 32), total_like)
+
+Two more for data narrower than 32 bits that a kernel reads a word at a time
+(float16 pairs, packed integer codes):
+
+``unpack_half2(word)`` reads a word as two float16 values, bits 0-15 first (the
+order ``zoo.device.mma.pack_half2`` writes), and returns them as two float32, each
+an exact ``cvt.f32.f16`` (subnormal halves included).
+
+``lop3(a, b, c, lut)`` is PTX's ``lop3.b32``: any function of three words, bit by
+bit, in one instruction. ``lut`` (a constant) is the function applied to the
+constants 0xF0, 0xCC and 0xAA standing for a, b and c: ``(a & b) ^ c`` is
+``lop3(a, b, c, (0xF0 & 0xCC) ^ 0xAA)``. The compiler makes LOP3 of plain ``&``,
+``|`` and ``^`` too, but LLVM first rewrites ``(w ^ C1) & C2`` on constants into
+``(w & C2) ^ (C1 & C2)``, two constants that one LOP3 cannot both hold as
+immediates, and ptxas then emits two instructions; written as ``lop3`` the
+operation stays one (as CUTLASS writes its int4-to-float16 conversions).
 """
 
 import numpy as np
@@ -28,6 +44,20 @@ if SIMULATOR:
         if isinstance(like, (float, np.floating)):
             return bits.view(np.float32)
         return bits.view(np.int32)
+
+    def unpack_half2(word):
+        """The float16 values in bits 0-15 and 16-31 of a word, as two float32."""
+        w = int(word)
+        halves = np.array([w & 0xFFFF, (w >> 16) & 0xFFFF], dtype=np.uint16).view(np.float16)
+        return np.float32(halves[0]), np.float32(halves[1])
+
+    def lop3(a, b, c, lut):
+        """Bit i of the result is bit (4 a_i + 2 b_i + c_i) of lut."""
+        a, b, c, result = int(a), int(b), int(c), 0
+        for index in range(8):
+            if (int(lut) >> index) & 1:
+                result |= (a if index & 4 else ~a) & (b if index & 2 else ~b) & (c if index & 1 else ~c)
+        return np.uint32(result & 0xFFFFFFFF)
 
 else:
     from llvmlite import ir
@@ -66,3 +96,35 @@ else:
 
             return types.int32(bits, like), codegen
         return None
+
+    @intrinsic
+    def unpack_half2(typingctx, word):
+        if not isinstance(word, types.Integer):
+            return None
+        sig = types.UniTuple(types.float32, 2)(word)
+
+        def codegen(context, builder, sig, args):
+            w = context.cast(builder, args[0], sig.args[0], types.uint32)
+            halves = []
+            for shift in (0, 16):  # bits 0-15 first
+                bits = builder.trunc(builder.lshr(w, ir.Constant(_I32, shift)), ir.IntType(16))
+                halves.append(builder.fpext(builder.bitcast(bits, ir.HalfType()), ir.FloatType()))  # cvt.f32.f16
+            return context.make_tuple(builder, sig.return_type, halves)
+
+        return sig, codegen
+
+    @intrinsic
+    def lop3(typingctx, a, b, c, lut):
+        # lut must be a constant: it is part of the instruction (numba types a constant argument as its literal
+        # value once this has refused the plain integer type)
+        if not isinstance(lut, types.IntegerLiteral) or not all(isinstance(t, types.Integer) for t in (a, b, c)):
+            return None
+        table = lut.literal_value & 0xFF
+        sig = types.uint32(a, b, c, lut)
+
+        def codegen(context, builder, sig, args):
+            words = [context.cast(builder, v, t, types.uint32) for v, t in zip(args[:3], sig.args[:3], strict=True)]
+            asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32] * 3), f"lop3.b32 $0, $1, $2, $3, {table:#x};", "=r,r,r,r")
+            return builder.call(asm, words)  # no side effect: LLVM may schedule it like arithmetic
+
+        return sig, codegen

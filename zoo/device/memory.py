@@ -15,14 +15,18 @@ reinterprets the element's address as a pointer to a wider type (an LLVM
                                                 (a kernel compiled for float32 and for int32)
 ``load_flat(arr, i)``, ``store_flat(arr, i, v)``  one element of a C-contiguous array of any rank by
                                                 its flat index (mixes with the 128-bit accesses)
-``load_word(bytes, i)``                         bytes[i..i+3] of a uint8 array as one uint32
-                                                (little endian: byte i is bits 0-7): ``ld.u32``
-``load_words4(bytes, i)``                       bytes[i..i+15] as four uint32: ``ld.v4.u32``
+``load_word(arr, i)``                           the 4 bytes at arr[i] as one uint32 (little endian:
+                                                for a uint8 array, bytes[i..i+3], byte i in bits 0-7):
+                                                ``ld.u32``
+``load_words4(arr, i)``                         the 16 bytes at arr[i] as four uint32: ``ld.v4.u32``
 ``store_word``, ``store_words4``                the reverse: ``st.u32``, ``st.v4.u32``
 =============================================  ===============================================
 
 The 128-bit forms need ``i`` to be a multiple of 4 elements (16 bytes) from an
-aligned start; the word forms need the byte's *address* 4- (16-) byte aligned.
+aligned start; the word forms need the element's *address* 4- (16-) byte aligned.
+The word forms read raw bytes of any dtype: on a uint8 array ``i`` is a byte
+index, on a float16 array eight consecutive halves come back as four words
+(``zoo.device.bits.unpack_half2`` turns a word into two float32).
 The float32 and int32 forms take a 1-D array or a C-contiguous array of any
 rank indexed by its flat element index (a kernel needs no reshaped view, which
 costs host time at every launch). They work on global or shared memory, whichever
@@ -87,41 +91,45 @@ if SIMULATOR:
     def store_flat(arr, i, v):
         _flat(arr)[i] = v
 
-    def _check_word(arr, i, width, what):
-        if (arr.ctypes.data + int(i)) % width:
-            raise IndexError(f"{width}-byte {what} at byte {i}: address not {width}-byte aligned")
-        if int(i) + width > arr.size:
-            raise IndexError(f"{width}-byte {what} at byte {i} runs past {arr.size} bytes")
+    def _raw(arr, i, width, what):
+        """(the array's bytes, the byte offset of element i), checked: aligned, and inside the array."""
+        flat = _flat(arr)
+        start = int(i) * flat.itemsize
+        if (flat.ctypes.data + start) % width:
+            raise IndexError(f"{width}-byte {what} at element {i}: address not {width}-byte aligned")
+        if start + width > flat.nbytes:
+            raise IndexError(f"{width}-byte {what} at element {i} runs past {flat.nbytes} bytes")
+        return flat.view(np.uint8), start
 
-    def _word(arr, i):
+    def _word(raw, b):
         return (
-            np.uint32(arr[i])
-            | np.uint32(arr[i + 1]) << np.uint32(8)
-            | np.uint32(arr[i + 2]) << np.uint32(16)
-            | np.uint32(arr[i + 3]) << np.uint32(24)
+            np.uint32(raw[b])
+            | np.uint32(raw[b + 1]) << np.uint32(8)
+            | np.uint32(raw[b + 2]) << np.uint32(16)
+            | np.uint32(raw[b + 3]) << np.uint32(24)
         )
 
-    def _put_word(arr, i, w):
+    def _put_word(raw, b, w):
         w = np.uint32(w)
         for k in range(4):
-            arr[i + k] = (w >> np.uint32(8 * k)) & np.uint32(255)
+            raw[b + k] = (w >> np.uint32(8 * k)) & np.uint32(255)
 
     def load_word(arr, i):
-        _check_word(arr, i, 4, "load")
-        return _word(arr, i)
+        raw, b = _raw(arr, i, 4, "load")
+        return _word(raw, b)
 
     def load_words4(arr, i):
-        _check_word(arr, i, 16, "load")
-        return _word(arr, i), _word(arr, i + 4), _word(arr, i + 8), _word(arr, i + 12)
+        raw, b = _raw(arr, i, 16, "load")
+        return _word(raw, b), _word(raw, b + 4), _word(raw, b + 8), _word(raw, b + 12)
 
     def store_word(arr, i, w):
-        _check_word(arr, i, 4, "store")
-        _put_word(arr, i, w)
+        raw, b = _raw(arr, i, 4, "store")
+        _put_word(raw, b, w)
 
     def store_words4(arr, i, w0, w1, w2, w3):
-        _check_word(arr, i, 16, "store")
+        raw, b = _raw(arr, i, 16, "store")
         for k, w in enumerate((w0, w1, w2, w3)):
-            _put_word(arr, i + 4 * k, w)
+            _put_word(raw, b + 4 * k, w)
 
 else:
     from llvmlite import ir
@@ -234,8 +242,8 @@ else:
         return sig, codegen
 
     def _check_bytes(arr, what):
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.uint8):
-            raise TypeError(f"word {what} need a 1-D uint8 array, got {arr}")
+        if not (isinstance(arr, types.Array) and (arr.ndim == 1 or arr.layout == "C")):
+            raise TypeError(f"word {what} need a 1-D or C-contiguous array, got {arr}")
 
     @intrinsic
     def load_word(typingctx, arr, index):
