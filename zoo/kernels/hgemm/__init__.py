@@ -80,11 +80,10 @@ tensor-core kernel). The row "cupy.matmul fp16 out" times ``cupy.matmul`` on the
 float16 matrices, which returns float16 (the ~620 TFLOP/s figure): it is timed
 as a ceiling, never checked, since its float16 output misses the tolerance.
 
-No TF32 step: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` is
-reachable the same way (float32 bit patterns in ``r`` registers, rounded with
-``cvt.rna.tf32.f32``), but its inputs are float32, its error against a float32
-reference is ~2^-11 per product, and a family has one dtype and one tolerance:
-it belongs in an ``sgemm`` step or a family of its own (see zoo/mma.py).
+No TF32 step here: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``
+takes float32 inputs (rounded to TF32 by ``cvt.rna.tf32.f32``), so it is
+sgemm's v16, this family's v08 moved to float32 operands, with a tolerance of
+its own (TF32 keeps 10 mantissa bits).
 
 Hopper's wgmma
 --------------
