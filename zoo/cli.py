@@ -122,12 +122,12 @@ def _show_compiled(v, args):
 
     try:
         cc = tuple(int(p) for p in args.cc.split(".")) if args.cc else _default_cc()
-        size = _sizes(v.family, [args.size], None)[0] if args.size else None
     except ValueError:
         raise UsageError(f"--cc is a compute capability such as 9.0, not {args.cc!r}") from None
+    size, kind = _cases(v.family, [args.size], None)[0] if args.size else (None, None)  # SIZE@kind: that kind's
     isa = "sass" if args.sass else "ptx"
     try:
-        kernels = machine_code.compile_step(v, cc, size)
+        kernels = machine_code.compile_step(v, cc, size, kind)
         for k in kernels:
             machine_code.assemble(k, cc, want_sass=args.sass)
     except machine_code.ToolMissing as e:
@@ -477,7 +477,10 @@ def build_parser():
     s.add_argument("--sass", action="store_true", help="the SASS instead (needs ptxas and nvdisasm or cuobjdump)")
     s.add_argument("--summary", action="store_true", help="with --ptx/--sass: only the per-kernel summary")
     s.add_argument("--cc", help="compute capability to compile for (default: the GPU present, else 9.0)")
-    s.add_argument("--size", help="the size whose launch is compiled (default: the family's last test size)")
+    s.add_argument(
+        "--size",
+        help="the size whose launch is compiled (default: the family's last test size); SIZE@kind: for that kind",
+    )
     s.set_defaults(func=cmd_show, argv=None)
     s = sub.add_parser("diff", help="unified diff to VARIANT from its BASE or the step before (or OTHER)")
     s.add_argument("family")

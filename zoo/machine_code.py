@@ -190,15 +190,16 @@ def _dry_run(cc, record):
             setattr(cuda, k, v)
 
 
-def compile_step(variant, cc=(9, 0), size=None):
-    """The kernels ``variant``'s launch compiles, each with its PTX, for compute capability ``cc``."""
+def compile_step(variant, cc=(9, 0), size=None, kind=None):
+    """The kernels ``variant``'s launch compiles, each with its PTX, for compute capability ``cc`` (on the
+    family's first kind of input, or ``kind``: a kernel is compiled for the dtypes it is called with)."""
     import zoo
 
     if zoo.SIMULATOR:
         raise RuntimeError("compiling PTX needs numba in GPU mode: run with ZOO_TARGET=gpu")
     fam = variant.family
     size = size if size is not None else fam.TEST_SIZES[-1]
-    host_inputs = fam.inputs(size, 0)
+    host_inputs = fam.inputs(size, 0, kind)
     shape, dtype = fam.output_for(*host_inputs)
     inputs = [_stand_in(a) for a in host_inputs]
     out = _host_array(shape, dtype)
