@@ -1,4 +1,4 @@
-"""TF32 tensor cores: float32 in and out, each product rounded to TF32 and summed in float32 by ``mma.sync``.
+"""TF32 tensor cores: float32 in and out, the inputs rounded to TF32 and the products summed in float32 by ``mma.sync``.
 
 Changes:
     A new unit, so the diff against v15 is the whole kernel: it is hgemm v08
@@ -58,7 +58,7 @@ A_PAD = 4  # floats after each A row (BK + 4 = 36 floats = 9 chunks): eight rows
 B_PAD = 8  # floats after each B row (BN + 8): the 32-bit B loads of a warp read 4 rows (k = t) x 8
 # columns (n = g); 8 extra floats put the 4 rows 8 banks apart, so the 32 lanes hit 32 banks.
 LIMIT = 2**32  # elements per matrix addressable with uint32 indices
-GROUP = 16  # block rows per group of the launch order, as in hgemm v08 (its comment gives the count)
+GROUP = 16  # block rows per group of the launch order: blocks running together share A's and B's panels in the L2
 
 
 class Tiles(NamedTuple):
@@ -143,7 +143,11 @@ def build(tiles):
 
     @jit(device=True, forceinline=True)
     def load_slice(tiles, frag, s, buffer, kk, a_row, b_row):
-        """The A and B fragments of k slice ``kk`` of ``buffer``, rounded to TF32, into set ``s``."""
+        """The A and B fragments of k slice ``kk`` of ``buffer``, rounded to TF32, into set ``s``.
+
+        ``cvt.rna`` is three integer instructions a word in SASS (an infinity test, half a TF32 ulp added, the
+        low 13 bits cleared): a warp's 128 words a BK = 32 step cost 384 instructions beside its 128 mma, the
+        price of rounding to nearest where the bare tensor core would truncate."""
         a_at = buffer * uint32(A_TILE) + a_row + uint32(kk)
         for i in range(MT):  # ldmatrix on float32: matrix j's word t of row g is A[g (+8), t (+4)], a0 .. a3
             f = s * SET + 4 * i
