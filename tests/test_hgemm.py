@@ -1,4 +1,5 @@
-"""HGEMM and zoo.device.mma beyond the generic checks: the fragment layout, ldmatrix, padding, the SASS.
+"""HGEMM and zoo.device.mma beyond the generic checks: the fragment layout, ldmatrix, padding, the SASS, and the
+bfloat16 kind (uint16 bit patterns, the .bf16 form of mma chosen from the dtype).
 
 The intrinsic tests run a one-warp kernel that places every element by the fragment table of
 zoo.kernels.hgemm: in the simulator they check zoo.device.mma's emulation, on a GPU they check that the
@@ -18,9 +19,17 @@ import zoo
 from tests.conftest import run_zoo
 from zoo import harness, machine_code
 from zoo.device.jit import jit
-from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half2, mma_f16_f32, pack_half2
+from zoo.device.mma import (
+    SHARED_ALIGN,
+    ldmatrix_x4,
+    ldmatrix_x4_trans,
+    load_half2,
+    mma_16bit_f32,
+    mma_f16_f32,
+    pack_half2,
+)
 from zoo.errors import OutOfRange
-from zoo.kernels.hgemm import padding
+from zoo.kernels.hgemm import bfloat16_values, padding, to_bfloat16
 from zoo.kernels.hgemm.v04_cp_async_double_buffered import DEFAULT, Tiles, build, launch_with, valid
 
 HGEMM = zoo.family("hgemm")
@@ -86,6 +95,57 @@ def test_pack_and_load_put_the_lower_index_in_the_low_half():
     np.testing.assert_array_equal(words[32:], expected)
 
 
+@jit
+def one_16bit_mma(A, B, C, D):
+    """one_mma through mma_16bit_f32: the form (.f16 or .bf16) comes from A's dtype."""
+    lane = cuda.threadIdx.x
+    g, t = lane // 4, lane % 4
+    a0 = pack_half2(A[g, 2 * t], A[g, 2 * t + 1])
+    a1 = pack_half2(A[g + 8, 2 * t], A[g + 8, 2 * t + 1])
+    a2 = pack_half2(A[g, 2 * t + 8], A[g, 2 * t + 9])
+    a3 = pack_half2(A[g + 8, 2 * t + 8], A[g + 8, 2 * t + 9])
+    b0 = pack_half2(B[2 * t, g], B[2 * t + 1, g])
+    b1 = pack_half2(B[2 * t + 8, g], B[2 * t + 9, g])
+    d0, d1, d2, d3 = mma_16bit_f32(
+        A.dtype, a0, a1, a2, a3, b0, b1, C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]
+    )
+    D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1] = d0, d1, d2, d3
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_the_16_bit_mma_takes_its_form_from_the_dtype(kind):
+    """The same kernel source compiled for float16 and for uint16 (bfloat16 bits): each multiplies its own format.
+    1 + 2^-8 is exact in both, 1 + 2^-10 only in float16 (bfloat16 keeps 7 mantissa bits): a wrong form or a
+    numeric cast of the bits gives another product."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((16, 16)).astype(np.float32)
+    B = rng.standard_normal((16, 8)).astype(np.float32)
+    A[0, 0], B[0, 0] = 1 + 2.0**-8, 1 + 2.0**-10
+    C = rng.standard_normal((16, 8)).astype(np.float32)
+    if kind == "bfloat16":
+        A16, B16 = to_bfloat16(A), to_bfloat16(B)
+        values = bfloat16_values
+    else:
+        A16, B16 = A.astype(np.float16), B.astype(np.float16)
+        values = lambda x: x.astype(np.float32)  # noqa: E731
+    D = np.full((16, 8), np.nan, np.float32)
+    one_16bit_mma[1, 32](A16, B16, C, D)
+    ref = values(A16).astype(np.float64) @ values(B16).astype(np.float64) + C
+    np.testing.assert_allclose(D, ref, rtol=1e-6, atol=1e-6)
+    assert (values(B16)[0, 0] == 1) == (kind == "bfloat16")  # B[0, 0] lost its 2^-10 in bfloat16 only
+
+
+def test_bfloat16_bits_round_to_nearest_even():
+    ulp = 2.0**-7  # of bfloat16 at 1: 7 mantissa bits
+    x = np.array([1, 1 + ulp, 1 + ulp / 2, 1 + 1.5 * ulp, 1 + ulp / 4, -2.5, 3.0e38, 1e-30, 0], np.float32)
+    bits = to_bfloat16(x)
+    assert bits.dtype == np.uint16
+    # exact, exact, a tie down to even, a tie up to even, below half an ulp, exact
+    np.testing.assert_array_equal(bits[:6], [0x3F80, 0x3F81, 0x3F80, 0x3F82, 0x3F80, 0xC020])
+    np.testing.assert_allclose(bfloat16_values(bits), x, rtol=2.0**-8)  # within half an ulp everywhere
+    assert bfloat16_values(bits).dtype == np.float32
+
+
 STRIDE = 24  # a padded row: 16 float16 + 8
 
 
@@ -139,6 +199,7 @@ def test_ldmatrix_gives_the_a_and_b_fragments():
         (lambda A, B: (A, B[:-1]), ValueError, "A's columns must equal B's rows"),
         (lambda A, B: (A.astype(np.float32), B.astype(np.float32)), TypeError, "must be float16"),
         (lambda A, B: (A, B.astype(np.float32)), TypeError, "must be float16"),
+        (lambda A, B: (A, to_bfloat16(B.astype(np.float32))), TypeError, "share one dtype"),
         (lambda A, B: (A, B.T), ValueError, "not C-contiguous"),
         (lambda A, B: (A.ravel(), B), ValueError, "2 dimension"),
     ],
@@ -269,23 +330,47 @@ def test_sass_shows_the_tensor_core_instructions(step, wanted):
     for opcode in wanted:
         assert opcode in r.stdout, f"{step}: no {opcode} in the SASS"
     assert "LDL" not in r.stdout and "STL" not in r.stdout, f"{step}: local memory (spills or a local array)"
+    assert "HMMA.16816.F32.BF16" not in r.stdout
+    bf16 = run_zoo("show", "hgemm", step, "--sass", "--size", "128@bfloat16")  # the same source, for uint16
+    assert bf16.returncode == 0, bf16.stderr[-2000:]
+    assert "HMMA.16816.F32.BF16" in bf16.stdout, f"{step}: no bfloat16 mma for uint16 inputs"
+    assert "LDL" not in bf16.stdout and "STL" not in bf16.stdout
 
 
 # -- on a GPU ---------------------------------------------------------------------------------------
 @pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: large sizes")
+@pytest.mark.parametrize("kind", HGEMM.kinds)
 @pytest.mark.parametrize("size", [(1, 1, 1), IRREGULAR, (4095, 4097, 1000)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("variant", HGEMM.variants, ids=lambda v: v.name)
-def test_on_the_gpu(variant, size):
-    result = harness.check(variant, size, seed=3)
+def test_on_the_gpu(variant, size, kind):
+    result = harness.check(variant, size, seed=3, kind=kind)
     assert result.ok, result.detail
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: cuBLAS")
-def test_the_baseline_is_correct():
+@pytest.mark.parametrize("kind", HGEMM.kinds)
+def test_the_baseline_is_correct(kind):
     import cupy
 
-    A, B = HGEMM.make_inputs((300, 200, 100), seed=4)
+    A, B = HGEMM.make_inputs((300, 200, 100), seed=4, kind=kind)
     out = cupy.full((300, 200), np.nan, np.float32)
     HGEMM.baseline(cupy.asarray(A), cupy.asarray(B), out)
     ok, err, detail = harness.compare(cupy.asnumpy(out), HGEMM.reference(A, B), HGEMM.tolerance(100))
     assert ok, detail
+    A16, B16 = HGEMM.make_inputs((300, 200, 100), seed=4, kind="float16")  # the other format: another product
+    assert not harness.compare(cupy.asnumpy(out), HGEMM.reference(A16, B16), 1e-3)[0] or kind == "float16"
+
+
+def test_the_bfloat16_kind_is_bfloat16_throughout():
+    """make_inputs rounds the same normals to bfloat16 bits; the reference and the CPU row read them as bfloat16;
+    the float16-only ceiling is left out for them (OutOfRange) before touching CuPy."""
+    A, B = HGEMM.make_inputs(IRREGULAR, seed=7, kind="bfloat16")
+    A16, _ = HGEMM.make_inputs(IRREGULAR, seed=7)
+    assert A.dtype == B.dtype == np.uint16
+    np.testing.assert_allclose(bfloat16_values(A), A16.astype(np.float32), rtol=2.0**-7, atol=1e-3)
+    ref = HGEMM.reference(A, B)
+    np.testing.assert_allclose(ref, bfloat16_values(A).astype(np.float64) @ bfloat16_values(B).astype(np.float64))
+    fn, _ = HGEMM.cpu_rows["cpu_numpy"]
+    assert harness.compare(fn(A, B), ref, HGEMM.tolerance(IRREGULAR))[0]
+    with pytest.raises(OutOfRange, match="no bfloat16"):
+        HGEMM.CEILINGS["cupy.matmul fp16 out"](A, B, None)

@@ -130,6 +130,44 @@ def test_tolerance_may_grow_with_the_size(kinds_family):
     assert zoo.family("vector_add").tolerance(10**9) == zoo.family("vector_add").TOLERANCE
 
 
+def _loose(tolerance):
+    """A step 5e-4 off (it scales by 2.001) that declares its own TOLERANCE."""
+    return good("Nearly twice x.", factor="2.001").replace("\ndef launch", f"\nTOLERANCE = {tolerance}\n\n\ndef launch")
+
+
+@pytest.mark.parametrize("tolerance", ["1e-3", "lambda size: 1e-3 if size > 10 else 1e-7"])
+def test_a_step_may_declare_its_own_tolerance(tmp_path, monkeypatch, tolerance):
+    fam = load(tmp_path, "scale_tol", {"v01_plain.py": good(), "v02_loose.py": _loose(tolerance)}, monkeypatch)
+    assert fam[1].tolerance(33) == fam.tolerance(33) == 1e-6  # the family's, for a step that declares none
+    assert fam[2].tolerance(33) == 1e-3
+    result = harness.check(fam[2], 33, seed=1)
+    assert result.ok and 4e-4 < result.error < 6e-4, result.detail  # within its own tolerance ...
+    (x,) = fam.inputs(33, 1)
+    assert not harness.compare(fam[2](x), fam.reference(x), fam.tolerance(33))[0]  # ... not the family's
+    if "lambda" in tolerance:
+        assert fam[2].tolerance(5) == 1e-7 and not harness.check(fam[2], 5, seed=1).ok
+
+
+def test_zoo_check_holds_a_step_to_its_own_tolerance(tmp_path, zoo_cli):
+    make_family(tmp_path, "scale_tolcli", {"v01_plain.py": good(), "v02_loose.py": _loose("1e-3")})
+    env = {"ZOO_KERNEL_PATH": str(tmp_path), "COLUMNS": "200"}
+    assert zoo_cli("check", "scale_tolcli", "--size", "40", env=env).returncode == 0
+    make_family(tmp_path / "strict", "scale_tolstrict", {"v01_plain.py": good(), "v02_loose.py": _loose("1e-5")})
+    r = zoo_cli("check", "scale_tolstrict", "--size", "40", env={**env, "ZOO_KERNEL_PATH": str(tmp_path / "strict")})
+    assert r.returncode == 1 and "FAIL" in r.stdout
+
+
+def test_a_library_row_may_have_its_own_tolerance(tmp_path, monkeypatch):
+    spec = KINDS_SPEC.replace(
+        'EXTRA_BASELINES = {"other_library": lambda x, out: None}',
+        'EXTRA_BASELINES = {"other_library": lambda x, out: None}\nROW_TOLERANCE = {"other_library": 1e-3}',
+    )
+    fam = load(tmp_path, "scale_rowtol", {"v01_plain.py": good()}, monkeypatch, spec=spec)
+    assert fam.tolerance(100, "other_library") == 1e-3
+    assert fam.tolerance(100, "baseline") == fam.tolerance(100) == pytest.approx(1e-4)  # TOLERANCE(size) elsewhere
+    assert fam[1].tolerance(100) == pytest.approx(1e-4)
+
+
 def test_baselines_list_the_main_one_first(kinds_family):
     assert list(kinds_family.baselines) == ["baseline", "other_library", "copy"]
     assert list(kinds_family.ceilings) == ["copy"]

@@ -1,17 +1,24 @@
 """SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates and the tile lookups,
-edges in the kernel (v11, and v14 with its unrolled hot loop), split-K (v12) and the split last wave (v13, v15)."""
+edges in the kernel (v11, and v14 with its unrolled hot loop), split-K (v12), the split last wave (v13, v15),
+and the TF32 tensor cores (v16: the m16n8k8 fragment table, the rounding, its own tolerance, the cuBLAS TF32 row)."""
 
 import numpy as np
 import pytest
+from numba import cuda, uint32
 
 import zoo
-from zoo import harness
+from tests.conftest import run_zoo
+from zoo import harness, machine_code
+from zoo.device.bits import as_uint32
+from zoo.device.jit import jit
+from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, mma_tf32_f32, to_tf32
 from zoo.kernels.sgemm import padding, plan, tiles, tune
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm import v13_split_last_wave as v13
 from zoo.kernels.sgemm import v14_unrolled_k as v14
 from zoo.kernels.sgemm import v15_unrolled_split_last_wave as v15
+from zoo.kernels.sgemm import v16_tf32_tensor_cores as v16
 from zoo.kernels.sgemm.tiles import DEFAULT
 from zoo.kernels.sgemm.v09_double_buffered import build_kernel, launch_with
 
@@ -32,7 +39,7 @@ def test_alpha_beta_and_c(variant):
     A, B, C = operands(SMALL, seed=7)
     out = np.full(C.shape, np.nan, np.float32)
     got = variant(A, B, C, out=out, alpha=-1.5, beta=0.25)
-    ok, err, detail = harness.compare(got, SGEMM.reference(A, B, C, alpha=-1.5, beta=0.25), SGEMM.TOLERANCE)
+    ok, err, detail = harness.compare(got, SGEMM.reference(A, B, C, alpha=-1.5, beta=0.25), variant.tolerance(SMALL))
     assert ok, detail
     assert np.array_equal(C, operands(SMALL, seed=7)[2]), "C is an input: it must not change"
 
@@ -523,3 +530,227 @@ def test_the_last_wave_plan_splits_only_where_the_time_it_saves_exceeds_the_host
     assert plan.last_wave(4097, 4097, 4097, DEFAULT, sms=132, gflops=h100)["split"] > 1  # a fifth wave of 12%
     assert plan.last_wave(4096, 4096, 4096, DEFAULT, sms=132, gflops=h100)["split"] == 1  # whole waves
     assert plan.last_wave(1024, 1024, 1024, tiles.SMALL, sms=132, gflops=h100)["split"] == 1  # saves too little
+
+
+# -- v16: TF32 tensor cores -------------------------------------------------------------------------
+
+
+def tf32_rna(x):
+    """x rounded to TF32, to nearest with ties away from zero (cvt.rna), by NumPy on the bits."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    return np.where(finite, (bits + 0x1000) & 0xFFFFE000, bits).astype(np.uint32).view(np.float32)
+
+
+@jit(device=True)
+def tf32_word(x, rounded):
+    return to_tf32(x) if rounded else as_uint32(x)  # rounded by cvt.rna, or the float32's bits as they are
+
+
+@jit
+def one_tf32_mma(A, B, C, D, rounded):
+    """D = A @ B + C for one 16 x 8 x 8 tile, every element placed by the spec's fragment table."""
+    lane = cuda.threadIdx.x
+    g, t = lane // 4, lane % 4
+    d0, d1, d2, d3 = mma_tf32_f32(
+        tf32_word(A[g, t], rounded),
+        tf32_word(A[g + 8, t], rounded),
+        tf32_word(A[g, t + 4], rounded),
+        tf32_word(A[g + 8, t + 4], rounded),
+        tf32_word(B[t, g], rounded),
+        tf32_word(B[t + 4, g], rounded),
+        C[g, 2 * t],
+        C[g, 2 * t + 1],
+        C[g + 8, 2 * t],
+        C[g + 8, 2 * t + 1],
+    )
+    D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1] = d0, d1, d2, d3
+
+
+def _one_tf32_mma(A, B, C, rounded=True):
+    D = np.full((16, 8), np.nan, np.float32)
+    one_tf32_mma[1, 32](A, B, C, D, rounded)
+    return D
+
+
+def test_tf32_mma_follows_the_fragment_table():
+    rng = np.random.default_rng(0)
+    A, B = tf32_rna(rng.standard_normal((16, 8))), tf32_rna(rng.standard_normal((8, 8)))  # exact in TF32
+    C = rng.standard_normal((16, 8)).astype(np.float32)
+    ref = A.astype(np.float64) @ B.astype(np.float64) + C
+    np.testing.assert_allclose(_one_tf32_mma(A, B, C), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_tf32_mma_with_a_one_hot_a_picks_rows_of_b():
+    """A = a single 1 at (i, k): D row i is B row k; a wrong lane or register shows up as the wrong row."""
+    B = np.arange(64, dtype=np.float32).reshape(8, 8)
+    C = np.zeros((16, 8), np.float32)
+    for i, k in ((0, 0), (3, 5), (8, 1), (15, 7), (9, 4)):
+        A = np.zeros((16, 8), np.float32)
+        A[i, k] = 1
+        expected = np.zeros((16, 8), np.float32)
+        expected[i] = B[k]
+        np.testing.assert_array_equal(_one_tf32_mma(A, B, C), expected)
+
+
+def test_the_tensor_core_reads_19_bits_and_to_tf32_rounds_to_nearest():
+    """1 + 0.75 ulp(TF32) enters the tensor core as 1 (its low 13 bits dropped), and as 1 + ulp once rounded;
+    on a GPU this checks the hardware, in the simulator the emulation."""
+    ulp = 2.0**-10
+    A = np.zeros((16, 8), np.float32)
+    A[:, 0] = np.float32(1 + 0.75 * ulp)
+    B = np.zeros((8, 8), np.float32)
+    B[0] = 1
+    C = np.zeros((16, 8), np.float32)
+    assert (_one_tf32_mma(A, B, C, rounded=False) == 1).all()
+    assert (_one_tf32_mma(A, B, C, rounded=True) == np.float32(1 + ulp)).all()
+
+
+@jit
+def tf32_words(x, words):
+    i = cuda.grid(1)
+    if i < x.size:
+        words[i] = to_tf32(x[i])
+
+
+def test_to_tf32_is_cvt_rna():
+    ulp = 2.0**-10
+    x = np.array(
+        [
+            1,
+            1 + 0.5 * ulp,
+            -(1 + 0.5 * ulp),
+            1 + 0.49 * ulp,
+            1 + 1.5 * ulp,
+            np.finfo(np.float32).max,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1e-40,
+            0,
+        ],
+        np.float32,
+    )
+    words = np.zeros(x.size, np.uint32)
+    tf32_words[1, 32](x, words)
+    got = words.view(np.float32)
+    np.testing.assert_array_equal(got[:5], [1, 1 + ulp, -(1 + ulp), 1, 1 + 2 * ulp])  # ties away from zero
+    assert np.isposinf(got[5])  # the largest float32 is nearer 2^128 than the largest TF32: it rounds up to inf
+    assert np.isposinf(got[6]) and np.isneginf(got[7]) and np.isnan(got[8])  # inf and NaN pass
+    np.testing.assert_array_equal(words, tf32_rna(x).view(np.uint32))
+    assert not (words & 0x1FFF).any(), "a TF32 word has its low 13 bits clear"
+
+
+@jit
+def ldmatrix_float32(X, words):
+    """ldmatrix.x4 on a 16 x 8 float32 tile (rows 12 floats apart): the A fragment of mma.m16n8k8.tf32."""
+    tile = cuda.shared.array(192, np.float32, alignment=SHARED_ALIGN)  # 16 rows x 12
+    lane = cuda.threadIdx.x
+    for e in range(lane, 128, 32):
+        tile[e // 8 * 12 + e % 8] = X[e // 8, e % 8]
+    cuda.syncthreads()  # the tile is complete
+    w0, w1, w2, w3 = ldmatrix_x4(tile, uint32(lane % 16 * 12 + lane // 16 * 4))  # rows 0-15, k 0-3 then 4-7
+    words[lane, 0], words[lane, 1], words[lane, 2], words[lane, 3] = w0, w1, w2, w3
+
+
+def test_ldmatrix_on_float32_gives_the_tf32_a_fragment():
+    X = np.arange(128, dtype=np.float32).reshape(16, 8) + np.float32(0.25)
+    words = np.zeros((32, 4), np.uint32)
+    ldmatrix_float32[1, 32](X, words)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        expected = [X[g, t], X[g + 8, t], X[g, t + 4], X[g + 8, t + 4]]
+        assert list(words[lane].view(np.float32)) == expected, f"lane {lane}"
+
+
+def test_v16_has_its_own_tolerance_and_the_others_keep_the_familys():
+    assert SGEMM["v16"].tolerance(4096) == v16.TOLERANCE == 1e-3
+    assert SGEMM["v15"].tolerance(4096) == SGEMM.tolerance(4096) == SGEMM.TOLERANCE
+    assert SGEMM.tolerance(4096, "cublas_tf32") == 1e-3 and SGEMM.tolerance(4096, "baseline") == SGEMM.TOLERANCE
+
+
+@pytest.mark.parametrize("size", [IRREGULAR, (70, 129, 31)], ids=lambda s: "x".join(map(str, s)))
+def test_v16_is_the_product_of_the_rounded_inputs(size):
+    """Against float64 v16 is off by TF32's rounding (about 3e-4); against the float64 product of the inputs
+    rounded as cvt.rna rounds them it is off by float32 accumulation only. Truncated inputs (no to_tf32)
+    would be 1e-4 off that model."""
+    A, B, C = operands(size, seed=21)
+    got = SGEMM["v16"](A, B, C, alpha=0.5, beta=-1.0)
+    rounded = 0.5 * (tf32_rna(A).astype(np.float64) @ tf32_rna(B).astype(np.float64)) - C
+    ok, err, detail = harness.compare(got, rounded, 1e-5)
+    assert ok, detail
+    exact_err = harness.relative_error(got, SGEMM.reference(A, B, C, alpha=0.5, beta=-1.0))
+    assert 5e-5 < exact_err < 5e-4  # TF32's error, not float32's, and within v16's tolerance
+
+
+def test_v16_tile_shapes():
+    assert v16.valid(v16.Tiles()) and v16.Tiles().shared_bytes() == 107_520  # two blocks fit an SM's 227 KiB
+    assert v16.valid(v16.Tiles(64, 64, 32, 32, 32, 4))
+    assert not v16.valid(v16.Tiles(128, 80, 32, 64, 40))  # BN not a multiple of 32: B loads would conflict
+    assert not v16.valid(v16.Tiles(128, 128, 24, 64, 64))  # an odd number of 8-wide slices
+    assert not v16.valid(v16.Tiles(256, 256, 32, 64, 64, 4))  # beyond 227 KiB
+    with pytest.raises(ValueError, match="not valid"):
+        v16.build(v16.Tiles(128, 128, 8, 64, 64))
+
+
+def _run_v16(tiles, size, seed, alpha=1.0, beta=0.0):
+    A, B, C = operands(size, seed)
+    out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
+    v16.launch_with(v16.build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out, alpha, beta)
+    ref = SGEMM.reference(A, B, C, alpha=alpha, beta=beta)
+    return harness.compare(out.copy_to_host(), ref, v16.TOLERANCE)
+
+
+def test_v16_pipeline_rotates_its_buffers():
+    """One-warp tiles and more K steps than stages: every buffer is refilled while the others are read."""
+    for stages, steps in ((2, 5), (3, 5), (3, 1), (4, 7)):
+        tiles = v16.Tiles(BM=16, BN=32, BK=16, WM=16, WN=32, STAGES=stages)
+        ok, err, detail = _run_v16(tiles, (16, 32, 16 * steps - 5), seed=stages, alpha=2.0, beta=0.5)
+        assert ok, f"{stages} stages, {steps} steps: {detail}"
+
+
+def test_v16_grouped_block_order_covers_every_tile_once():
+    """One-warp tiles on 18 x 2 blocks: a whole group of 16 block rows, then a short one of 2."""
+    tiles = v16.Tiles(BM=16, BN=32, BK=16, WM=16, WN=32, STAGES=2)
+    ok, err, detail = _run_v16(tiles, (16 * (v16.GROUP + 2), 64, 16), seed=9)
+    assert ok, detail  # a tile taken twice leaves another NaN
+
+
+@pytest.mark.skipif(
+    machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None,
+    reason="ptxas or nvdisasm missing: pip install -e '.[test]'",
+)
+def test_v16_sass_has_the_tf32_tensor_core_and_no_local_memory():
+    r = run_zoo("show", "sgemm", "v16", "--sass", "--summary")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "HMMA 128" in r.stdout and "LDSM 32 16" in r.stdout, r.stdout  # per BK = 32 step: 4 x 32 mma, 4 x 4 ldmatrix
+    assert "0 B spill stores, 0 B spill loads, 0 B stack" in r.stdout, r.stdout
+    sass = run_zoo("show", "sgemm", "v16", "--sass").stdout
+    for opcode in ("HMMA.1688.F32.TF32", "LDSM.16.M88.4", "LDGSTS.E.BYPASS", "DEPBAR"):
+        assert opcode in sass, f"no {opcode} in v16's SASS"
+    assert "LDL" not in sass and "STL" not in sass
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
+@pytest.mark.parametrize("size", [(1, 1, 1), (4095, 4097, 1000), (1009, 1013, 1019), (4096, 4096, 4096)])
+def test_v16_at_large_irregular_shapes_on_the_gpu(size):
+    A, B, C = operands(size, seed=sum(size) % 1000)
+    got = SGEMM["v16"](A, B, C, alpha=1.0, beta=0.5)
+    ok, err, detail = harness.compare(got, SGEMM.reference(A, B, C, alpha=1.0, beta=0.5), v16.TOLERANCE)
+    assert ok, detail
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: cuBLAS")
+def test_the_cublas_tf32_row_is_tf32_and_leaves_float32_alone():
+    import cupy
+    from cupy._core import _routines_linalg as linalg
+
+    A, B = SGEMM.make_inputs(1024, seed=4)
+    ref = SGEMM.reference(A, B)
+    before = linalg.get_compute_type(np.float32)
+    out = cupy.full((1024, 1024), np.nan, np.float32)
+    SGEMM.EXTRA_BASELINES["cublas_tf32"](cupy.asarray(A), cupy.asarray(B), out)
+    assert 1e-4 < harness.relative_error(cupy.asnumpy(out), ref) < SGEMM.tolerance(1024, "cublas_tf32")
+    assert linalg.get_compute_type(np.float32) == before
+    SGEMM.baseline(cupy.asarray(A), cupy.asarray(B), out)  # the float32 baseline stays float32
+    assert harness.relative_error(cupy.asnumpy(out), ref) < 1e-5

@@ -62,7 +62,7 @@ def check(variant, size, seed=0, kind=None, **params):
     shape, dtype = fam.output_for(*inputs, **params)
     out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     result = variant(*inputs, out=out, **params)
-    ok, err, detail = compare(result, ref, fam.tolerance(size))
+    ok, err, detail = compare(result, ref, variant.tolerance(size))
     return CheckResult(variant.name, size, ok, err, detail)
 
 
@@ -306,7 +306,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s
         ref = (
             _reference(fam.name, size, seed, kind) if not params else np.asarray(fam.reference(*host_inputs, **params))
         )
-        ok, err, _ = compare(arrays.host(out), ref, fam.tolerance(size))
+        ok, err, _ = compare(arrays.host(out), ref, variant.tolerance(size))
         correct = ok
     timing = _timer(fam)(lambda i: variant.launch(sets[i % len(sets)], out, **params), budget_s=budget_s)
     gflops, gbps = _rates(fam, size, timing.median_ms, kind)
@@ -347,7 +347,7 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     call(*cupy_sets[0], out)
     ok, err = None, math.nan  # a ceiling (CEILINGS) times the bound, not the family's result
     if name not in fam.ceilings:
-        ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size))
+        ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size, name))
     timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out), budget_s=budget_s)
     gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
@@ -398,7 +398,7 @@ def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, budge
     fn, threads = fam.cpu_rows[name]
     host_inputs = fam.inputs(size, seed, kind)
     result = fn(*host_inputs, **params)  # also compiles a numba row: not timed
-    ok, err, _ = compare(np.asarray(result), _reference(fam.name, size, seed, kind), fam.tolerance(size))
+    ok, err, _ = compare(np.asarray(result), _reference(fam.name, size, seed, kind), fam.tolerance(size, name))
     samples, spent = [], 0.0
     while True:  # the budget's worth of calls, at least three unless they take twice the budget
         start = time.perf_counter()

@@ -7,7 +7,9 @@ docstring holding the headings Changes, Why it is faster and Measured, and a
 step's kernel unchanged, only differently (other tiles, another plan), imports
 that step and names it ``BASE = "vNN"``: its Changes, ``zoo diff`` and the
 walkthrough's diff are then against the base rather than the step before. A step
-copied from an earlier step other than the one before it says ``FROM = "vNN"``. More family folders can be added
+copied from an earlier step other than the one before it says ``FROM = "vNN"``. A step whose arithmetic is
+coarser than the family's (TF32 tensor cores in a float32 family) says ``TOLERANCE = ...`` (a number or a
+function of the size), which replaces the family's for that step only. More family folders can be added
 with ``ZOO_KERNEL_PATH`` (folders separated like PATH), which is how a test adds
 a throwaway family.
 
@@ -84,6 +86,8 @@ OPTIONAL_SPEC = {
     "'x over CPU' against the first",
     "WALL_TIME": "True: the figures are the host's wall-clock time per call (a call and a synchronization), "
     "not the device's time behind a hold: for a family whose lesson is the host's cost of launching",
+    "ROW_TOLERANCE": "{row name: tolerance or tolerance(size)}: a library or CPU row whose arithmetic is coarser "
+    "than the family's (cuBLAS in TF32 beside a float32 family) is checked against this instead of TOLERANCE",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
     "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
     "PINNED = True is timed on page-locked ones",
@@ -211,6 +215,14 @@ class Variant:
     def _unsupported_here(self):
         """unsupported() for the GPU present, asked once: every call reads it."""
         return self.unsupported()
+
+    def tolerance(self, size):
+        """The relative error accepted from this step at this size: its own ``TOLERANCE`` (a number or a function
+        of the size) when the step declares one, else the family's."""
+        own = getattr(self.module, "TOLERANCE", None)
+        if own is None:
+            return self.family.tolerance(size)
+        return float(own(size)) if callable(own) else own
 
     @property
     def kernels(self):
@@ -402,9 +414,10 @@ class Family:
 
         return "kind" in inspect.signature(self.module.bytes_moved).parameters
 
-    def tolerance(self, size):
-        """The relative error accepted at this size (TOLERANCE may be a function of the size)."""
-        tol = self.TOLERANCE
+    def tolerance(self, size, row=None):
+        """The relative error accepted at this size (TOLERANCE may be a function of the size); ``row`` names a
+        baseline or CPU row, which ROW_TOLERANCE may give a tolerance of its own. A step's is ``Variant.tolerance``."""
+        tol = getattr(self.module, "ROW_TOLERANCE", {}).get(row, self.TOLERANCE)
         return float(tol(size)) if callable(tol) else tol
 
     @functools.cached_property

@@ -11,15 +11,34 @@ a warp together multiply a 16 x 16 float16 tile of A by a 16 x 8 float16 tile
 of B and add a 16 x 8 float32 tile C. Each lane holds a fixed part of every
 tile (the *fragments*, tabled in ``zoo.kernels.hgemm``): A as four 32-bit
 registers (two float16 each), B as two, C and D as four float32. The SASS
-instruction is ``HMMA.16816.F32``.
+instruction is ``HMMA.16816.F32``. Three more forms:
 
-The other intrinsics get float16 data into those registers:
+=========================================  =====================================================
+``mma_bf16_f32(a0, ..., c3)``               the same shape on bfloat16: ``...f32.bf16.bf16.f32``
+                                            (SASS ``HMMA.16816.F32.BF16``)
+``mma_16bit_f32(kind, a0, ..., c3)``        either of the two, chosen when the kernel is compiled
+                                            from ``kind``, the inputs' dtype (``A.dtype``): float16,
+                                            or uint16 for bfloat16 bit patterns (below)
+``mma_tf32_f32(a0, a1, a2, a3, b0, b1,``    ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``:
+``c0, c1, c2, c3)``                         a 16 x 8 (A) times 8 x 8 (B) tile of TF32, each register
+                                            one element (fragments in ``zoo.kernels.sgemm``);
+                                            SASS ``HMMA.1688.F32.TF32``
+``to_tf32(x)``                              a float32 (or its bits as uint32) rounded to TF32, as
+                                            the uint32 word an A or B register takes:
+                                            ``cvt.rna.tf32.f32``
+=========================================  =====================================================
+
+bfloat16 has no NumPy or numba array type, so its data travels as ``uint16``
+arrays of bit patterns (the top 16 bits of a float32); everything below moves
+16-bit elements without looking at them, so it serves both.
+
+The other intrinsics get 16- and 32-bit data into those registers:
 
 =========================================  =====================================================
 ``load_half2(arr, i)``                      arr[i], arr[i+1] as one 32-bit word (i even): ``ld.b32``
 ``load_half8(arr, i)``                      arr[i..i+7] as four words (i a multiple of 8): ``ld.v4.b32``
 ``store_half8(arr, i, w0, w1, w2, w3)``     the reverse: ``st.v4.b32``
-``pack_half2(lo, hi)``                      two float16 values into one word, ``lo`` in the low half
+``pack_half2(lo, hi)``                      two 16-bit values into one word, ``lo`` in the low half
 ``ldmatrix_x4(tile, i)``                    ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``
 ``ldmatrix_x4_trans(tile, i)``              the same with ``.trans`` (each 8 x 8 matrix transposed)
 ``cp_async16(tile, i, src, j)``             ``cp.async.cg.shared.global``: 16 bytes global -> shared
@@ -29,39 +48,55 @@ The other intrinsics get float16 data into those registers:
                                             have landed (n a compile-time constant)
 =========================================  =====================================================
 
-Arrays are 1-D float16 (a kernel indexes flat views of C-contiguous matrices);
-the ``tile`` of ``ldmatrix`` and ``cp_async16`` must be a ``cuda.shared.array``
-declared with ``alignment=SHARED_ALIGN`` (16 bytes on the GPU).
-Words are ``uint32`` with the lower-indexed float16 in bits 0-15, which is the
-order ``.f16x2`` registers use.
+The half functions take 1-D float16 or uint16 (bfloat16 bits) arrays (a kernel
+indexes flat views of C-contiguous matrices); ``ldmatrix_x4`` and ``cp_async16``
+take float32 too. The ``tile`` of ``ldmatrix`` and ``cp_async16`` must be a
+``cuda.shared.array`` declared with ``alignment=SHARED_ALIGN`` (16 bytes on the
+GPU), and ``cp_async16`` copies between arrays of one dtype. Words are ``uint32``
+with the lower-indexed 16-bit element in bits 0-15, which is the order ``.f16x2``
+and ``.bf16x2`` registers use.
 
 ``ldmatrix_x4``: lanes 8j .. 8j+7 each give the element index of one row of
-matrix j (eight consecutive float16, 16-byte aligned); each lane gets back one
-word of each matrix: word j holds row ``lane // 4``, columns ``2 (lane % 4)``
+matrix j (16 bytes: eight 16-bit elements, 16-byte aligned); each lane gets back
+one word of each matrix: word j holds row ``lane // 4``, columns ``2 (lane % 4)``
 and ``2 (lane % 4) + 1`` of matrix j, which is exactly the A and C fragment
 layout of ``mma``. With ``.trans`` it holds rows ``2 (lane % 4)`` and
 ``2 (lane % 4) + 1`` of column ``lane // 4``: the B fragment, read from a B tile
-stored row-major (k-major) in shared memory.
+stored row-major (k-major) in shared memory. On float32 data a row is four
+elements and word j is element ``lane % 4`` of row ``lane // 4``: the TF32 A
+fragment (``.trans`` would swap 16-bit halves, so it is refused there).
 
-Why the asm statements are marked as they are: ``mma`` reads only registers, so
-it has no side effects and LLVM may schedule it freely. ``ldmatrix`` and the
+Why the asm statements are marked as they are: ``mma`` and ``cvt`` read only
+registers, so they have no side effects and LLVM may schedule them freely. ``ldmatrix`` and the
 ``cp.async`` family read or write shared memory behind LLVM's back, so they are
 ``sideeffect`` with a ``~{memory}`` clobber; otherwise LLVM would treat an
 ``ldmatrix`` at a loop-invariant address as loop-invariant and hoist it out of
 the K loop, across the barrier that refills the tile.
 
+TF32 rounding
+-------------
+TF32 keeps float32's 8-bit exponent and 10 of its 23 mantissa bits. The tensor
+core reads only the top 19 bits of each A and B register: the low 13 are dropped,
+which truncates toward zero. ``to_tf32`` rounds to nearest first (ties away from
+zero: PTX's ``.rna``), as the NVIDIA TF32 description does, which halves the
+largest error of an input (2^-11 relative instead of 2^-10) and removes the
+truncation's bias toward zero; it costs three integer instructions a word.
+
 In the simulator
 ----------------
 The same names are Python functions with the instructions' semantics, so the
 kernels that use them run (slowly) in numba's CUDA simulator and their index
-arithmetic is checked there. ``mma_f16_f32`` and the ``ldmatrix`` functions are
+arithmetic is checked there. The ``mma`` forms and the ``ldmatrix`` functions are
 collective: every lane of the warp deposits its registers (or its row address)
 through the warp rendezvous of ``zoo.simulator``, and each lane computes its own
 result from all of them (a float64 product rounded to float32; the tensor core
-adds with at least float32 precision). ``cp_async16`` copies at once and the
-commit and wait are no-ops, which is a legal schedule of the real instruction.
-What the simulator cannot check is that the hardware agrees with this module's
-reading of the PTX ISA; ``tests/test_hgemm.py`` runs the kernels on a GPU too.
+adds with at least float32 precision). ``mma_tf32_f32`` first drops the low 13
+bits of every input word, as the hardware does, and ``to_tf32`` rounds as
+``cvt.rna`` does, so a kernel that forgets to round is as inaccurate here as on
+the GPU. ``cp_async16`` copies at once and the commit and wait are no-ops, which
+is a legal schedule of the real instruction. What the simulator cannot check is
+that the hardware agrees with this module's reading of the PTX ISA;
+``tests/test_hgemm.py`` and ``tests/test_sgemm.py`` run the kernels on a GPU too.
 """
 
 import numpy as np
@@ -77,36 +112,65 @@ SHARED_ALIGN = None if SIMULATOR else 16
 if SIMULATOR:
 
     def _bits(x):
+        """The 16 bits of a float16 value, or a uint16 (bfloat16 bits) as it is."""
+        if isinstance(x, np.uint16):
+            return int(x)
         return int(np.asarray(x, dtype=np.float16).view(np.uint16))
 
     def _half(bits):
         return np.array(bits & 0xFFFF, dtype=np.uint16).view(np.float16)[()]
 
-    def _unpack(word):
+    def _bfloat(bits):
+        return np.array((bits & 0xFFFF) << 16, dtype=np.uint32).view(np.float32)[()]
+
+    def _tf32(word):
+        """The float32 the tensor core reads from a register: its low 13 bits dropped."""
+        return float(np.array(int(word) & 0xFFFFE000, dtype=np.uint32).view(np.float32)[()])
+
+    def _unpack(word, decode=_half):
         word = int(word)
-        return float(_half(word)), float(_half(word >> 16))
+        return float(decode(word)), float(decode(word >> 16))
+
+    def _check_elements(arr, what, sizes=(2,)):
+        itemsize = np.dtype(arr.dtype).itemsize
+        if itemsize not in sizes:
+            raise TypeError(f"{what} needs {' or '.join(f'{8 * n}-bit' for n in sizes)} elements, got {arr.dtype}")
+        return itemsize
+
+    def _row_word(arr, i, j):
+        """Word j (bytes 4j .. 4j+3) of the 16 bytes that start at element i of arr."""
+        if _check_elements(arr, "a 16-byte row", (2, 4)) == 4:
+            return np.asarray(arr[i + j], dtype=np.float32).view(np.uint32)[()]
+        return pack_half2(arr[i + 2 * j], arr[i + 2 * j + 1])
 
     def pack_half2(lo, hi):
         return np.uint32(_bits(lo) | _bits(hi) << 16)
 
     def load_half2(arr, i):
+        _check_elements(arr, "load_half2")
         i = int(i)
         if i % 2:
             raise IndexError(f"load_half2 at element {i}: not 4-byte aligned")
         return pack_half2(arr[i], arr[i + 1])
 
     def load_half8(arr, i):
+        _check_elements(arr, "load_half8")
         i = int(i)
         if i % 8:
             raise IndexError(f"load_half8 at element {i}: not 16-byte aligned")
         return tuple(pack_half2(arr[i + 2 * j], arr[i + 2 * j + 1]) for j in range(4))
 
     def store_half8(arr, i, w0, w1, w2, w3):
+        _check_elements(arr, "store_half8")
         i = int(i)
         if i % 8:
             raise IndexError(f"store_half8 at element {i}: not 16-byte aligned")
         for j, w in enumerate((w0, w1, w2, w3)):
-            arr[i + 2 * j], arr[i + 2 * j + 1] = _unpack(w)
+            w = int(w)
+            if np.dtype(arr.dtype) == np.uint16:  # bit patterns: stored as they are
+                arr[i + 2 * j], arr[i + 2 * j + 1] = w & 0xFFFF, w >> 16
+            else:
+                arr[i + 2 * j], arr[i + 2 * j + 1] = _unpack(w)
 
     def _warp_exchange(kind, value):
         from zoo.simulator import _here
@@ -119,26 +183,74 @@ if SIMULATOR:
             missing = [lane for lane in range(32) if not rv.arrived >> lane & 1]
             raise RuntimeError(f"{what} needs all 32 lanes of the warp (.aligned); lanes {missing} did not take part")
 
-    def mma_f16_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-        rv, lane = _warp_exchange("mma", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+    def _mma(kind, registers, tiles_of):
+        """The collective part of every mma form: deposit this lane's registers; the first lane back builds
+        the 16 x 8 result D = A @ B + C from everyone's (``tiles_of(values)`` gives A, B and C) and every
+        lane takes its C/D fragment of it."""
+        rv, lane = _warp_exchange(kind, registers)
         _full(rv, "mma.sync")
         tiles = getattr(rv, "mma_result", None)
         if tiles is None:  # the first lane here builds the tiles; the others reuse them
-            A, B, C = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
-            for src, regs in enumerate(rv.values):
-                g, t = src >> 2, src & 3
-                for reg, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
-                    A[row, col], A[row, col + 1] = _unpack(regs[reg])
-                for reg, k in enumerate((2 * t, 2 * t + 8)):
-                    B[k, g], B[k + 1, g] = _unpack(regs[4 + reg])
-                C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1] = regs[6:10]
+            A, B, C = tiles_of(rv.values)
             tiles = rv.mma_result = (A @ B + C).astype(np.float32)
         g, t = lane >> 2, lane & 3
         return tiles[g, 2 * t], tiles[g, 2 * t + 1], tiles[g + 8, 2 * t], tiles[g + 8, 2 * t + 1]
 
+    def _c_tile(C, g, t, regs):
+        C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1] = regs
+
+    def _m16n8k16(decode):
+        def tiles_of(values):
+            A, B, C = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
+            for src, regs in enumerate(values):
+                g, t = src >> 2, src & 3
+                for reg, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
+                    A[row, col], A[row, col + 1] = _unpack(regs[reg], decode)
+                for reg, k in enumerate((2 * t, 2 * t + 8)):
+                    B[k, g], B[k + 1, g] = _unpack(regs[4 + reg], decode)
+                _c_tile(C, g, t, regs[6:10])
+            return A, B, C
+
+        return tiles_of
+
+    def mma_f16_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma("mma.f16", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _m16n8k16(_half))
+
+    def mma_bf16_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma("mma.bf16", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _m16n8k16(_bfloat))
+
+    def mma_16bit_f32(kind, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        kind = np.dtype(kind)
+        if kind not in (np.float16, np.uint16):
+            raise TypeError(f"mma_16bit_f32: inputs are float16, or uint16 holding bfloat16, got {kind}")
+        form = mma_f16_f32 if kind == np.float16 else mma_bf16_f32
+        return form(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+    def _m16n8k8_tf32(values):
+        A, B, C = np.zeros((16, 8)), np.zeros((8, 8)), np.zeros((16, 8))
+        for src, regs in enumerate(values):
+            g, t = src >> 2, src & 3
+            A[g, t], A[g + 8, t], A[g, t + 4], A[g + 8, t + 4] = (_tf32(w) for w in regs[:4])
+            B[t, g], B[t + 4, g] = _tf32(regs[4]), _tf32(regs[5])
+            _c_tile(C, g, t, regs[6:10])
+        return A, B, C
+
+    def mma_tf32_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma("mma.tf32", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _m16n8k8_tf32)
+
+    def to_tf32(x):
+        if isinstance(x, np.uint32):  # the bits of a float32, as ldmatrix gives them
+            bits = int(x)
+        else:
+            bits = int(np.asarray(x, dtype=np.float32).view(np.uint32))
+        if bits & 0x7F800000 == 0x7F800000:  # inf and NaN pass unchanged, as in cvt.rna
+            return np.uint32(bits)
+        return np.uint32((bits + 0x1000) & 0xFFFFE000)  # half a TF32 ulp up, then truncate: ties away from zero
+
     def _ldmatrix(tile, i, trans):
         i = int(i)
-        if i % 8:
+        itemsize = _check_elements(tile, "ldmatrix" + (".trans" if trans else ""), (2,) if trans else (2, 4))
+        if i % (16 // itemsize):
             raise IndexError(f"ldmatrix row at element {i}: not 16-byte aligned")
         rv, lane = _warp_exchange("ldmatrix", (tile, i))
         _full(rv, "ldmatrix")
@@ -151,7 +263,7 @@ if SIMULATOR:
                 words.append(pack_half2(arr0[r0 + g], arr1[r1 + g]))
             else:
                 arr, r = rows[g]
-                words.append(pack_half2(arr[r + 2 * t], arr[r + 2 * t + 1]))
+                words.append(_row_word(arr, r, t))
         return tuple(words)
 
     def ldmatrix_x4(tile, i):
@@ -162,9 +274,12 @@ if SIMULATOR:
 
     def cp_async16(tile, i, src, j):
         i, j = int(i), int(j)
-        if i % 8 or j % 8:
+        if np.dtype(tile.dtype) != np.dtype(src.dtype):
+            raise TypeError(f"cp_async16 copies between arrays of one dtype, got {src.dtype} to {tile.dtype}")
+        per_copy = 16 // _check_elements(tile, "cp_async16", (2, 4))
+        if i % per_copy or j % per_copy:
             raise IndexError(f"cp_async16 from element {j} to {i}: not 16-byte aligned")
-        for e in range(8):
+        for e in range(per_copy):
             tile[i + e] = src[j + e]
 
     def cp_async_commit():
@@ -185,10 +300,11 @@ else:
 
     _I32 = ir.IntType(32)
     _F32 = ir.FloatType()
+    _SIXTEEN_BIT = (types.float16, types.uint16)  # float16, and bfloat16 carried as its bits
 
-    def _check_half_array(arr, what):
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float16):
-            raise TypeError(f"{what} needs a 1-D float16 array, got {arr}")
+    def _check_array(arr, what, dtypes=_SIXTEEN_BIT):
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype in dtypes):
+            raise TypeError(f"{what} needs a 1-D array of {' or '.join(map(str, dtypes))}, got {arr}")
 
     def _word_pointer(context, builder, arrty, arr, index, indexty, words):
         """arr[index] as a pointer to one 32-bit word or to a vector of ``words`` words."""
@@ -209,33 +325,89 @@ else:
     def _as_i32(context, builder, value, ty):
         return context.cast(builder, value, ty, types.uint32)
 
-    @intrinsic
-    def mma_f16_f32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-        for r in (a0, a1, a2, a3, b0, b1):
+    def _mma_form(name, instruction, a_words, b_words, registers):
+        """Typing and code for one mma form: ``a_words`` A and ``b_words`` B registers (uint32), four float32
+        accumulators in and out."""
+        words = a_words + b_words
+        for r in registers[:words]:
             if not isinstance(r, types.Integer):
-                raise TypeError(f"mma_f16_f32: A and B fragments are 32-bit words (uint32), got {r}")
-        sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+                raise TypeError(f"{name}: A and B fragments are 32-bit words (uint32), got {r}")
+        sig = types.UniTuple(types.float32, 4)(*registers)
+        a = ", ".join(f"${4 + j}" for j in range(a_words))
+        b = ", ".join(f"${4 + a_words + j}" for j in range(b_words))
+        c = ", ".join(f"${4 + words + j}" for j in range(4))
 
         def codegen(context, builder, sig, args):
-            words = [_as_i32(context, builder, v, t) for v, t in zip(args[:6], sig.args[:6], strict=True)]
-            accs = [context.cast(builder, v, t, types.float32) for v, t in zip(args[6:], sig.args[6:], strict=True)]
-            ftype = ir.FunctionType(ir.LiteralStructType([_F32] * 4), [_I32] * 6 + [_F32] * 4)
+            ins = [_as_i32(context, builder, v, t) for v, t in zip(args[:words], sig.args[:words], strict=True)]
+            accs = [
+                context.cast(builder, v, t, types.float32) for v, t in zip(args[words:], sig.args[words:], strict=True)
+            ]
+            ftype = ir.FunctionType(ir.LiteralStructType([_F32] * 4), [_I32] * words + [_F32] * 4)
             asm = ir.InlineAsm(
                 ftype,
-                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
-                "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+                f"{instruction} {{$0, $1, $2, $3}}, {{{a}}}, {{{b}}}, {{{c}}};",
+                "=f,=f,=f,=f," + "r," * words + "f,f,f,f",
                 side_effect=False,
             )  # registers only: LLVM may schedule it like arithmetic
-            result = builder.call(asm, words + accs)
+            result = builder.call(asm, ins + accs)
             parts = [builder.extract_value(result, j) for j in range(4)]
             return context.make_tuple(builder, sig.return_type, parts)
 
         return sig, codegen
 
+    _F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    _BF16 = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+
+    @intrinsic
+    def mma_f16_f32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma_form("mma_f16_f32", _F16, 4, 2, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+
+    @intrinsic
+    def mma_bf16_f32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma_form("mma_bf16_f32", _BF16, 4, 2, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+
+    @intrinsic
+    def mma_16bit_f32(typingctx, kind, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        # kind is the inputs' dtype (A.dtype): the form is chosen here, when the kernel is typed for it
+        dtype = getattr(kind, "dtype", None)
+        if not isinstance(kind, (types.DType, types.NumberClass)) or dtype not in _SIXTEEN_BIT:
+            raise TypeError(f"mma_16bit_f32: kind is the inputs' dtype, float16 or uint16 (bfloat16 bits), got {kind}")
+        instruction = _F16 if dtype == types.float16 else _BF16
+        sig, codegen = _mma_form("mma_16bit_f32", instruction, 4, 2, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+
+        def codegen_without_kind(context, builder, full_sig, args):
+            return codegen(context, builder, sig, args[1:])
+
+        return sig.return_type(kind, *sig.args), codegen_without_kind
+
+    @intrinsic
+    def mma_tf32_f32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma_form(
+            "mma_tf32_f32",
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+            4,
+            2,
+            (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3),
+        )
+
+    @intrinsic
+    def to_tf32(typingctx, x):
+        if x != types.float32 and x != types.uint32:
+            raise TypeError(f"to_tf32 takes a float32 or its bits as uint32, got {x}")
+        sig = types.uint32(x)
+
+        def codegen(context, builder, sig, args):
+            value = args[0] if sig.args[0] == types.float32 else builder.bitcast(args[0], _F32)
+            asm = ir.InlineAsm(ir.FunctionType(_I32, [_F32]), "cvt.rna.tf32.f32 $0, $1;", "=r,f", side_effect=False)
+            return builder.call(asm, [value])
+
+        return sig, codegen
+
     @intrinsic
     def pack_half2(typingctx, lo, hi):
-        sig = types.uint32(types.float16, types.float16)
+        if lo not in _SIXTEEN_BIT or hi != lo:
+            raise TypeError(f"pack_half2 takes two float16, or two uint16 (bfloat16 bits), got {lo} and {hi}")
+        sig = types.uint32(lo, hi)
 
         def codegen(context, builder, sig, args):
             # numba keeps a float16 as its 16 bits in an i16 (a bitcast covers an LLVM half too)
@@ -246,7 +418,7 @@ else:
 
     @intrinsic
     def load_half2(typingctx, arr, index):
-        _check_half_array(arr, "load_half2")
+        _check_array(arr, "load_half2")
         sig = types.uint32(arr, index)
 
         def codegen(context, builder, sig, args):
@@ -257,7 +429,7 @@ else:
 
     @intrinsic
     def load_half8(typingctx, arr, index):
-        _check_half_array(arr, "load_half8")
+        _check_array(arr, "load_half8")
         sig = types.UniTuple(types.uint32, 4)(arr, index)
 
         def codegen(context, builder, sig, args):
@@ -270,7 +442,7 @@ else:
 
     @intrinsic
     def store_half8(typingctx, arr, index, w0, w1, w2, w3):
-        _check_half_array(arr, "store_half8")
+        _check_array(arr, "store_half8")
         sig = types.void(arr, index, w0, w1, w2, w3)
 
         def codegen(context, builder, sig, args):
@@ -286,7 +458,8 @@ else:
         return sig, codegen
 
     def _ldmatrix(tile, index, trans):
-        _check_half_array(tile, "ldmatrix")
+        # .trans swaps 16-bit halves: on 32-bit elements it would split them, so float32 takes the plain form only
+        _check_array(tile, "ldmatrix" + (".trans" if trans else ""), _SIXTEEN_BIT + (() if trans else (types.float32,)))
         sig = types.UniTuple(types.uint32, 4)(tile, index)
         op = "ldmatrix.sync.aligned.m8n8.x4" + (".trans" if trans else "") + ".shared.b16"
 
@@ -310,8 +483,8 @@ else:
 
     @intrinsic
     def cp_async16(typingctx, tile, index, src, src_index):
-        _check_half_array(tile, "cp_async16 (destination)")
-        _check_half_array(src, "cp_async16 (source)")
+        _check_array(tile, "cp_async16 (destination)", _SIXTEEN_BIT + (types.float32,))
+        _check_array(src, "cp_async16 (source)", (tile.dtype,))
         sig = types.void(tile, index, src, src_index)
 
         def codegen(context, builder, sig, args):

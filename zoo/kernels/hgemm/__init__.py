@@ -1,4 +1,4 @@
-"""HGEMM on tensor cores, out = A @ B: float16 inputs, float32 accumulation and output.
+"""HGEMM on tensor cores, out = A @ B: float16 or bfloat16 inputs, float32 accumulation and output.
 
 Why ``hgemm`` and not ``tensor_cores``: zoo's families are named after the
 operation (sgemm, transpose, reduce), and the technique is what the steps teach.
@@ -80,11 +80,30 @@ tensor-core kernel). The row "cupy.matmul fp16 out" times ``cupy.matmul`` on the
 float16 matrices, which returns float16 (the ~620 TFLOP/s figure): it is timed
 as a ceiling, never checked, since its float16 output misses the tolerance.
 
-No TF32 step: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` is
-reachable the same way (float32 bit patterns in ``r`` registers, rounded with
-``cvt.rna.tf32.f32``), but its inputs are float32, its error against a float32
-reference is ~2^-11 per product, and a family has one dtype and one tolerance:
-it belongs in an ``sgemm`` step or a family of its own (see zoo/mma.py).
+bfloat16 inputs
+---------------
+The second kind of input is bfloat16: float32's sign and 8-bit exponent with 7
+mantissa bits (float16 has a 5-bit exponent and 10), the other 16-bit format the
+tensor cores multiply (``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``,
+SASS ``HMMA.16816.F32.BF16``, same fragments). Neither NumPy nor numba nor CuPy
+has a bfloat16 dtype, so a bfloat16 matrix is a ``uint16`` array of bit patterns
+(the top half of the float32 with the same value: ``to_bfloat16`` rounds float32
+to it, ``bfloat16_values`` reads it back) and a uint16 input to this family
+means bfloat16. Every step takes either kind with the same code: the 16-bit
+data moves through shared memory and ``ldmatrix`` unread, the shared tiles take
+the inputs' dtype (``cuda.shared.array(..., A.dtype)``), and ``mma_16bit_f32``
+emits the .f16 or the .bf16 form from ``A.dtype``, chosen when numba compiles
+the kernel for that dtype (two compiled kernels, one source). Products of two
+bfloat16 (8 + 8 significant bits) are exact in float32 too, so the tolerance is
+the same. The baseline is then ``cublasGemmEx`` with CUDA_R_16BF A and B, the
+same call otherwise; "cupy.matmul fp16 out" has no bfloat16 counterpart in CuPy
+and is left out for this kind. ``KIND_TEST_SIZES`` checks bfloat16 at one size
+in the simulator (same kernels, other data); the GPU checks it at every size.
+
+No TF32 step here: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``
+takes float32 inputs (rounded to TF32 by ``cvt.rna.tf32.f32``), so it is
+sgemm's v16, this family's v08 moved to float32 operands, with a tolerance of
+its own (TF32 keeps 10 mantissa bits).
 
 Hopper's wgmma
 --------------
@@ -122,9 +141,12 @@ ORDER = 35  # right after sgemm (30): the same problem on the tensor cores
 # ldmatrix and an f16 mma.sync of half the depth, m16n8k8, but no cp.async.
 MIN_CC = (8, 0)  # mma.sync m16n8k16 and cp.async (Turing, 7.5, has mma only as m16n8k8)
 INPUTS = ("A", "B")
-DTYPE = np.float16
+INPUT_KINDS = ("float16", "bfloat16")
+DTYPE = (np.float16, np.uint16)  # float16, or bfloat16 as its bit patterns (no NumPy dtype has it)
+MIN_CC = (8, 0)  # mma.sync m16n8k16 and cp.async; sm_75 has float16 mma only as m16n8k8, no bfloat16
 NDIM = 2
 TEST_SIZES = ((1, 1, 1), (17, 33, 41), (70, 129, 31))  # small K: the simulator pays per K step
+KIND_TEST_SIZES = {"bfloat16": ((17, 33, 41),)}  # the same kernels on other data: one irregular size
 GPU_TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31), (1000, 777, 333), (4095, 4097, 1000), (4096, 4096, 4096))
 BENCH_SIZES = (1024, 2048, 4096, 8192)
 HEADLINE_SIZE = 4096
@@ -146,17 +168,33 @@ def TOLERANCE(size):
     return max(2e-6, 2.0**-21 * math.sqrt(k))
 
 
-def make_inputs(size, seed):
+def to_bfloat16(x):
+    """float32 values rounded to bfloat16 (nearest, ties to even) as uint16 bit patterns (finite values)."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + (bits >> 16 & 1)) >> 16).astype(np.uint16)  # half an ulp, and one more on a tie to odd
+
+
+def bfloat16_values(bits):
+    """The float32 values of bfloat16 bit patterns (exact: a bfloat16 is the top half of a float32)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def values(x):
+    """A matrix of this family as float64: float16 as it is, uint16 read as bfloat16."""
+    return (bfloat16_values(x) if x.dtype == np.uint16 else x).astype(np.float64)
+
+
+def make_inputs(size, seed, kind="float16"):
     m, n, k = dims(size)
     rng = np.random.default_rng(seed)
-    return (
-        rng.standard_normal((m, k), dtype=np.float32).astype(np.float16),
-        rng.standard_normal((k, n), dtype=np.float32).astype(np.float16),
-    )
+    A, B = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    if kind == "bfloat16":
+        return to_bfloat16(A), to_bfloat16(B)
+    return A.astype(np.float16), B.astype(np.float16)
 
 
 def reference(A, B):
-    return A.astype(np.float64) @ B.astype(np.float64)
+    return values(A) @ values(B)
 
 
 def output_for(A, B):
@@ -178,7 +216,8 @@ def bytes_moved(size):
 
 
 def baseline(A, B, out):
-    """cublasGemmEx: float16 A and B, float32 out, float32 compute; row-major through the transpose trick."""
+    """cublasGemmEx: float16 (or bfloat16) A and B, float32 out, float32 compute; row-major through the transpose
+    trick."""
     import cupy
     from cupy_backends.cuda.api import runtime
     from cupy_backends.cuda.libs import cublas
@@ -190,6 +229,7 @@ def baseline(A, B, out):
     mode = cublas.getPointerMode(handle)
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    inputs = runtime.CUDA_R_16BF if A.dtype == np.uint16 else runtime.CUDA_R_16F  # uint16 holds bfloat16
     try:
         # cuBLAS is column-major: row-major out (M x N) is column-major out^T = B^T A^T, so B goes first.
         cublas.gemmEx(
@@ -201,10 +241,10 @@ def baseline(A, B, out):
             k,
             one.ctypes.data,
             B.data.ptr,
-            runtime.CUDA_R_16F,
+            inputs,
             n,
             A.data.ptr,
-            runtime.CUDA_R_16F,
+            inputs,
             k,
             zero.ctypes.data,
             out.data.ptr,
@@ -218,7 +258,11 @@ def baseline(A, B, out):
 
 
 def matmul_fp16_out(A, B, out):
-    """cupy.matmul on the float16 matrices: a float16 result (out is left alone)."""
+    """cupy.matmul on the float16 matrices: a float16 result (out is left alone). CuPy has no bfloat16."""
+    from zoo.errors import OutOfRange
+
+    if A.dtype != np.float16:
+        raise OutOfRange("cupy.matmul has no bfloat16: on uint16 it would multiply integers")
     import cupy
 
     cupy.matmul(A, B)
@@ -229,9 +273,10 @@ CEILINGS = {"cupy.matmul fp16 out": matmul_fp16_out}  # timed, never checked: it
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(A, B):
-    """numpy.matmul on float32 copies of the float16 inputs, through NumPy's BLAS (every core): a CPU BLAS has no
-    float16 GEMM, and NumPy's own float16 matmul loops element by element (minutes at 4096^3)."""
-    return A.astype(np.float32) @ B.astype(np.float32)
+    """numpy.matmul on float32 copies of the float16 (or bfloat16) inputs, through NumPy's BLAS (every core): a CPU
+    BLAS has no float16 GEMM, and NumPy's own float16 matmul loops element by element (minutes at 4096^3)."""
+    as_float32 = bfloat16_values if A.dtype == np.uint16 else (lambda x: x.astype(np.float32))
+    return as_float32(A) @ as_float32(B)
 
 
 CPU = {"cpu_numpy": (cpu_numpy, "blas")}

@@ -6,7 +6,7 @@ Changes:
     slice of A (four 32-bit words, ``load_half2``) and of the 16 x 8 slice of B
     (four float16 packed into two words, ``pack_half2``: a B register holds two
     neighbours in k, which are N elements apart in row-major B), then the warp
-    issues one ``mma_f16_f32`` (``mma.sync.aligned.m16n8k16``, SASS
+    issues one ``mma_16bit_f32`` (``mma.sync.aligned.m16n8k16``, SASS
     ``HMMA.16816.F32``). Each lane stores its four float32 results. A block is
     four warps side by side along N. Shapes that are not whole 16 x 32 x 16
     tiles are zero-padded (``padding.run_tiled``).
@@ -28,7 +28,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.device.mma import load_half2, mma_f16_f32, pack_half2
+from zoo.device.mma import load_half2, mma_16bit_f32, pack_half2
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
 
 WARPS = 4  # warps per block, side by side along N
@@ -58,7 +58,7 @@ def hgemm_kernel(A, B, out, M, N, K):
         b = b_at + k0 * N
         b0 = pack_half2(B[b], B[b + N])  # B[k0 + 2t, n], B[k0 + 2t + 1, n]
         b1 = pack_half2(B[b + uint32(8) * N], B[b + uint32(9) * N])  # k0 + 2t + 8, + 9
-        c0, c1, c2, c3 = mma_f16_f32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+        c0, c1, c2, c3 = mma_16bit_f32(A.dtype, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)  # .f16 or .bf16, by dtype
     at = (row0 + g) * N + col0 + t * uint32(2)
     out[at], out[at + uint32(1)] = c0, c1
     at += uint32(8) * N

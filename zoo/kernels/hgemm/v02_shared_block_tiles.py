@@ -28,7 +28,6 @@ Measured:
 
 import numpy as np
 from numba import cuda, float32, uint32
-from numba.core.types import float16
 
 from zoo.device.jit import jit
 from zoo.device.mma import load_half2
@@ -57,8 +56,8 @@ B_COPIES = B_TILE // THREADS
 
 @jit
 def hgemm_kernel(A, B, out, M, N, K):
-    a_tile = cuda.shared.array(A_TILE, float16)
-    b_tile = cuda.shared.array(B_TILE, float16)
+    a_tile = cuda.shared.array(A_TILE, A.dtype)
+    b_tile = cuda.shared.array(B_TILE, B.dtype)
     acc = cuda.local.array(ACC, float32)
     a_frag = cuda.local.array(A_FRAG, uint32)
     b_frag = cuda.local.array(B_FRAG, uint32)
@@ -97,7 +96,7 @@ def hgemm_kernel(A, B, out, M, N, K):
                 at = (warp_col + uint32(j * 8) + g) * uint32(BK) + uint32(kk) + t * uint32(2)
                 b_frag[2 * j] = load_half2(b_tile, at)  # column g; k 2t and 2t + 8
                 b_frag[2 * j + 1] = load_half2(b_tile, at + uint32(8))
-            multiply_tile(acc, a_frag, 0, b_frag, 0)
+            multiply_tile(A.dtype, acc, a_frag, 0, b_frag, 0)
         cuda.syncthreads()  # every warp is done with the tiles before the next step overwrites them
 
     store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)

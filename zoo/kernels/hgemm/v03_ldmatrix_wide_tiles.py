@@ -31,7 +31,6 @@ Measured:
 
 import numpy as np
 from numba import cuda, float32, uint32
-from numba.core.types import float16
 
 from zoo.device.jit import jit
 from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half8, store_half8
@@ -63,8 +62,8 @@ B_CHUNKS = BK * BN // 8 // THREADS  # (2)
 
 @jit
 def hgemm_kernel(A, B, out, M, N, K):
-    a_tile = cuda.shared.array(A_TILE, float16, alignment=SHARED_ALIGN)  # 16 B: v4 stores, ldmatrix
-    b_tile = cuda.shared.array(B_TILE, float16, alignment=SHARED_ALIGN)
+    a_tile = cuda.shared.array(A_TILE, A.dtype, alignment=SHARED_ALIGN)  # 16 B: v4 stores, ldmatrix
+    b_tile = cuda.shared.array(B_TILE, B.dtype, alignment=SHARED_ALIGN)
     acc = cuda.local.array(ACC, float32)
     a_frag = cuda.local.array(A_FRAG, uint32)
     b_frag = cuda.local.array(B_FRAG, uint32)
@@ -106,7 +105,7 @@ def hgemm_kernel(A, B, out, M, N, K):
                 b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
                     b_tile, b_lane + uint32(kk * B_STRIDE + j * 16)
                 )
-            multiply_tile(acc, a_frag, 0, b_frag, 0)
+            multiply_tile(A.dtype, acc, a_frag, 0, b_frag, 0)
         cuda.syncthreads()  # every warp is done with the tiles before the next step overwrites them
 
     store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)

@@ -30,7 +30,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import cuda, float32, uint32
-from numba.core.types import float16
 
 from zoo.device.jit import jit
 from zoo.device.mma import SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_all, ldmatrix_x4, ldmatrix_x4_trans
@@ -96,8 +95,8 @@ def build(tiles):
 
     @jit
     def hgemm_kernel(A, B, out, M, N, K):
-        a_tiles = cuda.shared.array(A_BUFFERS, float16, alignment=SHARED_ALIGN)
-        b_tiles = cuda.shared.array(B_BUFFERS, float16, alignment=SHARED_ALIGN)
+        a_tiles = cuda.shared.array(A_BUFFERS, A.dtype, alignment=SHARED_ALIGN)
+        b_tiles = cuda.shared.array(B_BUFFERS, B.dtype, alignment=SHARED_ALIGN)
         acc = cuda.local.array(ACC, float32)
         a_frag = cuda.local.array(A_FRAG, uint32)
         b_frag = cuda.local.array(B_FRAG, uint32)
@@ -175,7 +174,7 @@ def build(tiles):
                     b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
                         b_tiles, b_at + uint32(kk * B_STRIDE + j * 16)
                     )
-                multiply_tile(acc, a_frag, 0, b_frag, 0)
+                multiply_tile(A.dtype, acc, a_frag, 0, b_frag, 0)
 
         store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)
 

@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import cuda, float32, uint32
-from numba.core.types import float16
 
 from zoo.device.jit import jit
 from zoo.device.mma import (
@@ -127,7 +126,7 @@ def build(tiles):
 
     @jit
     def hgemm_kernel(A, B, out, M, N, K):
-        tiles = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)  # STAGES A tiles, then STAGES B tiles
+        tiles = cuda.shared.array(0, A.dtype, alignment=SHARED_ALIGN)  # STAGES A tiles, then STAGES B tiles
         acc = cuda.local.array(ACC, float32)
         a_frag = cuda.local.array(A_FRAG, uint32)
         b_frag = cuda.local.array(B_FRAG, uint32)
@@ -223,7 +222,7 @@ def build(tiles):
                     b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
                         tiles, b_at + uint32(kk * BN) + (chunk ^ b_swz) * uint32(CHUNK)
                     )
-                multiply_tile(acc, a_frag, 0, b_frag, 0)
+                multiply_tile(A.dtype, acc, a_frag, 0, b_frag, 0)
             read = uint32(0) if read == uint32(STAGES - 1) else read + uint32(1)
             write = uint32(0) if write == uint32(STAGES - 1) else write + uint32(1)
 

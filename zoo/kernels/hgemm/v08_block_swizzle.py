@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import cuda, float32, uint32
-from numba.core.types import float16
 
 from zoo.device.jit import jit
 from zoo.device.mma import (
@@ -161,7 +160,7 @@ def build(tiles):
 
     @jit
     def hgemm_kernel(A, B, out, M, N, K):
-        tiles = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)  # STAGES A tiles, then STAGES B tiles
+        tiles = cuda.shared.array(0, A.dtype, alignment=SHARED_ALIGN)  # STAGES A tiles, then STAGES B tiles
         acc = cuda.local.array(ACC, float32)
         frag = cuda.local.array(FRAGS, uint32)  # set 0, then set 1
         tid = uint32(cuda.threadIdx.x)
@@ -225,7 +224,7 @@ def build(tiles):
             cp_async_commit()  # one group per step, empty or not, as in the prologue
             for kk in range(SLICES - 1):  # set kk % 2 holds slice kk; load slice kk + 1 into the other
                 load_slice(tiles, frag, (kk + 1) % 2, read, (kk + 1) * 16, half, a_row, a_swz, b_row, b_swz, b_chunk0)
-                multiply_tile(acc, frag, kk % 2 * SET, frag, kk % 2 * SET + A_FRAG)
+                multiply_tile(A.dtype, acc, frag, kk % 2 * SET, frag, kk % 2 * SET + A_FRAG)
             # the last slice: first make the next step's stage ready and start loading its first slice
             cp_async_wait_group(IN_FLIGHT)  # this thread's copies of step + 1 have landed
             cuda.syncthreads()  # everyone's have; and everyone has loaded its last fragments of `read`
@@ -233,7 +232,7 @@ def build(tiles):
             write = uint32(0) if write == uint32(STAGES - 1) else write + uint32(1)
             if step + uint32(1) < steps:
                 load_slice(tiles, frag, 0, read, 0, half, a_row, a_swz, b_row, b_swz, b_chunk0)
-            multiply_tile(acc, frag, SET, frag, SET + A_FRAG)  # SLICES is even: the last slice is in set 1
+            multiply_tile(A.dtype, acc, frag, SET, frag, SET + A_FRAG)  # SLICES is even: the last slice is in set 1
 
         store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)
 

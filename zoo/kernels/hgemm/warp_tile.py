@@ -2,9 +2,11 @@
 
 A warp tile is MT x NT ``mma`` tiles of 16 x 8: MT A fragments (four words each)
 and NT B fragments (two words each) give MT NT accumulator tiles (four float32
-each, ``acc[4 (i NT + j)]`` onwards). MT and NT must be compile-time constants
-for the accumulators to stay in registers, so these are factories: each returns
-a device function built for one (MT, NT), inlined where it is called.
+each, ``acc[4 (i NT + j)]`` onwards). ``kind`` is the inputs' dtype (``A.dtype``):
+float16, or uint16 for bfloat16, which picks the ``mma`` form when the kernel
+compiles. MT and NT must be compile-time constants for the accumulators to stay
+in registers, so these are factories: each returns a device function built for
+one (MT, NT), inlined where it is called.
 """
 
 import functools
@@ -12,21 +14,22 @@ import functools
 from numba import uint32
 
 from zoo.device.jit import jit
-from zoo.device.mma import mma_f16_f32
+from zoo.device.mma import mma_16bit_f32
 
 
 @functools.cache
 def multiply(MT, NT):
-    """``multiply(acc, a_frag, a0, b_frag, b0)``: acc += A fragments from a_frag[a0] times B's from b_frag[b0]."""
+    """``multiply(kind, acc, a_frag, a0, b_frag, b0)``: acc += A fragments from a_frag[a0] times B's from b_frag[b0]."""
 
     @jit(device=True, forceinline=True)
-    def multiply_warp_tile(acc, a_frag, a0, b_frag, b0):
+    def multiply_warp_tile(kind, acc, a_frag, a0, b_frag, b0):
         for i in range(MT):
             a = a0 + 4 * i
             for j in range(NT):
                 b = b0 + 2 * j
                 c = 4 * (i * NT + j)
-                acc[c], acc[c + 1], acc[c + 2], acc[c + 3] = mma_f16_f32(
+                acc[c], acc[c + 1], acc[c + 2], acc[c + 3] = mma_16bit_f32(
+                    kind,
                     a_frag[a],
                     a_frag[a + 1],
                     a_frag[a + 2],

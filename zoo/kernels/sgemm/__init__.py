@@ -16,6 +16,36 @@ from v11 on, the kernel handles partial tiles itself and nothing is copied.
 v14 is v11's kernel with its hot loop unrolled (``zoo.device.jit.unrolled``), and
 v15 runs v13's split of the last wave on kernels with that loop.
 Inputs must be row-major and C-contiguous; anything else is refused, not copied.
+
+TF32 tensor cores (v16)
+-----------------------
+v16 leaves the FMA units for the tensor cores in TF32: float32 in and out, each
+input rounded to TF32 (float32's exponent, 10 of its 23 mantissa bits), the
+products summed in float32 by ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``.
+It is checked against its own tolerance (1e-3: its ``TOLERANCE`` says why), not
+the family's, and ``zoo run`` shows every row's error against float64 beside
+its time, so v16's accuracy stands next to v15's. The row ``cublas_tf32`` is
+``cupy.matmul`` as it runs with ``CUPY_TF32=1`` (cuBLAS with
+``CUBLAS_COMPUTE_32F_FAST_TF32``), set for that call only: the baseline and
+every other row stay true float32. Its tolerance is v16's (``ROW_TOLERANCE``).
+
+Each of the 32 lanes of a warp holds fixed elements of every tile (PTX ISA,
+"Matrix Fragments for mma.m16n8k8", .tf32); with ``g = lane // 4`` and
+``t = lane % 4``, every register one element (a float32 whose low 13 bits the
+tensor core ignores)::
+
+    register   A is 16 x 8 (m x k)    B is 8 x 8 (k x n)    C and D are 16 x 8 (m x n)
+    a0         A[g,     t]            b0   B[t,     g]      c0, c1   C[g,     2t], C[g,     2t+1]
+    a1         A[g + 8, t]            b1   B[t + 4, g]      c2, c3   C[g + 8, 2t], C[g + 8, 2t+1]
+    a2         A[g,     t + 4]
+    a3         A[g + 8, t + 4]
+
+C and D are laid out as in hgemm's m16n8k16. ``ldmatrix`` (16-bit elements)
+serves A unchanged: an 8 x 8 matrix of 16-bit elements is an 8 x 4 matrix of
+float32, and lane l receives word l % 4 of row l // 4, which is element (g, t):
+a0 to a3 are its four matrices (rows 0-7 and 8-15 at k 0-3, then at k 4-7).
+B needs element (t, g), a column, and ``ldmatrix.trans`` transposes 16-bit
+halves, not 32-bit words, so v16 reads B with one 32-bit load per register.
 """
 
 import math
@@ -109,6 +139,23 @@ def baseline(A, B, out):
     import cupy
 
     cupy.matmul(A, B, out=out)
+
+
+def cublas_tf32(A, B, out):
+    """cupy.matmul as with CUPY_TF32=1: CuPy's compute type for float32 set to TF32 for this call, then restored."""
+    import cupy
+    from cupy._core import _routines_linalg as linalg  # where CuPy keeps the compute type CUPY_TF32 sets
+
+    previous = linalg.get_compute_type(np.float32)
+    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
+    try:
+        cupy.matmul(A, B, out=out)
+    finally:
+        linalg.set_compute_type(np.float32, previous)
+
+
+EXTRA_BASELINES = {"cublas_tf32": cublas_tf32}
+ROW_TOLERANCE = {"cublas_tf32": 1e-3}  # TF32 inputs, as v16's TOLERANCE (cuBLAS may truncate them: ~7.7e-4)
 
 
 # -- the CPU beside the GPU: NumPy's BLAS, and the same Python as v01 compiled for the CPU -------------------------
