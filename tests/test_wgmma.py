@@ -295,12 +295,19 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write(link_arch_specific(ptx, (9, 0)).code)  # the launch's path: retargeted, linked by nvJitLink
     r = subprocess.run([machine_code._tool("nvdisasm"), "-c", tmp + "/a.cubin"], capture_output=True, text=True)
     print("HGMMA", r.stdout.count("HGMMA"))
+
+def sixteen_words(t, out):  # what a CUtensorMap passed by value would have to be in numba: a 16-tuple
+    out[0] = t[15]
+
+ptx, _ = cuda.compile_ptx(sixteen_words, (types.UniTuple(types.uint64, 16), types.uint64[::1]), cc=(9, 0))
+params = [line for line in ptx.splitlines() if ".param" in line and "_param_" in line]
+print("PARAMS", sum(".param .u64" in line for line in params), sum("align 64" in line for line in params))
 """
 
 
 @TOOLS
 def test_plain_sm90_refuses_wgmma_and_the_arch_specific_link_takes_it():
-    """The measured limit (ptxas's words) and the way round it that the lean launch takes, offline."""
+    """The measured limits (ptxas's words; numba's parameters) and the way round them, offline."""
     r = subprocess.run(
         [sys.executable, "-c", PLAIN_SM90],
         cwd=ROOT,
@@ -310,10 +317,13 @@ def test_plain_sm90_refuses_wgmma_and_the_arch_specific_link_takes_it():
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("PTXAS", "HGMMA")))
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("PTXAS", "HGMMA", "PARAMS")))
     assert not lines["PTXAS"].startswith("0") and "not supported on .target 'sm_90'" in lines["PTXAS"]
     assert "wgmma" in lines["PTXAS"]
     assert int(lines["HGMMA"]) == 4  # four k slices of m64n128k16 a step
+    # why the tensor maps go through global memory (zoo.device.wgmma): a 16-word tuple is 16 scalar parameters
+    # (and an array 7 more), none of them the 64-byte-aligned .b8[128] a __grid_constant__ CUtensorMap is
+    assert lines["PARAMS"].split() == ["23", "0"]
 
 
 # -- on a GPU -------------------------------------------------------------------------------------------------

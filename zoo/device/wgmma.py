@@ -55,7 +55,26 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
 registers; ``fence`` and ``wait_group`` tie the first ``count`` of them to the
 instruction, so that no read or write of an accumulator is scheduled across it
 (what CUTLASS's ``warpgroup_fence_operand`` does). ``bars`` is a ``uint64`` shared
-array; ``tile`` a float16 shared array declared with ``alignment=SWIZZLE_ALIGN``.
+array; ``tile`` a float16 shared array whose tiles start at ``first_tile``'s index
+(CUDA aligns dynamic shared memory to 16 bytes only; the swizzle needs 1024).
+
+The tensor map: in global memory, not a ``__grid_constant__`` parameter
+------------------------------------------------------------------------
+CUDA C passes a ``CUtensorMap`` by value as a ``const __grid_constant__`` kernel
+parameter, which PTX declares ``.param .align 64 .b8 map[128]`` and addresses with
+``cvta.param``. numba cannot declare that parameter: an array argument is 7 scalar
+parameters and a ``UniTuple(uint64, 16)`` argument is 16 separate ``.param .u64``
+(read from ``compile_ptx``'s output), nothing asks for 64-byte alignment, and numba
+has no way to take a parameter's address (inline assembly cannot name the
+parameter: its mangled name exists only after compilation). ptxas does accept a
+tensor-map address made with ``cvta.param`` from the first of 16 ``.u64``
+parameters (``UTMALDG`` in the SASS), but their 64-byte alignment is then nobody's
+promise, and rewriting the 16 declarations into one aligned ``.b8[128]`` would
+take a PTX rewriting step and a plan that passes one 128-byte parameter. The
+CUDA Programming Guide's other way needs neither: the map lives in global memory
+(``tensor_map_2d`` copies it there, 64-byte aligned as every allocation is) and
+each block fences it once with ``fence.proxy.tensormap::generic.acquire`` before
+the first copy (``tensormap_acquire``, which also prefetches it).
 
 The matrix descriptor (PTX ISA, "Matrix Descriptor Format")
 ------------------------------------------------------------
@@ -758,8 +777,9 @@ else:
 
         def codegen(context, builder, sig, args):
             at = _global_address(context, builder, sig.args[0], args[0])
-            # the host wrote the map (a copy to the device): order that write before the TMA unit reads it
-            text = "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;\nprefetch.tensormap [$0];"
+            # the host wrote the map (a copy to the device): order that write before the TMA unit reads it; .sys,
+            # as the CUDA Programming Guide's example of a map in global memory copied with cudaMemcpy says
+            text = "fence.proxy.tensormap::generic.acquire.sys [$0], 128;\nprefetch.tensormap [$0];"
             ftype = ir.FunctionType(ir.VoidType(), [_I64])
             builder.call(ir.InlineAsm(ftype, text, "l,~{memory}", side_effect=True), [at])
             return context.get_dummy_value()
