@@ -167,6 +167,8 @@ class Kernel:
         compiled = self.compiled()
         if compiled is None:
             raise RuntimeError(f"{self.__name__} has not been compiled on a GPU yet: launch it first")
+        if self.arch_specific:  # the function the lean launch loaded (and opted in to its shared memory)
+            return lean_launch.load_arch_specific(compiled)
         return compiled._codelibrary.get_cufunc()
 
     def compiled(self):

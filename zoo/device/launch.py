@@ -279,7 +279,7 @@ class ArchSpecificFunction:
     """A kernel loaded from an arch-specific cubin: what a Plan reads of numba's function (handle, device.id)."""
 
     def __init__(self, kernel, device, keep):
-        self.handle = getattr(kernel, "handle", None) or kernel._handle  # a CUkernel (cuLibraryGetKernel)
+        self.handle = kernel.handle if hasattr(kernel, "handle") else kernel._handle  # a CUkernel (cuLibraryGetKernel)
         self.device = device
         self._keep = keep  # the loaded library lives as long as this function
 
