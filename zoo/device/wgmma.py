@@ -46,6 +46,8 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
                                                               + ``prefetch.tensormap`` (a map in global
                                                               memory, written by a host copy)
 ``setmaxnreg_inc(n)``, ``setmaxnreg_dec(n)``                  ``setmaxnreg``: a warpgroup's register budget
+                                                              (needs ``jit(launch_bounds=...)``: without
+                                                              it ptxas drops the instruction, silently)
 ``tensor_map_2d(matrix, box_rows, box_cols)`` (host)          ``cuTensorMapEncodeTiled``, 128B swizzle: the
                                                               map as a device array of 16 uint64
 ===========================================================  =============================================
