@@ -128,3 +128,16 @@ def test_a_step_newer_than_the_gpu_is_refused_before_any_launch(tmp_path, monkey
     with pytest.raises(Unsupported, match="needs compute capability 99.0 .a future GPU.; this GPU"):
         fam["v01"](np.ones(3, np.float32))
     assert fam["v01"].kernels[0].launch_number == 0
+
+
+def test_arch_specific_steps_say_the_highest_compute_capability_they_run_on(tmp_path, monkeypatch):
+    hopper_only = good().replace(
+        "from numba import cuda", "from numba import cuda\nMIN_CC = (9, 0)  # wgmma\nMAX_CC = (9, 0)  # sm_90a only"
+    )
+    fam = load(tmp_path, "scale_maxcc", {"v01_a.py": good(), "v02_b.py": hopper_only}, monkeypatch)
+    assert fam["v01"].ceiling is None and fam["v01"].unsupported((12, 0)) is None
+    assert fam["v02"].ceiling == ((9, 0), "sm_90a only")
+    assert fam["v02"].unsupported((9, 0)) is None
+    assert "needs compute capability 9.0" in fam["v02"].unsupported((8, 9))
+    too_new = fam["v02"].unsupported((10, 0))
+    assert too_new.endswith("runs on compute capability 9.0 at most (sm_90a only); the target is 10.0")

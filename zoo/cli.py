@@ -143,7 +143,9 @@ def _show_compiled(v, args):
         raise
     for k in kernels:
         if not args.summary:
-            sys.stdout.write(f"// ===== {k.name}{k.signature}, {isa.upper()} for sm_{cc[0]}{cc[1]} =====\n")
+            sys.stdout.write(
+                f"// ===== {k.name}{k.signature}, {isa.upper()} for {k.arch or f'sm_{cc[0]}{cc[1]}'} =====\n"
+            )
             sys.stdout.write(k.sass if args.sass else k.ptx)
     sys.stdout.write(f"\n== {v.family.name}/{v.name}: {len(kernels)} kernel(s) for sm_{cc[0]}{cc[1]} ==\n")
     for k in kernels:

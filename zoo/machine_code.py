@@ -50,6 +50,7 @@ class CompiledKernel:
     max_registers: object = None
     report: dict = field(default_factory=dict)  # ptxas -v
     sass: str = ""
+    arch: str = ""  # what ptxas assembles for when it is not sm_XY of the cc asked: "sm_90a" (jit(arch_specific=True))
 
 
 # -- the dry run ----------------------------------------------------------------------------------
@@ -149,14 +150,25 @@ def _dry_run(cc, record):
 
     import zoo.device
     from zoo.device.jit import Kernel
+    from zoo.device.launch import arch_specific, retarget
 
     def compile_instead(kernel, config):
         def run(*args):
             argtypes = tuple(_numba_type(a) for a in args)
             options, max_registers = _compile_options(kernel.dispatcher)
-            ptx, _ = cuda.compile_ptx(kernel.dispatcher.py_func, argtypes, cc=cc, **options)
+            target, arch = cc, ""
+            if getattr(kernel, "arch_specific", False):  # wgmma and friends: the arch-specific target (sm_90a)
+                if cc < (9, 0):
+                    raise ValueError(f"{kernel.__name__} is arch-specific (sm_90a): compile it for 9.0, not {cc}")
+                target = arch_specific(cc)
+                arch = "sm_{}{}{}".format(*target)
+            ptx, _ = cuda.compile_ptx(kernel.dispatcher.py_func, argtypes, cc=target, **options)
+            if arch:
+                ptx = retarget(ptx, arch)
             record.append(
-                CompiledKernel(kernel.__name__, "(" + ", ".join(map(str, argtypes)) + ")", ptx, max_registers)
+                CompiledKernel(
+                    kernel.__name__, "(" + ", ".join(map(str, argtypes)) + ")", ptx, max_registers, arch=arch
+                )
             )
 
         return run
@@ -248,7 +260,7 @@ def assemble(kernel, cc, want_sass=False):
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
         ptx.write_text(kernel.ptx)
-        cmd = [ptxas, f"-arch={_arch(cc)}", "-v", str(ptx), "-o", str(cubin)]
+        cmd = [ptxas, f"-arch={kernel.arch or _arch(cc)}", "-v", str(ptx), "-o", str(cubin)]
         if kernel.max_registers:
             cmd.insert(1, f"-maxrregcount={kernel.max_registers}")
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -353,7 +365,7 @@ def classify_ptx(line):
         return "branch"
     if op.startswith(("bar.", "barrier", "membar", "fence")):
         return "barrier/fence"
-    if op.startswith(("shfl", "atom", "red.", "vote", "match")):
+    if op.startswith(("shfl", "atom", "red.", "vote", "match", "wgmma", "mbarrier")):
         return op.split(".")[0]
     if re.search(r"\.(f32|f64|f16|bf16)", op):
         return "other float"
@@ -375,7 +387,7 @@ def classify_sass(line):
         return "branch"
     if base in ("BAR", "MEMBAR", "FENCE", "WARPSYNC"):
         return "barrier/fence"
-    if base in ("SHFL", "ATOM", "ATOMG", "ATOMS", "RED", "REDG", "VOTE", "MATCH", "HMMA", "HGMMA"):
+    if base in ("SHFL", "ATOM", "ATOMG", "ATOMS", "RED", "REDG", "VOTE", "MATCH", "HMMA", "HGMMA", "UTMALDG"):
         return base
     if base.startswith(("F", "D", "H", "MUFU")):
         return "other float"

@@ -40,6 +40,8 @@ BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
 FROM_LINE = re.compile(r"^FROM\s*=\s*[\"'](v\d{2})[\"']", re.M)
 HEADINGS = ("Changes", "Why it is faster", "Measured")
 MIN_CC_LINE = re.compile(r"^MIN_CC\s*=\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*(?:#[ \t]*(.*?))?[ \t]*$", re.M)
+# Arch-specific code (sm_90a: wgmma, setmaxnreg) runs on that compute capability only: a step says MAX_CC too
+MAX_CC_LINE = re.compile(r"^MAX_CC\s*=\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*(?:#[ \t]*(.*?))?[ \t]*$", re.M)
 # The oldest GPU zoo runs on: Volta. The kernels use CUDA's *_sync warp intrinsics, whose meaning under
 # independent thread scheduling starts there, and CUDA 12 still compiles for it (CUDA 13 starts at 7.5).
 ZOO_MIN_CC = (7, 0)
@@ -192,6 +194,14 @@ class Variant:
     def min_cc(self):
         return self.requirement[0]
 
+    @functools.cached_property
+    def ceiling(self):
+        """(the highest compute capability this step runs on, why), or None: its own or its family's ``MAX_CC``
+        line, for arch-specific code such as sm_90a's, which no later GPU runs."""
+        found = [MAX_CC_LINE.search(text) for text in (self.family.spec_source, self.source)]
+        found = [((int(m.group(1)), int(m.group(2))), m.group(3) or "no reason given") for m in found if m]
+        return min(found, key=lambda limit: limit[0], default=None)
+
     def unsupported(self, cc=None):
         """Why this step cannot run on a GPU of compute capability ``cc`` (a tuple; default: the GPU present),
         or None when it can. The simulator runs every step."""
@@ -204,12 +214,18 @@ class Variant:
             cc, where = compute_capability(), f"this GPU ({properties()['name']}) has"
         else:
             where = "the target is"
-        if tuple(cc) >= need:
-            return None
-        return (
-            f"{self.family.name}/{self.name} needs compute capability {need[0]}.{need[1]} ({why}); "
-            f"{where} {cc[0]}.{cc[1]}"
-        )
+        if tuple(cc) < need:
+            return (
+                f"{self.family.name}/{self.name} needs compute capability {need[0]}.{need[1]} ({why}); "
+                f"{where} {cc[0]}.{cc[1]}"
+            )
+        if self.ceiling is not None and tuple(cc) > self.ceiling[0]:
+            (major, minor), why = self.ceiling
+            return (
+                f"{self.family.name}/{self.name} runs on compute capability {major}.{minor} at most ({why}); "
+                f"{where} {cc[0]}.{cc[1]}"
+            )
+        return None
 
     @functools.cached_property
     def _unsupported_here(self):

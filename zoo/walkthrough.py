@@ -117,6 +117,9 @@ def page(fam, all_results=None):
         if v.min_cc > registry.ZOO_MIN_CC:
             (major, minor), why = v.requirement
             out.append(f"Needs a GPU of compute capability {major}.{minor} or later: {why}.")
+        if v.ceiling is not None:
+            (major, minor), why = v.ceiling
+            out.append(f"Runs on compute capability {major}.{minor} at most: {why}.")
         if v.demonstration:
             out.append(f"**Wrong on purpose.** {v.demonstration}")
         for heading in registry.HEADINGS:

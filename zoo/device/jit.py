@@ -21,6 +21,11 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
   ``kernel.resident_blocks(threads, shared_bytes)`` asks the driver how many
   blocks of a configuration fit on one SM (the occupancy query).
 
+* ``jit(arch_specific=True)`` compiles the kernel for the GPU's arch-specific
+  target (``sm_90a`` on an H100 or H200: ``wgmma``, ``setmaxnreg``) and always
+  launches it through the lean launch (``zoo.device.launch.load_arch_specific``);
+  ``python -m zoo show`` assembles it for that target too. The simulator ignores it.
+
 ``unrolled(count, body)`` is the ``#pragma unroll`` numba lacks: it returns a
 device function that runs ``body(0, ...)``, ``body(1, ...)``, ...,
 ``body(count - 1, ...)`` in straight-line code, each index a constant.
@@ -111,9 +116,11 @@ def launched_since(count):
 class Kernel:
     """A compiled-on-first-launch kernel that records how it was launched."""
 
-    def __init__(self, dispatcher):
+    def __init__(self, dispatcher, arch_specific=False):
         self.dispatcher = dispatcher
-        self.lean = None if SIMULATOR or not lean_launch.ENABLED else lean_launch.LeanLauncher(dispatcher)
+        self.arch_specific = arch_specific  # compiled for sm_90a and launched by the lean launch only
+        lean = not SIMULATOR and (lean_launch.ENABLED or arch_specific)
+        self.lean = lean_launch.LeanLauncher(dispatcher, arch_specific) if lean else None
         self.last_launch = None
         self.launch_number = 0
         self._shared_opt_in = {}  # argument types -> dynamic shared bytes allowed so far
@@ -183,6 +190,8 @@ class Kernel:
         compiled = self.compiled()
         if compiled is None:
             raise RuntimeError(f"{self.__name__} has not been compiled on a GPU yet: launch it first")
+        if self.arch_specific:  # the function the lean launch loaded (and opted in to its shared memory)
+            return lean_launch.load_arch_specific(compiled)
         return compiled._codelibrary.get_cufunc()
 
     def compiled(self):
@@ -201,10 +210,11 @@ def jit(func=None, **options):
     """``numba.cuda.jit`` that runs in the simulator too (see module docstring)."""
     if func is None:
         return functools.partial(jit, **options)
+    arch_specific = options.pop("arch_specific", False)
     if SIMULATOR:
         options = {k: v for k, v in options.items() if k in _SIM_OPTIONS}
     dispatcher = cuda.jit(func, **options)
-    return dispatcher if options.get("device") else Kernel(dispatcher)
+    return dispatcher if options.get("device") else Kernel(dispatcher, arch_specific)
 
 
 def unrolled(count, body):

@@ -23,10 +23,22 @@ each argument's layout (its type, dtype, shape and strides, which decide numba's
 type for it), so the per-call work is a dictionary lookup, the slots and the
 driver call. ``ZOO_LAUNCH=numba``
 turns the lean path off everywhere (to compare, or to rule it out).
+
+Arch-specific kernels (``zoo.device.jit.jit(arch_specific=True)``) always launch
+here, with the same plans: their code is compiled for the GPU's arch-specific
+target (``sm_90a`` on an H100 or H200, which ``wgmma`` and ``setmaxnreg`` need; PTX
+for plain ``sm_90`` refuses them) by ``load_arch_specific``: numba's NVVM writes the
+PTX for that target (``retarget`` makes sure of its ``.target`` line), numba's
+linker (nvJitLink) assembles it, and the cubin is loaded through cuda-python's
+``cuda.core`` (``cuLibraryLoadData``), not through numba's dispatcher. (numba-cuda
+0.30 itself asks for the "a" target when it compiles for a device of compute
+capability 9.0 or more, but not when ``NUMBA_FORCE_CUDA_CC`` or ``compile_ptx``
+names a plain one; the arch-specific path does not depend on that default.)
 """
 
 import ctypes
 import os
+import re
 import struct
 import warnings
 
@@ -135,10 +147,14 @@ class Plan:
 
 
 class LeanLauncher:
-    """The lean launch of one numba dispatcher: plans by argument layout, then one driver call per launch."""
+    """The lean launch of one numba dispatcher: plans by argument layout, then one driver call per launch.
 
-    def __init__(self, dispatcher):
+    ``arch_specific``: the kernel's code is compiled for the GPU's arch-specific target and loaded here
+    (``load_arch_specific``); arguments the plans cannot pack then raise instead of going to numba."""
+
+    def __init__(self, dispatcher, arch_specific=False):
         self.dispatcher = dispatcher
+        self.arch_specific = arch_specific
         self._plans = {}  # tuple of argument keys -> Plan (or None: numba launches these)
         self._refused = False
 
@@ -170,6 +186,11 @@ class LeanLauncher:
         if plan is False:
             plan = self._plan(keys, args)
         if plan is None:
+            if self.arch_specific:
+                raise LaunchError(
+                    f"{self.dispatcher.py_func.__name__} is arch-specific (sm_90a): it launches only through the "
+                    "lean launch, which takes CuPy and numba device arrays and NumPy or Python scalars"
+                )
             if capture_stream is not None:
                 raise LaunchError(
                     f"{self.dispatcher.py_func.__name__} cannot be captured in a CUDA graph: numba "
@@ -209,13 +230,76 @@ class LeanLauncher:
             if compiled is None:
                 compiled = self.dispatcher.compile(signature)
             try:
-                plan = Plan(compiled._codelibrary.get_cufunc(), signature)
+                function = load_arch_specific(compiled) if self.arch_specific else compiled._codelibrary.get_cufunc()
+                plan = Plan(function, signature)
             except TypeError as e:
                 _note_fallback(name, str(e))
         if len(self._plans) >= MAX_KEYS:
             self._plans.clear()
         self._plans[keys] = plan
         return plan
+
+
+# -- arch-specific code (sm_90a) -------------------------------------------------------------------------
+def arch_specific(cc):
+    """numba's compute capability triple for the arch-specific target of ``cc``: (9, 0) -> (9, 0, "a")."""
+    return (cc[0], cc[1], "a")
+
+
+def retarget(ptx, arch):
+    """``ptx`` with its ``.target`` line naming ``arch`` (``"sm_90a"``): PTX written for plain sm_90 declares
+    ``.target sm_90``, on which ptxas refuses wgmma; the instructions themselves are the same text."""
+    found = re.search(r"^\.target\s+sm_\w+", ptx, flags=re.M)
+    if found is None:
+        raise ValueError("no .target line in this PTX")
+    return ptx[: found.start()] + f".target {arch}" + ptx[found.end() :]
+
+
+def arch_specific_cubin(compiled, cc):
+    """The cubin of a compiled numba kernel for the arch-specific target of ``cc`` (no GPU needed): numba's
+    NVVM writes the PTX for ``compute_90a``, numba's linker (nvJitLink, as numba links) assembles it."""
+    library = compiled._codelibrary
+    if library._linking_files:
+        raise NotImplementedError("an arch-specific kernel that links other files (link=...) is not supported")
+    return link_arch_specific(library.get_asm_str(cc=arch_specific(cc)), cc, library._max_registers)
+
+
+def link_arch_specific(ptx, cc, max_registers=None):
+    """PTX (its ``.target`` made arch-specific) assembled by numba's linker for ``sm_XYa``: a cuda.core ObjectCode
+    holding the cubin (``.code``), whose ``get_kernel`` loads it (``cuLibraryLoadData``)."""
+    from numba.cuda.cudadrv.driver import _Linker
+
+    target = arch_specific(cc)
+    linker = _Linker(max_registers=max_registers, cc=target)
+    linker.add_ptx(retarget(ptx, "sm_{}{}{}".format(*target)).encode())
+    return linker.complete()
+
+
+class ArchSpecificFunction:
+    """A kernel loaded from an arch-specific cubin: what a Plan reads of numba's function (handle, device.id)."""
+
+    def __init__(self, kernel, device, keep):
+        self.handle = kernel.handle if hasattr(kernel, "handle") else kernel._handle  # a CUkernel (cuLibraryGetKernel)
+        self.device = device
+        self._keep = keep  # the loaded library lives as long as this function
+
+
+_arch_specific_functions = {}  # (id of numba's code library, device id) -> ArchSpecificFunction
+
+
+def load_arch_specific(compiled):
+    """``compiled`` (a numba kernel specialisation) built for the current GPU's arch-specific target and loaded
+    through cuda-python's cuda.core (``cuLibraryLoadData``, ``cuLibraryGetKernel``), once per device."""
+    from numba import cuda
+
+    device = cuda.get_current_device()
+    key = (id(compiled._codelibrary), device.id)
+    found = _arch_specific_functions.get(key)
+    if found is None:
+        code = arch_specific_cubin(compiled, device.compute_capability)
+        kernel = code.get_kernel(compiled._codelibrary._entry_name)
+        found = _arch_specific_functions[key] = ArchSpecificFunction(kernel, device, (compiled, code, kernel))
+    return found
 
 
 def set_max_dynamic_shared(kernel_handle, device_id, nbytes):

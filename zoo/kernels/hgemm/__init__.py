@@ -18,7 +18,8 @@ global loads and larger block tiles (v03), asynchronous copies that load the
 next tile while the current one is multiplied (v04), larger warp tiles
 (v05), a third stage in tiles swizzled instead of padded (v06), fragments
 double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
-``mma`` (v07), and blocks ordered in groups for the L2 (v08). Every step
+``mma`` (v07), and blocks ordered in groups for the L2 (v08), then Hopper's
+own path (v09-v13, below). Every step
 runs in the simulator too, where ``zoo.device.mma`` emulates each instruction
 over the warp (see its docstring), so the tests check every step's index
 arithmetic there, and ``tests/test_hgemm.py`` checks on a GPU that the
@@ -115,21 +116,18 @@ frees the registers and the issue slots that ``ldmatrix`` and ``mma.sync``
 spend, and with TMA (``cp.async.bulk.tensor``, one thread copies a whole tile,
 completion signalled on an ``mbarrier``) it is how cuBLAS reaches its figure:
 the FlashAttention-3 paper reports that ``mma.sync`` reaches only about two
-thirds of an H100's peak tensor-core rate. From
-numba it is reachable in part: numba-cuda 0.30 asks NVVM for ``sm_90a`` when it
-compiles for the H100 or H200 it runs on (``_ensure_cc`` in its codegen.py adds
-the "a" for cc >= 9.0), which wgmma needs, and the
-same inline-assembly route could emit ``wgmma.fence``, ``wgmma.mma_async``
-(64 float32 outputs per thread for a 64 x 128 tile: an asm statement with 64
-"=f" operands) and ``wgmma.commit_group``/``wait_group``, building descriptors
-with integer arithmetic on shared addresses. What numba lacks is the rest:
-TMA wants a ``CUtensorMap`` kernel parameter marked ``__grid_constant__`` (numba
-cannot mark one), shared tiles must be laid out in the swizzled pattern the
-descriptor names (1024-byte alignment of dynamic shared memory), mbarrier
-pipelines and ``setmaxnreg`` producer/consumer warp specialisation are all
-asm too, and the offline check in this repository compiles for plain sm_90,
-where ptxas refuses wgmma. So this family stops at ``mma.sync``; a wgmma step
-would be a project of its own.
+thirds of an H100's peak tensor-core rate. Steps v09 to v13 take that path
+from numba (``zoo.device.wgmma``: the instructions as inline assembly, and an
+emulation that decodes descriptors and swizzles as the hardware does, so the
+simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v09), two
+warpgroups on 128 x 256 tiles (v10), a producer warpgroup handing stages to
+the consumers through mbarriers (v11), TMA copies (v12), persistent blocks
+(v13). wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
+adds the "a" when it compiles for the GPU it runs on, not for ``compile_ptx(cc=(9,
+0))``); those kernels are ``jit(arch_specific=True)``: always compiled for
+``sm_90a`` and loaded by the lean launch (``zoo.device.launch``). The tensor maps TMA reads live in global memory,
+not in a ``__grid_constant__`` parameter, which numba cannot declare (see
+``zoo.device.wgmma``).
 """
 
 import math

@@ -1,0 +1,338 @@
+"""zoo.device.wgmma and the hgemm steps built on it (v09 on): layouts, the emulation's checks, TMA, sm_90a.
+
+In the simulator these tests check zoo.device.wgmma's emulation (the descriptor decoding, the 128-byte
+swizzle, the accumulator fragment, mbarrier phases, TMA boxes); on a Hopper GPU the same kernels check that
+the hardware agrees. The machine-code tests compile for sm_90a offline (no GPU). On a GPU:
+
+    ZOO_TARGET=gpu python -m pytest tests/test_wgmma.py -v
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numba import cuda, float32, uint32
+
+import zoo
+from tests.conftest import ROOT, run_zoo
+from zoo import harness, machine_code
+from zoo.device import launch as lean_launch
+from zoo.device.jit import jit
+from zoo.device.wgmma import (
+    SWIZZLE_128B,
+    SWIZZLE_ALIGN,
+    TILE_ALIGN,
+    commit_group,
+    descriptor,
+    fence,
+    fence_mbarrier_init,
+    fence_proxy_async,
+    first_tile,
+    mbarrier_arrive_expect_tx,
+    mbarrier_init,
+    mbarrier_wait,
+    mma_async,
+    shared_address,
+    swizzle_128b,
+    tensor_map_2d,
+    tensormap_acquire,
+    tma_load_2d,
+    wait_group,
+)
+
+HGEMM = zoo.family("hgemm")
+WGMMA_STEPS = [v for v in HGEMM if v.name >= "v09"]
+GPU = not zoo.SIMULATOR
+A_BYTES = 64 * 128  # A: 64 rows of 64 float16 (K-major, 128-byte rows)
+B_BYTES = 128 * 128  # B: 64 x 128, N-major as two 64-column blocks of 64 rows, or K-major as 128 rows of 64
+TILE_HALVES = (TILE_ALIGN + A_BYTES + B_BYTES) // 2
+
+
+def one_stage_kernel(n_major=True, swizzled=True, a_stride=1024, aligned=True):
+    """A 64 x 64 x 128 product through four m64n128k16 MMAs on one stage, every tile laid out as the
+    descriptors say (or, with the other arguments, not): out[i, j] = (A @ B)[i, j] by the fragment table."""
+
+    def place(offset):  # a byte offset inside a 1024-byte-aligned tile, as it is stored
+        return swizzle_128b(offset) if swizzled else offset
+
+    place = jit(device=True, forceinline=True)(place) if GPU else place
+    b_lead, b_stride, b_trans = (8192, 1024, 1) if n_major else (16, 1024, 0)
+
+    @jit(arch_specific=True)
+    def kernel(A, B, out):
+        tiles = cuda.shared.array(TILE_HALVES, np.float16, alignment=SWIZZLE_ALIGN)
+        acc = cuda.local.array(64, float32)
+        tid = uint32(cuda.threadIdx.x)
+        tile0, base = first_tile(tiles)
+        if not aligned:  # the array's own start, wherever the pattern is
+            tile0, base = uint32(0), shared_address(tiles, 0)
+        for e in range(tid, 64 * 64, 128):  # A[r, k]: row r at r * 128 bytes, k contiguous
+            r, k = uint32(e) // uint32(64), uint32(e) % uint32(64)
+            tiles[tile0 + place(r * uint32(128) + k * uint32(2)) // uint32(2)] = A[r, k]
+        for e in range(tid, 64 * 128, 128):
+            k, n = uint32(e) // uint32(128), uint32(e) % uint32(128)
+            if n_major:  # column block n // 64 (8 KiB each), then row k of 128 bytes
+                at = n // uint32(64) * uint32(8192) + k * uint32(128) + n % uint32(64) * uint32(2)
+            else:  # B^T: row n at n * 128 bytes, k contiguous
+                at = n * uint32(128) + k * uint32(2)
+            tiles[tile0 + uint32(A_BYTES // 2) + place(at) // uint32(2)] = B[k, n]
+        fence_proxy_async()  # the stores above are visible to the tensor cores
+        cuda.syncthreads()  # everyone's stores are
+        for i in range(64):
+            acc[i] = float32(0.0)
+        a_desc = descriptor(base, uint32(16), uint32(a_stride), SWIZZLE_128B)
+        b_desc = descriptor(base + uint32(A_BYTES), uint32(b_lead), uint32(b_stride), SWIZZLE_128B)
+        fence(acc, 64)  # the zeros are written before the MMAs read them
+        for kk in range(4):  # A: 32 bytes on; B: 16 rows (2048 bytes) on when N-major, 32 bytes when K-major
+            b_step = 128 if n_major else 2
+            mma_async(acc, 0, 128, a_desc + np.uint64(2 * kk), b_desc + np.uint64(b_step * kk), 1, 0, b_trans)
+        commit_group()
+        wait_group(0, acc, 64)  # the MMAs have retired
+        lane, warp = tid % uint32(32), tid // uint32(32)
+        for j in range(16):
+            for h in range(2):
+                for c in range(2):
+                    row = warp * uint32(16) + lane // uint32(4) + uint32(8 * h)
+                    out[row, uint32(8 * j + c) + lane % uint32(4) * uint32(2)] = acc[4 * j + 2 * h + c]
+
+    return kernel
+
+
+def _one_stage(kernel, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((64, 64)).astype(np.float16)
+    B = rng.standard_normal((64, 128)).astype(np.float16)
+    out = cuda.to_device(np.full((64, 128), np.nan, np.float32))
+    kernel[1, 128](cuda.to_device(A), cuda.to_device(B), out)
+    return out.copy_to_host(), A.astype(np.float64) @ B.astype(np.float64)
+
+
+@pytest.mark.parametrize("n_major", [True, False], ids=["B-n-major", "B-k-major"])
+def test_wgmma_reads_the_swizzled_tiles_the_descriptors_name(n_major):
+    out, ref = _one_stage(one_stage_kernel(n_major=n_major))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(GPU, reason="checks the simulator's reading of the layout (wrong on a GPU too, but slowly)")
+@pytest.mark.parametrize(
+    "wrong",
+    [dict(swizzled=False), dict(a_stride=2048), dict(aligned=False)],
+    ids=["tiles-not-swizzled", "wrong-stride-byte-offset", "tiles-off-the-pattern"],
+)
+def test_a_layout_the_descriptors_do_not_name_gives_a_wrong_product(wrong):
+    out, ref = _one_stage(one_stage_kernel(**wrong))
+    assert not np.allclose(out, ref, rtol=1e-2, atol=1e-2)
+
+
+# -- what the emulation refuses -------------------------------------------------------------------------------
+if zoo.SIMULATOR:
+
+    @jit
+    def unfenced_or_refilled(tiles_in, refill, fenced):
+        tiles = cuda.shared.array(TILE_HALVES, np.float16)
+        acc = cuda.local.array(64, float32)
+        tid = cuda.threadIdx.x
+        for e in range(tid, TILE_HALVES, 128):
+            tiles[e] = tiles_in[e]
+        cuda.syncthreads()  # the tile is stored
+        tile0, base = first_tile(tiles)
+        for i in range(64):
+            acc[i] = float32(0.0)
+        if fenced:
+            fence(acc, 64)  # the zeros come before the MMA
+        mma_async(acc, 0, 128, descriptor(base, 16, 1024, 1), descriptor(base + A_BYTES, 8192, 1024, 1), 1, 0, 1)
+        commit_group()
+        cuda.syncthreads()  # every thread has issued
+        if refill and tid == 0:
+            tiles[tile0] = tiles[tile0] + np.float16(1)  # while the MMA may still read it
+        cuda.syncthreads()  # the refill is done
+        wait_group(0, acc, 64)  # retires the MMA: reads its operands again
+
+
+@pytest.mark.skipif(GPU, reason="the simulator's checks")
+def test_an_mma_without_a_fence_is_refused():
+    tiles = np.ones(TILE_HALVES, np.float16)
+    with pytest.raises(Exception, match="wgmma.fence"):
+        unfenced_or_refilled[1, 128](tiles, False, False)
+
+
+@pytest.mark.skipif(GPU, reason="the simulator's checks")
+def test_a_tile_refilled_before_the_wait_is_caught():
+    tiles = np.ones(TILE_HALVES, np.float16)
+    unfenced_or_refilled[1, 128](tiles, False, True)  # the same kernel without the refill is fine
+    with pytest.raises(Exception, match="changed before the wait_group"):
+        unfenced_or_refilled[1, 128](tiles, True, True)
+
+
+# -- TMA and mbarriers ----------------------------------------------------------------------------------------
+BOX_ROWS, BOX_COLS = 64, 64
+
+
+@jit(arch_specific=True)
+def tma_box(tmap, row, col, out):
+    """One TMA box at (row, col) into swizzled shared memory, read back through swizzle_128b by every thread."""
+    tiles = cuda.shared.array((TILE_ALIGN + BOX_ROWS * BOX_COLS * 2) // 2, np.float16, alignment=SWIZZLE_ALIGN)
+    bars = cuda.shared.array(1, np.uint64)
+    tid = uint32(cuda.threadIdx.x)
+    tile0, base = first_tile(tiles)
+    if tid == uint32(0):
+        mbarrier_init(bars, 0, 1)  # one arrival (with the byte count), then the box's bytes
+        fence_mbarrier_init()  # visible to the copy engine too
+    cuda.syncthreads()  # the barrier is set up
+    if tid == uint32(0):
+        tensormap_acquire(tmap)  # the map was copied from the host
+        mbarrier_arrive_expect_tx(bars, 0, BOX_ROWS * BOX_COLS * 2)
+        tma_load_2d(tiles, tile0, tmap, col, row, bars, 0)
+    mbarrier_wait(bars, 0, 0)  # phase 0 completed: the box has landed
+    for e in range(tid, BOX_ROWS * BOX_COLS, cuda.blockDim.x):
+        r, c = uint32(e) // uint32(BOX_COLS), uint32(e) % uint32(BOX_COLS)
+        out[r, c] = tiles[tile0 + swizzle_128b(r * uint32(128) + c * uint32(2)) // uint32(2)]
+
+
+def test_a_tma_box_lands_swizzled_with_zeros_outside_the_matrix():
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((100, 72)).astype(np.float16)
+    row, col = 60, 40  # the box reaches 24 rows and 32 columns past the matrix
+    out = cuda.to_device(np.full((BOX_ROWS, BOX_COLS), np.nan, np.float16))
+    tmap = tensor_map_2d(cuda.to_device(matrix), BOX_ROWS, BOX_COLS)
+    tma_box[1, 128](tmap, np.uint32(row), np.uint32(col), out)
+    expected = np.zeros((BOX_ROWS, BOX_COLS), np.float16)
+    expected[: 100 - row, : 72 - col] = matrix[row:, col:]
+    np.testing.assert_array_equal(out.copy_to_host(), expected)
+
+
+def test_tensor_maps_are_checked_before_encoding():
+    with pytest.raises(ValueError, match="boxes of"):
+        tensor_map_2d(np.zeros((64, 64), np.float16), 64, 128)  # 256 bytes wide: more than the 128-byte swizzle
+    with pytest.raises(ValueError, match="multiple of 8"):
+        tensor_map_2d(np.zeros((64, 60), np.float16), 64, 64)  # rows not 16-byte aligned
+
+
+# -- the steps' pipelines: more k steps than stages, several tiles a block ------------------------------------
+@pytest.mark.parametrize(
+    "step,size",
+    [
+        ("v09", (5, 7, 270)),  # 5 k steps through 4 stages
+        ("v10", (5, 7, 270)),
+        ("v11", (5, 7, 260)),  # 5 steps: stage 0's mbarriers complete a phase and start the next
+        ("v12", (5, 7, 260)),
+        ("v13", (130, 257, 70)),  # 4 tiles of 2 steps: in the simulator one block takes all 4
+    ],
+)
+def test_the_pipelines_rotate_their_stages(step, size):
+    result = harness.check(HGEMM[step], size, seed=11)
+    assert result.ok, result.detail
+
+
+def test_every_wgmma_step_declares_hopper():
+    for v in WGMMA_STEPS:
+        assert getattr(v.module, "MIN_CC", None) == (9, 0), v.name
+        assert "sm_90a" in v.source, v.name
+
+
+# -- sm_90a, offline ------------------------------------------------------------------------------------------
+def test_retarget_names_the_arch_specific_target():
+    ptx = "//\n.version 8.8\n.target sm_90\n.address_size 64\n"
+    assert lean_launch.retarget(ptx, "sm_90a") == ptx.replace("sm_90\n", "sm_90a\n")
+    assert lean_launch.arch_specific((9, 0)) == (9, 0, "a")
+    with pytest.raises(ValueError):
+        lean_launch.retarget(".version 8.8\n", "sm_90a")
+
+
+TOOLS = pytest.mark.skipif(
+    machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None,
+    reason="ptxas or nvdisasm missing: pip install -e '.[test]'",
+)
+
+
+@TOOLS
+@pytest.mark.parametrize(
+    "step,wanted",
+    [
+        ("v09", ("HGMMA.64x128x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS", "FENCE.VIEW.ASYNC.S")),
+        ("v10", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS")),
+        ("v11", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK", "SYNCS.ARRIVE", "LDGSTS", "ARRIVES.LDGSTSBAR")),
+        ("v12", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK", "UTMALDG.2D", "UTMACCTL")),
+        ("v13", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK", "UTMALDG.2D", "UTMACCTL")),
+    ],
+)
+def test_the_sass_for_sm90a_shows_hgmma(step, wanted):
+    r = run_zoo("show", "hgemm", step, "--sass")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "SASS for sm_90a" in r.stdout
+    for opcode in wanted:
+        assert opcode in r.stdout, f"{step}: no {opcode} in the SASS"
+    assert "LDL" not in r.stdout and "STL" not in r.stdout, f"{step}: local memory (spills or a local array)"
+
+
+PLAIN_SM90 = """
+import subprocess, sys, tempfile
+import zoo  # chooses the target (GPU mode: ZOO_TARGET=gpu) before numba.cuda is imported
+from numba import cuda
+from numba.cuda import types
+import numba.cuda.dispatcher as dispatcher
+from zoo import machine_code
+from zoo.device.launch import link_arch_specific
+
+class Hopper:
+    compute_capability = (9, 0)
+
+dispatcher.get_current_device = lambda: Hopper()  # device functions ask for the GPU being compiled for
+from zoo.kernels.hgemm import v09_wgmma as v09
+
+sig = (types.float16[::1], types.float16[::1], types.float32[::1], types.uint32, types.uint32, types.uint32)
+ptx, _ = cuda.compile_ptx(v09.hgemm_kernel.dispatcher.py_func, sig, cc=(9, 0))  # what numba writes for sm_90
+assert ".target sm_90\\n" in ptx
+with tempfile.TemporaryDirectory() as tmp:
+    with open(tmp + "/k.ptx", "w") as f:
+        f.write(ptx)
+    r = subprocess.run([machine_code._tool("ptxas"), "-arch=sm_90", tmp + "/k.ptx", "-o", tmp + "/k.cubin"],
+                       capture_output=True, text=True)
+    print("PTXAS", r.returncode, r.stderr.replace(chr(10), " "))
+    with open(tmp + "/a.cubin", "wb") as f:
+        f.write(link_arch_specific(ptx, (9, 0)).code)  # the launch's path: retargeted, linked by nvJitLink
+    r = subprocess.run([machine_code._tool("nvdisasm"), "-c", tmp + "/a.cubin"], capture_output=True, text=True)
+    print("HGMMA", r.stdout.count("HGMMA"))
+
+def sixteen_words(t, out):  # what a CUtensorMap passed by value would have to be in numba: a 16-tuple
+    out[0] = t[15]
+
+ptx, _ = cuda.compile_ptx(sixteen_words, (types.UniTuple(types.uint64, 16), types.uint64[::1]), cc=(9, 0))
+params = [line for line in ptx.splitlines() if ".param" in line and "_param_" in line]
+print("PARAMS", sum(".param .u64" in line for line in params), sum("align 64" in line for line in params))
+"""
+
+
+@TOOLS
+def test_plain_sm90_refuses_wgmma_and_the_arch_specific_link_takes_it():
+    """The measured limits (ptxas's words; numba's parameters) and the way round them, offline."""
+    r = subprocess.run(
+        [sys.executable, "-c", PLAIN_SM90],
+        cwd=ROOT,
+        env={**os.environ, "ZOO_TARGET": "gpu"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("PTXAS", "HGMMA", "PARAMS")))
+    assert not lines["PTXAS"].startswith("0") and "not supported on .target 'sm_90'" in lines["PTXAS"]
+    assert "wgmma" in lines["PTXAS"]
+    assert int(lines["HGMMA"]) == 4  # four k slices of m64n128k16 a step
+    # why the tensor maps go through global memory (zoo.device.wgmma): a 16-word tuple is 16 scalar parameters
+    # (and an array 7 more), none of them the 64-byte-aligned .b8[128] a __grid_constant__ CUtensorMap is
+    assert lines["PARAMS"].split() == ["23", "0"]
+
+
+# -- on a GPU -------------------------------------------------------------------------------------------------
+@pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU")
+def test_arch_specific_kernels_launch_from_their_own_sm90a_module():
+    from zoo.kernels.hgemm import v09_wgmma as v09
+
+    A, B = HGEMM.make_inputs((128, 256, 128), seed=2)
+    assert harness.compare(HGEMM["v09"](A, B), HGEMM.reference(A, B), HGEMM.tolerance(128))[0]
+    plans = [p for p in v09.hgemm_kernel.lean._plans.values() if p is not None]
+    assert plans and v09.hgemm_kernel.arch_specific
+    assert any(isinstance(f, lean_launch.ArchSpecificFunction) for f in lean_launch._arch_specific_functions.values())

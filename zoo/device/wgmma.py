@@ -1,0 +1,810 @@
+"""Hopper's warpgroup MMA from numba: ``wgmma``, shared-memory matrix descriptors, mbarriers and TMA.
+
+``mma.sync`` (``zoo.device.mma``) is one warp multiplying operands it first loads into
+registers. ``wgmma.mma_async`` is one *warpgroup* (four consecutive warps, 128
+threads, the first a multiple of 4) multiplying a 64 x N x 16 problem whose A and B
+the tensor cores read straight from shared memory, each named by a 64-bit *matrix
+descriptor*; only the float32 accumulators live in registers, N / 2 per thread. It
+is asynchronous: ``fence`` orders the registers before it, ``mma_async`` issues,
+``commit_group`` closes a group of issued MMAs and ``wait_group(n, ...)`` waits
+until at most n groups are still running. It exists on ``sm_90a`` only (the "a" is
+the arch-specific target; ptxas refuses it for plain sm_90 with "Instruction
+'wgmma.mma_async with floating point types' not supported on .target 'sm_90'"), so
+a kernel that calls it is compiled with ``jit(arch_specific=True)``.
+
+===========================================================  =============================================
+``shared_address(arr, i)``                                    the 32-bit shared-window address of arr[i]
+``first_tile(tiles)``                                         (index, address) of the first element of a
+                                                              float16 shared array on a 1024-byte boundary
+``descriptor(address, leading, stride, swizzle)``             a matrix descriptor (uint64), fields below
+``swizzle_128b(offset)``                                      a byte offset in a 1024-byte-aligned tile,
+                                                              swizzled as SWIZZLE_128B stores it
+``fence(acc, count)``                                         ``wgmma.fence.sync.aligned``
+``mma_async(acc, first, N, desc_a, desc_b, accumulate,``      ``wgmma.mma_async.sync.aligned.m64nNk16``
+``          trans_a, trans_b)``                               ``.f32.f16.f16``: acc[first .. first + N/2)
+                                                              += A (64 x 16) @ B (16 x N); accumulate 0
+                                                              drops the old acc; trans_x 0 = K-major
+``commit_group()``, ``wait_group(n, acc, count)``             ``wgmma.commit_group`` / ``wait_group n``
+``fence_proxy_async()``                                       ``fence.proxy.async.shared::cta``: generic
+                                                              writes to shared memory (st.shared,
+                                                              cp.async) become visible to wgmma and TMA
+``mbarrier_init(bars, i, count)``                             ``mbarrier.init``: expects count arrivals
+``fence_mbarrier_init()``                                     ``fence.mbarrier_init``: the inits are seen
+                                                              by the copy engine's arrivals too
+``mbarrier_arrive(bars, i)``                                  ``mbarrier.arrive``
+``mbarrier_arrive_expect_tx(bars, i, nbytes)``                arrive, and expect nbytes from TMA
+``mbarrier_try_wait(bars, i, parity)``                        1 once the phase of that parity completed
+``mbarrier_wait(bars, i, parity)``                            the same, looped until it has
+``cp_async_mbarrier_arrive(bars, i)``                         ``cp.async.mbarrier.arrive.noinc``: one of
+                                                              the arrivals, made when this thread's
+                                                              earlier ``cp.async`` copies have landed
+``tma_load_2d(tile, i, tmap, col, row, bars, b)``             ``cp.async.bulk.tensor.2d``: one thread copies
+                                                              a box of the matrix ``tmap`` describes, at
+                                                              element (row, col), to tile[i]; the bytes
+                                                              count down mbarrier b's transaction count
+``tensormap_acquire(tmap)``                                   ``fence.proxy.tensormap::generic.acquire``
+                                                              + ``prefetch.tensormap`` (a map in global
+                                                              memory, written by a host copy)
+``setmaxnreg_inc(n)``, ``setmaxnreg_dec(n)``                  ``setmaxnreg``: a warpgroup's register budget
+                                                              (needs ``jit(launch_bounds=...)``: without
+                                                              it ptxas drops the instruction, silently)
+``tensor_map_2d(matrix, box_rows, box_cols)`` (host)          ``cuTensorMapEncodeTiled``, 128B swizzle: the
+                                                              map as a device array of 16 uint64
+===========================================================  =============================================
+
+``acc`` is a ``cuda.local.array`` of float32 and ``first``, ``N``, ``n``, ``count``,
+``trans_a``, ``trans_b`` are compile-time constants, so the accumulators stay in
+registers; ``fence`` and ``wait_group`` tie the first ``count`` of them to the
+instruction, so that no read or write of an accumulator is scheduled across it
+(what CUTLASS's ``warpgroup_fence_operand`` does). ``bars`` is a ``uint64`` shared
+array; ``tile`` a float16 shared array whose tiles start at ``first_tile``'s index
+(CUDA aligns dynamic shared memory to 16 bytes only; the swizzle needs 1024).
+
+The tensor map: in global memory, not a ``__grid_constant__`` parameter
+------------------------------------------------------------------------
+CUDA C passes a ``CUtensorMap`` by value as a ``const __grid_constant__`` kernel
+parameter, which PTX declares ``.param .align 64 .b8 map[128]`` and addresses with
+``cvta.param``. numba cannot declare that parameter: an array argument is 7 scalar
+parameters and a ``UniTuple(uint64, 16)`` argument is 16 separate ``.param .u64``
+(read from ``compile_ptx``'s output), nothing asks for 64-byte alignment, and numba
+has no way to take a parameter's address (inline assembly cannot name the
+parameter: its mangled name exists only after compilation). ptxas does accept a
+tensor-map address made with ``cvta.param`` from the first of 16 ``.u64``
+parameters (``UTMALDG`` in the SASS), but their 64-byte alignment is then nobody's
+promise, and rewriting the 16 declarations into one aligned ``.b8[128]`` would
+take a PTX rewriting step and a plan that passes one 128-byte parameter. The
+CUDA Programming Guide's other way needs neither: the map lives in global memory
+(``tensor_map_2d`` copies it there, 64-byte aligned as every allocation is) and
+each block fences it once with ``fence.proxy.tensormap::generic.acquire`` before
+the first copy (``tensormap_acquire``, which also prefetches it).
+
+The matrix descriptor (PTX ISA, "Matrix Descriptor Format")
+------------------------------------------------------------
+Bits 0-13: start address >> 4; 16-29: leading dimension byte offset (LBO) >> 4;
+32-45: stride dimension byte offset (SBO) >> 4; 49-51: base offset (0 here: every
+tile starts on a 1024-byte boundary); 62-63: swizzle mode (0 none, 1 128B, 2 64B,
+3 32B). With T = 8 float16 (16 bytes) and W the swizzle width in 16-byte units
+(8 for 128B), the tile an operand reads is, in elements (CUTLASS's canonical GMMA
+layouts, ``cute/atom/mma_traits_sm90_gmma.hpp``)::
+
+    K-major  (trans 0), MN x K:  ((8, m), (T, 2)) : ((W T, SBO), (1, T))     rows W*16 bytes apart
+    MN-major (trans 1), MN x K:  ((T, W, m), (8, k)) : ((1, T, LBO), (W T, SBO))
+
+so K-major: row r at (r % 8) * 128 bytes + (r // 8) * SBO, k contiguous (LBO unused);
+MN-major: 64 MN-elements contiguous (128 bytes), the next 64 at LBO, k rows 128
+bytes apart, the next 8 k at SBO. Swizzling then XORs address bits 4-6 with bits
+7-9 (``Swizzle<3,4,3>``) of the *absolute* shared address, hence 1024-byte tiles.
+
+The accumulator fragment of m64nNk16: thread t of the warpgroup (warp w = t // 32,
+g = lane // 4, q = lane % 4) holds acc[4 j + 2 h + c] = D[16 w + g + 8 h, 8 j + 2 q + c]
+for j < N / 8 and h, c in {0, 1}: each warp owns 16 rows, each 8-column slice is
+laid out as ``mma.sync``'s C fragment (CUTLASS's ``CLayout_64xN``).
+
+In the simulator
+----------------
+The same names are Python with the instructions' meaning, so the steps run in
+numba's simulator and their index arithmetic, descriptors and swizzles are checked
+there. ``shared_address`` gives each shared array of a block a made-up address
+(below 256 KiB, 16-byte aligned but never 1024: see ``first_tile``), and ``mma_async`` decodes the descriptors
+exactly as above, reads the float16 bits from those addresses (swizzle applied),
+and computes its thread's fragment (float64 products rounded to float32, as
+``zoo.device.mma`` does). It is deferred as on the GPU: the accumulators change at
+the ``wait_group`` that retires the MMA, where the shared bytes it read are read
+again and must not have changed (a tile refilled too early raises). Each thread
+must ``fence`` after its last ``wait_group`` before the next ``mma_async``, and the
+four warps of a warpgroup must issue the same descriptors (both raise otherwise).
+mbarriers keep their phase, pending arrivals and transaction bytes; ``tma_load_2d``
+copies at once (zeros outside the matrix, as TMA fills) with the 128B swizzle and
+completes its bytes on the barrier; ``cp.async`` has copied by the time it is
+issued, so ``cp_async_mbarrier_arrive`` arrives at once. What the simulator cannot
+check is that the hardware agrees with this reading of the PTX ISA:
+``tests/test_wgmma.py`` runs one MMA of each layout on a GPU too.
+"""
+
+import functools
+import itertools
+import threading
+
+import numpy as np
+from numba import uint32, uint64
+
+from zoo import SIMULATOR
+from zoo.device.jit import jit
+
+SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3  # the descriptor's bits 62-63
+SWIZZLE_BYTES = {SWIZZLE_NONE: 16, SWIZZLE_128B: 128, SWIZZLE_64B: 64, SWIZZLE_32B: 32}  # a row of the pattern
+TILE_ALIGN = 1024  # bytes: a 128B-swizzled tile starts where the XOR pattern (8 rows of 128 bytes) starts
+# Pass as cuda.shared.array(..., alignment=SWIZZLE_ALIGN). The simulator refuses the argument (its own
+# addresses are 1024-aligned anyway).
+SWIZZLE_ALIGN = None if SIMULATOR else TILE_ALIGN
+TENSOR_MAP_WORDS = 16  # a CUtensorMap is 128 bytes
+
+
+def descriptor(address, leading_bytes, stride_bytes, swizzle):
+    """The 64-bit shared-memory matrix descriptor of a tile at ``address`` (bytes; the fields drop 4 bits)."""
+    return (
+        uint64((address >> uint32(4)) & uint32(0x3FFF))
+        | uint64((leading_bytes >> uint32(4)) & uint32(0x3FFF)) << uint64(16)
+        | uint64((stride_bytes >> uint32(4)) & uint32(0x3FFF)) << uint64(32)
+        | uint64(swizzle) << uint64(62)
+    )
+
+
+def swizzle_128b(offset):
+    """Byte ``offset`` into a 1024-byte-aligned tile, moved as SWIZZLE_128B moves it: the 16-byte chunk
+    (bits 4-6) XOR the row within its 8-row group of 128-byte rows (bits 7-9)."""
+    return offset ^ ((offset >> uint32(3)) & uint32(0x70))
+
+
+def first_tile(tiles):
+    """(element index, shared address) of the first 1024-byte boundary in the float16 shared array ``tiles``.
+
+    The swizzle is a function of the absolute address, so a tile stored with ``swizzle_128b`` of offsets from
+    its start must start where the pattern does. CUDA promises dynamic shared memory 16-byte alignment, not
+    the 1024 an array may declare: a kernel asks for TILE_ALIGN bytes more and starts its tiles here."""
+    address = shared_address(tiles, 0)
+    skew = (uint32(TILE_ALIGN) - address % uint32(TILE_ALIGN)) % uint32(TILE_ALIGN)
+    return skew // uint32(2), address + skew
+
+
+if not SIMULATOR:  # device functions on the GPU; in the simulator plain Python (a device-function call costs more)
+    descriptor = jit(device=True, forceinline=True)(descriptor)
+    swizzle_128b = jit(device=True, forceinline=True)(swizzle_128b)
+    first_tile = jit(device=True, forceinline=True)(first_tile)
+
+
+def tensor_map_2d(matrix, box_rows, box_cols):
+    """The TMA descriptor of a C-contiguous float16 matrix on the device: boxes of box_rows x box_cols
+    (box_cols * 2 <= 128 bytes), 128-byte swizzled, zeros outside the matrix. Returns a device array of 16
+    uint64 (the 128-byte CUtensorMap, 64-byte aligned as cudaMalloc aligns), for ``tma_load_2d``."""
+    rows, cols = matrix.shape
+    if matrix.dtype != np.float16 or box_cols * 2 > 128 or box_cols % 8 or not 0 < box_rows <= 256:
+        raise ValueError(
+            f"tensor_map_2d takes float16 and boxes of 1..256 rows of 8..64 columns, not {box_rows} x {box_cols}"
+        )
+    if cols % 8:
+        raise ValueError(f"TMA needs rows 16-byte aligned: {cols} columns of float16 are not a multiple of 8")
+    return _tensor_map_2d(matrix, rows, cols, box_rows, box_cols)
+
+
+if SIMULATOR:
+    import time
+
+    from zoo.simulator import DEADLOCK_S, POLL_S
+
+    SHARED_WINDOW = 256 * 1024  # addresses a descriptor's 14-bit field reaches (>> 4)
+
+    class _Region:
+        __slots__ = ("address", "real", "nbytes", "raw")
+
+        def __init__(self, address, arr):
+            self.address, self.real, self.nbytes = address, arr.__array_interface__["data"][0], arr.nbytes
+            self.raw = arr.reshape(-1).view(np.uint8)  # the bytes behind the made-up addresses
+
+    class _Barrier:
+        __slots__ = ("expected", "pending", "tx", "phase")
+
+        def __init__(self, count):
+            self.expected, self.pending, self.tx, self.phase = count, count, 0, 0
+
+    class _SharedSpace:
+        """A block's shared arrays at made-up addresses, its mbarriers and the wgmma each warpgroup issued."""
+
+        def __init__(self):
+            self.cond = threading.Condition()
+            self.regions = []
+            self.next = TILE_ALIGN  # as on Hopper, the first KiB of the window is the system's
+            self.barriers = {}
+            self.issued = {}  # (warpgroup, n-th mma_async) -> what its first thread issued
+
+        def address(self, arr, index):
+            arr = np.asarray(arr)
+            real = arr.__array_interface__["data"][0]
+            with self.cond:
+                for r in self.regions:
+                    if r.real <= real < r.real + r.nbytes:
+                        return r.address + real - r.real + int(index) * arr.itemsize
+                if not arr.flags.c_contiguous:
+                    raise ValueError("shared_address takes a contiguous shared array")
+                # 16 bytes past a 1024-byte boundary and more for each array, as CUDA promises only 16: a kernel that
+                # takes 1024-byte alignment for granted (instead of first_tile) swizzles wrongly here
+                region = _Region(self.next + 16 * (len(self.regions) + 1), arr)
+                self.next = -(-(region.address + max(arr.nbytes, 1)) // TILE_ALIGN) * TILE_ALIGN
+                if self.next > SHARED_WINDOW:
+                    raise MemoryError("more shared memory than a descriptor can address (256 KiB)")
+                self.regions.append(region)
+                return region.address + int(index) * arr.itemsize
+
+        def region(self, lo, hi, what):
+            """The region holding bytes [lo, hi); IndexError names ``what`` reached outside every array."""
+            for r in self.regions:
+                if r.address <= lo and hi <= r.address + r.nbytes:
+                    return r
+            raise IndexError(f"{what} reaches shared bytes {lo:#x}..{hi:#x}, outside every shared array")
+
+        def read_bits(self, addresses, what):
+            """The float16 bits (uint16) at these byte addresses."""
+            r = self.region(int(addresses.min()), int(addresses.max()) + 2, what)
+            at = addresses - r.address
+            return r.raw[at].astype(np.uint16) | r.raw[at + 1].astype(np.uint16) << np.uint16(8)
+
+        def write_bits(self, addresses, bits, what):
+            r = self.region(int(addresses.min()), int(addresses.max()) + 2, what)
+            at = addresses - r.address
+            r.raw[at] = (bits & 0xFF).astype(np.uint8)
+            r.raw[at + 1] = (bits >> 8).astype(np.uint8)
+
+        def barrier(self, address):
+            found = self.barriers.get(address)
+            if found is None:
+                raise RuntimeError(f"mbarrier at shared address {address:#x} used before mbarrier_init")
+            return found
+
+        def complete(self, bar, arrivals, tx):
+            """Arrivals and transaction bytes on ``bar`` (lock held); the phase flips when both reach 0."""
+            bar.pending -= arrivals
+            bar.tx += tx
+            if bar.pending < 0:
+                raise RuntimeError("mbarrier: more arrivals than its count in one phase")
+            if bar.pending == 0 and bar.tx == 0:
+                bar.phase += 1
+                bar.pending = bar.expected
+                self.cond.notify_all()
+
+    _SPACES_LOCK = threading.Lock()
+
+    def _space():
+        manager = threading.current_thread()._manager
+        space = getattr(manager, "_zoo_shared_space", None)
+        if space is None:
+            with _SPACES_LOCK:
+                space = getattr(manager, "_zoo_shared_space", None)
+                if space is None:
+                    space = manager._zoo_shared_space = _SharedSpace()
+        return space
+
+    class _ThreadState:
+        __slots__ = ("fenced", "issued", "open", "groups", "shadow")
+
+        def __init__(self):
+            self.fenced = False
+            self.issued = 0  # mma_async calls so far
+            self.open = []  # issued, not yet committed
+            self.groups = []  # committed groups, oldest first
+            self.shadow = {}  # id(acc) -> the values acc will hold once everything issued has retired
+
+    def _thread():
+        t = threading.current_thread()
+        state = getattr(t, "_zoo_wgmma", None)
+        if state is None:
+            block = t._manager._block_dim
+            if int(np.prod(block)) % 128:
+                raise RuntimeError(f"wgmma needs whole warpgroups of 128 threads; the block is {tuple(block)}")
+            state = t._zoo_wgmma = _ThreadState()
+        return t, state
+
+    def shared_address(arr, index):
+        return np.uint32(_space().address(arr, index))
+
+    # -- reading an operand through its descriptor ------------------------------------------------------------
+    def _swizzled(address, width):
+        """Absolute byte addresses as the hardware's swizzle moves them (width: bytes in a row of the pattern)."""
+        if width == 16:
+            return address
+        mask = (width // 16 - 1) << 4  # 128B: bits 4-6; 64B: 4-5; 32B: bit 4
+        return address ^ ((address >> 3) & mask)
+
+    @functools.lru_cache(maxsize=4096)
+    def operand_addresses(desc, rows, trans):
+        """Byte addresses of an MN x 16 operand (rows = MN) that ``desc`` describes; trans 0 is K-major."""
+        desc = int(desc)
+        start = (desc & 0x3FFF) << 4
+        leading = ((desc >> 16) & 0x3FFF) << 4
+        stride = ((desc >> 32) & 0x3FFF) << 4
+        if (desc >> 49) & 7:
+            raise NotImplementedError("a descriptor with a non-zero base offset (a tile not 1024-byte aligned)")
+        width = SWIZZLE_BYTES[(desc >> 62) & 3]
+        mn = np.arange(rows, dtype=np.int64)[:, None]
+        k = np.arange(16, dtype=np.int64)[None, :]
+        if not trans:  # K-major: rows of `width` bytes (16 without swizzle), groups of 8 rows SBO apart
+            if width == 16:  # core matrices 8 x 16 bytes: k halves LBO apart
+                offset = (mn % 8) * 16 + (mn // 8) * stride + (k % 8) * 2 + (k // 8) * leading
+            else:
+                offset = (mn % 8) * width + (mn // 8) * stride + k * 2
+        elif width == 16:  # MN-major, no swizzle: 8 MN-elements contiguous, SBO to the next 8, k rows 16 B, LBO
+            offset = (mn % 8) * 2 + (mn // 8) * stride + (k % 8) * 16 + (k // 8) * leading
+        else:  # MN-major: width bytes of MN contiguous, LBO to the next; k rows `width` bytes apart, SBO per 8
+            per_row = width // 2
+            offset = (mn % per_row) * 2 + (mn // per_row) * leading + (k % 8) * width + (k // 8) * stride
+        absolute = start + offset
+        if width > 16 and start % 16:
+            raise ValueError("a descriptor's start address must be 16-byte aligned")
+        found = _swizzled(absolute, width)
+        found.flags.writeable = False  # cached: shared by every thread that issues this descriptor
+        return found
+
+    class _Op:
+        __slots__ = ("acc", "first", "values", "reads")
+
+        def __init__(self, acc, first, values, reads):
+            self.acc, self.first, self.values, self.reads = acc, first, values, reads
+
+    @functools.lru_cache(maxsize=1024)
+    def _fragment_rows_cols(thread_id, n):
+        lane, warp = thread_id % 32, thread_id % 128 // 32
+        g, q = lane // 4, lane % 4
+        rows = np.array([16 * warp + g, 16 * warp + g + 8])
+        cols = (8 * np.arange(n // 8)[:, None] + 2 * q + np.arange(2)[None, :]).reshape(-1)  # 8j + 2q + c
+        return rows, cols
+
+    def _halves(bits):
+        return bits.view(np.float16).astype(np.float64)
+
+    def fence(acc, count):
+        _thread()[1].fenced = True
+
+    def mma_async(acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b):
+        t, state = _thread()
+        if not state.fenced:
+            raise RuntimeError("wgmma.mma_async without a wgmma.fence since this thread's last wait_group")
+        if n % 8 or not 8 <= n <= 256:
+            raise ValueError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {n}")
+        space = _space()
+        issued = (int(first), int(n), int(desc_a), int(desc_b), bool(accumulate), int(trans_a), int(trans_b))
+        key = (t.thread_id // 128, state.issued)  # the warpgroup's n-th MMA
+        state.issued += 1
+        with space.cond:
+            seen = space.issued.get(key)
+            if seen is None:  # the first thread of the warpgroup here reads the operands for all of them
+                a_at = operand_addresses(int(desc_a), 64, int(trans_a))
+                b_at = operand_addresses(int(desc_b), int(n), int(trans_b))
+                a_bits = space.read_bits(a_at, "wgmma operand A")
+                b_bits = space.read_bits(b_at, "wgmma operand B")
+                product = _halves(a_bits) @ _halves(b_bits).T  # D = A B, 64 x N, in float64
+                seen = space.issued[key] = (issued, ((a_at, a_bits), (b_at, b_bits)), product)
+        if seen[0] != issued:
+            raise RuntimeError(
+                f"thread {t.thread_id}: its warpgroup issued wgmma {seen[0]}, this thread {issued} "
+                "(.sync.aligned: the same instruction, descriptors included, in every thread)"
+            )
+        rows, cols = _fragment_rows_cols(t.thread_id % 128, int(n))
+        product = seen[2][rows][:, cols]  # 2 x N/4: this thread's rows and columns
+        count = n // 2
+        shadow = state.shadow.get(id(acc))
+        old = (shadow if shadow is not None else np.asarray(acc, dtype=np.float32))[first : first + count]
+        # acc[4 j + 2 h + c] is D[row h, column 8 j + 2 q + c]: product[h, 2 j + c]
+        fragment = product.reshape(2, n // 8, 2).transpose(1, 0, 2).reshape(-1)
+        values = (fragment + (old.astype(np.float64) if accumulate else 0.0)).astype(np.float32)
+        if shadow is None:
+            shadow = state.shadow[id(acc)] = np.array(acc, dtype=np.float32)
+        shadow[first : first + count] = values
+        state.open.append(_Op(acc, first, values, seen[1]))
+
+    def commit_group():
+        _, state = _thread()
+        state.groups.append(state.open)
+        state.open = []
+
+    def wait_group(n, acc, count):
+        _, state = _thread()
+        space = _space()
+        while len(state.groups) > int(n):
+            for op in state.groups.pop(0):
+                for at, bits in op.reads:
+                    if not np.array_equal(space.read_bits(at, "wgmma operand"), bits):
+                        raise RuntimeError(
+                            "shared memory that a wgmma.mma_async reads changed before the wait_group that "
+                            "retires it (a tile overwritten while the tensor cores may still read it)"
+                        )
+                op.acc[op.first : op.first + len(op.values)] = op.values
+        if not state.open and not state.groups:
+            state.shadow.clear()
+        state.fenced = False
+
+    def fence_proxy_async():
+        pass
+
+    def fence_mbarrier_init():
+        pass
+
+    def setmaxnreg_inc(n):
+        pass
+
+    def setmaxnreg_dec(n):
+        pass
+
+    # -- mbarriers ---------------------------------------------------------------------------------------------
+    def mbarrier_init(bars, i, count):
+        space = _space()
+        address = space.address(bars, i)
+        with space.cond:
+            space.barriers[address] = _Barrier(int(count))
+
+    def _arrive(bars, i, tx):
+        space = _space()
+        address = space.address(bars, i)
+        with space.cond:
+            space.complete(space.barrier(address), 1, int(tx))
+
+    def mbarrier_arrive(bars, i):
+        _arrive(bars, i, 0)
+
+    def mbarrier_arrive_expect_tx(bars, i, nbytes):
+        _arrive(bars, i, nbytes)
+
+    def cp_async_mbarrier_arrive(bars, i):
+        _arrive(bars, i, 0)  # the simulator's cp.async has copied already
+
+    def _phase_done(bar, parity):
+        return bar.phase % 2 != int(parity)  # the phase of that parity is the one before the current
+
+    def mbarrier_try_wait(bars, i, parity):
+        space = _space()
+        address = space.address(bars, i)
+        with space.cond:
+            bar = space.barrier(address)
+            if not _phase_done(bar, parity):
+                space.cond.wait(POLL_S / 50)  # try_wait itself waits a while before it answers no
+            return np.uint32(_phase_done(bar, parity))
+
+    def mbarrier_wait(bars, i, parity):
+        me = threading.current_thread()
+        space = _space()
+        address = space.address(bars, i)
+        deadline = time.monotonic() + DEADLOCK_S
+        with space.cond:
+            bar = space.barrier(address)
+            while not _phase_done(bar, parity):
+                if me.abort:
+                    raise RuntimeError("mbarrier wait: aborted, another thread raised")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"mbarrier at {address:#x}: waited {DEADLOCK_S:.0f} s for the phase of parity {parity} "
+                        f"({bar.pending} arrivals and {bar.tx} bytes missing; deadlock?)"
+                    )
+                space.cond.wait(POLL_S)
+
+    # -- TMA ---------------------------------------------------------------------------------------------------
+    _TENSOR_MAPS = {}
+    _map_keys = itertools.count(1)
+
+    def _tensor_map_2d(matrix, rows, cols, box_rows, box_cols):
+        key = next(_map_keys)
+        if len(_TENSOR_MAPS) >= 256:  # a map lives as long as a few launches need it
+            del _TENSOR_MAPS[next(iter(_TENSOR_MAPS))]
+        _TENSOR_MAPS[key] = (matrix, box_rows, box_cols)
+        words = np.zeros(TENSOR_MAP_WORDS, np.uint64)
+        words[0] = key  # the simulator's map: a key to the matrix and the box
+        return words
+
+    def tensormap_acquire(tmap):
+        pass
+
+    def tma_load_2d(tile, index, tmap, col, row, bars, b):
+        matrix, box_rows, box_cols = _TENSOR_MAPS[int(tmap[0])]
+        matrix = np.asarray(getattr(matrix, "_ary", matrix))  # a simulator device array wraps a NumPy one
+        space = _space()
+        dst = space.address(tile, index)
+        if dst % TILE_ALIGN:
+            raise ValueError(f"a 128B-swizzled TMA box must land on a 1024-byte boundary, not {dst:#x}")
+        row, col = int(row), int(col)
+        box = np.zeros((box_rows, box_cols), np.float16)  # TMA fills what lies outside the matrix with zeros
+        inside = matrix[max(row, 0) : row + box_rows, max(col, 0) : col + box_cols]
+        box[max(-row, 0) : max(-row, 0) + inside.shape[0], max(-col, 0) : max(-col, 0) + inside.shape[1]] = inside
+        r = np.arange(box_rows)[:, None]
+        c = np.arange(box_cols)[None, :]
+        at = _swizzled(dst + r * (box_cols * 2) + c * 2, 128)
+        space.write_bits(at.reshape(-1), box.reshape(-1).view(np.uint16), "tma_load_2d")
+        bar_address = space.address(bars, b)
+        with space.cond:
+            space.complete(space.barrier(bar_address), 0, -box.nbytes)
+
+else:
+    from llvmlite import ir
+    from numba import cuda
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    from zoo.device.memory import element_pointer
+
+    _I32 = ir.IntType(32)
+    _I64 = ir.IntType(64)
+    _F32 = ir.FloatType()
+
+    _MAPS = {}  # (address, rows, cols, box) -> the map on the device: encoded and copied once, kept
+    MAX_MAPS = 64
+
+    def _tensor_map_2d(matrix, rows, cols, box_rows, box_cols):
+        import zoo.device
+        from zoo.device.memory import address
+
+        if zoo.device.OFFLINE:  # compiled without a driver (zoo show): the map's bytes are never read
+            return cuda.to_device(np.zeros(TENSOR_MAP_WORDS, np.uint64))
+        key = (address(matrix), rows, cols, box_rows, box_cols)  # all that the encoding depends on
+        found = _MAPS.get(key)
+        if found is not None:
+            return found
+        from cuda.bindings import driver as cu
+
+        err, tmap = cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            2,
+            key[0],
+            [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],  # innermost dimension first
+            [cu.cuuint64_t(cols * 2)],  # bytes from one row to the next
+            [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)],
+            [cu.cuuint32_t(1), cu.cuuint32_t(1)],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,  # zeros outside the matrix
+        )
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(
+                f"cuTensorMapEncodeTiled of a {rows} x {cols} matrix, box {box_rows} x {box_cols}: {err!r}"
+            )
+        if len(_MAPS) >= MAX_MAPS:
+            _MAPS.clear()
+        found = _MAPS[key] = cuda.to_device(np.array([int(w) for w in tmap.opaque], np.uint64))
+        return found
+
+    def _shared_address(context, builder, arrty, arr, index, indexty):
+        """The 32-bit shared-window address of arr[index] (numba hands out generic pointers)."""
+        element = element_pointer(context, builder, arrty, arr, index, indexty)
+        generic = builder.bitcast(element, ir.IntType(8).as_pointer(element.type.addrspace))
+        shared = builder.addrspacecast(generic, ir.IntType(8).as_pointer(3))
+        return builder.ptrtoint(shared, _I32)
+
+    def _global_address(context, builder, arrty, arr):
+        data = context.make_array(arrty)(context, builder, arr).data
+        return builder.ptrtoint(data, _I64)
+
+    def _literal(*values):
+        return all(isinstance(v, types.IntegerLiteral) for v in values)
+
+    def _check_acc(acc, what):
+        if not (isinstance(acc, types.Array) and acc.ndim == 1 and acc.dtype == types.float32):
+            raise TypeError(f"{what}: the accumulators are a 1-D float32 local array, got {acc}")
+
+    def _acc_pointers(context, builder, arrty, arr, first, count):
+        data = context.make_array(arrty)(context, builder, arr).data
+        return [builder.gep(data, [ir.Constant(_I64, first + i)]) for i in range(count)]
+
+    def _tied(text, acc, count):
+        """An asm statement ``text`` with acc[0 .. count) tied to it (read and written, "+f")."""
+        _check_acc(acc, text.split()[0])
+
+        def codegen(context, builder, sig, args):
+            pointers = _acc_pointers(context, builder, sig.args[0], args[0], 0, count)
+            values = [builder.load(p) for p in pointers]
+            ftype = ir.FunctionType(ir.LiteralStructType([_F32] * count), [_F32] * count)
+            constraints = ",".join(["=f"] * count + [str(i) for i in range(count)]) + ",~{memory}"
+            result = builder.call(ir.InlineAsm(ftype, text, constraints, side_effect=True), values)
+            for i, p in enumerate(pointers):
+                builder.store(builder.extract_value(result, i), p)
+            return context.get_dummy_value()
+
+        return codegen
+
+    @intrinsic
+    def fence(typingctx, acc, count):
+        if not _literal(count):
+            return None
+        return types.void(acc, count), _tied("wgmma.fence.sync.aligned;", acc, count.literal_value)
+
+    @intrinsic
+    def wait_group(typingctx, n, acc, count):
+        if not _literal(n, count):
+            return None
+        text = f"wgmma.wait_group.sync.aligned {n.literal_value};"
+        tied = _tied(text, acc, count.literal_value)
+
+        def codegen(context, builder, sig, args):  # acc is the second argument here
+            return tied(context, builder, types.void(sig.args[1]), [args[1]])
+
+        return types.void(n, acc, count), codegen
+
+    @intrinsic
+    def mma_async(typingctx, acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b):
+        if not _literal(first, n, trans_a, trans_b):
+            return None
+        _check_acc(acc, "wgmma.mma_async")
+        N = n.literal_value
+        if N % 8 or not 8 <= N <= 256:
+            raise TypeError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {N}")
+        count = N // 2
+        start = first.literal_value
+        ta, tb = trans_a.literal_value, trans_b.literal_value
+        sig = types.void(acc, first, n, types.uint64, types.uint64, types.uint32, trans_a, trans_b)
+        registers = ", ".join(f"${i}" for i in range(count))
+        text = (
+            "{\n.reg .pred p;\n"
+            f"setp.ne.b32 p, ${count + 2}, 0;\n"  # accumulate: D = A B + D, else D = A B
+            f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.f16.f16 {{{registers}}}, ${count}, ${count + 1}, "
+            f"p, 1, 1, {ta}, {tb};\n}}"
+        )
+        constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)]) + ",~{memory}"
+
+        def codegen(context, builder, sig, args):
+            pointers = _acc_pointers(context, builder, sig.args[0], args[0], start, count)
+            values = [builder.load(p) for p in pointers]
+            ftype = ir.FunctionType(ir.LiteralStructType([_F32] * count), [_I64, _I64, _I32] + [_F32] * count)
+            # side effects and a memory clobber: it reads shared memory, which LLVM must not move stores across
+            asm = ir.InlineAsm(ftype, text, constraints, side_effect=True)
+            result = builder.call(asm, [args[3], args[4], args[5]] + values)
+            for i, p in enumerate(pointers):
+                builder.store(builder.extract_value(result, i), p)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _bare(text, argtypes=(), constraints=""):
+        """A void asm statement with a memory clobber over scalar operands already cast to argtypes."""
+
+        def codegen(context, builder, sig, args):
+            llvm = [context.get_value_type(t) for t in argtypes]
+            ftype = ir.FunctionType(ir.VoidType(), llvm)
+            clobber = (constraints + "," if constraints else "") + "~{memory}"
+            values = [context.cast(builder, v, t, want) for v, t, want in zip(args, sig.args, argtypes, strict=False)]
+            builder.call(ir.InlineAsm(ftype, text, clobber, side_effect=True), values)
+            return context.get_dummy_value()
+
+        return codegen
+
+    @intrinsic
+    def commit_group(typingctx):
+        return types.void(), _bare("wgmma.commit_group.sync.aligned;")
+
+    @intrinsic
+    def fence_proxy_async(typingctx):
+        return types.void(), _bare("fence.proxy.async.shared::cta;")
+
+    @intrinsic
+    def fence_mbarrier_init(typingctx):
+        return types.void(), _bare("fence.mbarrier_init.release.cluster;")
+
+    @intrinsic
+    def setmaxnreg_inc(typingctx, n):
+        if not _literal(n):
+            return None
+        return types.void(n), _bare(f"setmaxnreg.inc.sync.aligned.u32 {n.literal_value};")
+
+    @intrinsic
+    def setmaxnreg_dec(typingctx, n):
+        if not _literal(n):
+            return None
+        return types.void(n), _bare(f"setmaxnreg.dec.sync.aligned.u32 {n.literal_value};")
+
+    @intrinsic
+    def shared_address(typingctx, arr, index):
+        sig = types.uint32(arr, index)
+
+        def codegen(context, builder, sig, args):
+            return _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+
+        return sig, codegen
+
+    def _on_barrier(text, extra_types=(), extra_constraints=(), returns=None):
+        """Codegen of an asm statement on mbarrier bars[i] (its shared address is $0, or $1 after an output)
+        with extra scalar inputs."""
+
+        def codegen(context, builder, sig, args):
+            bar = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            extras = [
+                context.cast(builder, v, t, e) for v, t, e in zip(args[2:], sig.args[2:], extra_types, strict=True)
+            ]
+            llvm = [_I32] + [context.get_value_type(e) for e in extra_types]
+            out = [] if returns is None else [returns]
+            ftype = ir.FunctionType(ir.VoidType() if returns is None else context.get_value_type(returns), llvm)
+            constraints = ",".join(["=r"] * len(out) + ["r"] + list(extra_constraints) + ["~{memory}"])
+            result = builder.call(ir.InlineAsm(ftype, text, constraints, side_effect=True), [bar] + extras)
+            return context.get_dummy_value() if returns is None else result
+
+        return codegen
+
+    def _check_bars(bars):
+        if not (isinstance(bars, types.Array) and bars.dtype == types.uint64 and bars.ndim == 1):
+            raise TypeError(f"mbarriers live in a 1-D uint64 shared array, got {bars}")
+
+    @intrinsic
+    def mbarrier_init(typingctx, bars, i, count):
+        _check_bars(bars)
+        return types.void(bars, i, types.uint32), _on_barrier(
+            "mbarrier.init.shared::cta.b64 [$0], $1;", (types.uint32,), ("r",)
+        )
+
+    @intrinsic
+    def mbarrier_arrive(typingctx, bars, i):
+        _check_bars(bars)
+        # the state it returns (for mbarrier.test_wait) goes to a register of its own scope
+        text = "{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [$0];\n}"
+        return types.void(bars, i), _on_barrier(text)
+
+    @intrinsic
+    def mbarrier_arrive_expect_tx(typingctx, bars, i, nbytes):
+        _check_bars(bars)
+        text = "{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [$0], $1;\n}"
+        return types.void(bars, i, types.uint32), _on_barrier(text, (types.uint32,), ("r",))
+
+    @intrinsic
+    def cp_async_mbarrier_arrive(typingctx, bars, i):
+        _check_bars(bars)
+        return types.void(bars, i), _on_barrier("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];")
+
+    @intrinsic
+    def mbarrier_try_wait(typingctx, bars, i, parity):
+        _check_bars(bars)
+        text = (
+            "{\n.reg .pred done;\nmbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2;\nselp.u32 $0, 1, 0, done;\n}"
+        )
+        return types.uint32(bars, i, types.uint32), _on_barrier(text, (types.uint32,), ("r",), returns=types.uint32)
+
+    @intrinsic
+    def mbarrier_wait(typingctx, bars, i, parity):
+        _check_bars(bars)
+        # labels are local to the braces, so the statement may be inlined many times
+        text = (
+            "{\n.reg .pred done;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n@!done bra WAIT;\n}"
+        )
+        return types.void(bars, i, types.uint32), _on_barrier(text, (types.uint32,), ("r",))
+
+    def _check_map(tmap):
+        if not (isinstance(tmap, types.Array) and tmap.dtype == types.uint64 and tmap.ndim == 1):
+            raise TypeError(f"a tensor map is the 16-word uint64 device array tensor_map_2d makes, got {tmap}")
+
+    @intrinsic
+    def tensormap_acquire(typingctx, tmap):
+        _check_map(tmap)
+        sig = types.void(tmap)
+
+        def codegen(context, builder, sig, args):
+            at = _global_address(context, builder, sig.args[0], args[0])
+            # the host wrote the map (a copy to the device): order that write before the TMA unit reads it; .sys,
+            # as the CUDA Programming Guide's example of a map in global memory copied with cudaMemcpy says
+            text = "fence.proxy.tensormap::generic.acquire.sys [$0], 128;\nprefetch.tensormap [$0];"
+            ftype = ir.FunctionType(ir.VoidType(), [_I64])
+            builder.call(ir.InlineAsm(ftype, text, "l,~{memory}", side_effect=True), [at])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def tma_load_2d(typingctx, tile, index, tmap, col, row, bars, b):
+        _check_map(tmap)
+        _check_bars(bars)
+        sig = types.void(tile, index, tmap, types.uint32, types.uint32, bars, b)
+
+        def codegen(context, builder, sig, args):
+            dst = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            at = _global_address(context, builder, sig.args[2], args[2])
+            bar = _shared_address(context, builder, sig.args[5], args[5], args[6], sig.args[6])
+            text = (
+                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                "[$0], [$1, {$2, $3}], [$4];"
+            )
+            ftype = ir.FunctionType(ir.VoidType(), [_I32, _I64, _I32, _I32, _I32])
+            asm = ir.InlineAsm(ftype, text, "r,l,r,r,r,~{memory}", side_effect=True)
+            builder.call(asm, [dst, at, args[3], args[4], bar])
+            return context.get_dummy_value()
+
+        return sig, codegen
