@@ -13,8 +13,8 @@ parameter set in ``_CASES`` and the timings hold only launches. Without a GPU
 
 Only the harness's stable pieces are used (``Variant.validate``/``launch``,
 ``harness.input_sets``/``time_launches``), so the same suite measures older
-commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``
-fall back to what a zoo from before INPUT_KINDS and EXTRA_BASELINES offers.
+commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``/``_kind_params``
+fall back to what a zoo from before INPUT_KINDS, EXTRA_BASELINES and KIND_PARAMS offers.
 """
 
 import warnings
@@ -22,7 +22,7 @@ import warnings
 from numba.core.errors import NumbaPerformanceWarning
 
 import zoo
-from zoo import harness
+from zoo import errors, harness
 from zoo.errors import OutOfRange
 from zoo.report import metric
 from zoo.results import size_key
@@ -30,6 +30,7 @@ from zoo.results import size_key
 BASELINE = "baseline"
 warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block sizes are small on purpose
 _CASES = {}
+UNAVAILABLE = getattr(errors, "Unavailable", ())  # a library row this machine lacks; none before zoo had them
 
 
 def unit_of(fam):
@@ -43,6 +44,11 @@ def _kinds(fam):
 
 def _inputs(fam, size, kind):
     return fam.make_inputs(size, 0) if kind is None else fam.make_inputs(size, 0, kind=kind)
+
+
+def _kind_params(fam, kind):
+    """The keyword arguments a kind adds to every call (KIND_PARAMS; none before that existed)."""
+    return dict(getattr(fam.module, "KIND_PARAMS", {}).get(kind, {})) if kind is not None else {}
 
 
 def _baselines(fam):
@@ -63,11 +69,12 @@ class Case:
 
         self.fam, self.name, self.size = fam, name, size
         host = _inputs(fam, size, kind)
+        self.params = _kind_params(fam, kind)
         self.call = _baselines(fam).get(name)
         if getattr(fam.module, "HOST_INPUTS", False):  # steps and baseline take host arrays, copy themselves
             import numpy as np
 
-            shape, dtype = fam.output_for(*host)
+            shape, dtype = fam.output_for(*host, **self.params)
             if self.call is None:
                 self.variant = fam[name]
                 self.sets, self.out = harness.benchmark_buffers(self.variant, host, shape, dtype)
@@ -76,27 +83,30 @@ class Case:
         elif self.call is not None:
             import cupy
 
-            shape, dtype = fam.output_for(*host)
+            shape, dtype = fam.output_for(*host, **self.params)
             self.sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
             self.out = cupy.empty(shape, dtype)
         else:
             self.variant = fam[name]
             try:
-                _, (shape, dtype) = self.variant.validate(*host)
+                _, (shape, dtype) = self.variant.validate(*host, **self.params)
             except OutOfRange as e:
                 raise NotImplementedError(f"{name} does not take size {size_key(size)}: {e}") from None
             self.sets = harness.input_sets(host)
             self.out = cuda.device_array(shape, dtype)
-        self.launch(0)  # compiles on the first call
+        try:
+            self.launch(0)  # compiles on the first call
+        except UNAVAILABLE as e:  # an extra library row this machine lacks (no PyTorch): a skip
+            raise NotImplementedError(f"{name}: {e}") from None
         cuda.synchronize()
         self._rate = None
 
     def launch(self, i):
         inputs = self.sets[i % len(self.sets)]
         if self.call is not None:
-            self.call(*inputs, self.out)
+            self.call(*inputs, self.out, **self.params)
         else:
-            self.variant.launch(inputs, self.out)
+            self.variant.launch(inputs, self.out, **self.params)
 
     def rate(self):
         """GFLOP/s or GB/s from the median device time (CUDA events), measured once."""
@@ -105,7 +115,8 @@ class Case:
             wall = getattr(self.fam.module, "WALL_TIME", False) and hasattr(harness, "time_wall")  # host-cost lessons
             timer = harness.time_wall if wall else harness.time_launches
             ms = timer(self.launch, min_samples=5, budget_s=0.25).median_ms
-            work = self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else self.fam.bytes_moved(self.size)
+            count = self.fam.flops if unit_of(self.fam) == "GFLOP/s" else self.fam.bytes_moved
+            work = count(self.size, **self.params)
             self._rate = work / (ms * 1e-3) / 1e9
         return self._rate
 

@@ -14,7 +14,7 @@ from rich.table import Table
 
 import zoo
 from zoo import harness, results
-from zoo.errors import OutOfRange
+from zoo.errors import OutOfRange, Unavailable
 
 console = Console()
 
@@ -263,11 +263,16 @@ def cmd_run(args):
                 measured = []
                 for name in fam.baselines:
                     progress.update(task, description=f"{fam.name} {key}: {name}")
-                    measured.append(
-                        harness.measure_baseline(
-                            fam, size, kind=kind, name=name, baseline_ms=measured[0].ms if measured else None
+                    try:
+                        measured.append(
+                            harness.measure_baseline(
+                                fam, size, kind=kind, name=name, baseline_ms=measured[0].ms if measured else None
+                            )
                         )
-                    )
+                    except Unavailable as e:  # an extra library row this machine cannot run (no PyTorch)
+                        if not measured:
+                            raise
+                        console.print(f"[yellow]{fam.name} {key}: no {name} row: {e}[/]")
                     progress.advance(task)
                 for name in fam.cpu_rows:
                     progress.update(task, description=f"{fam.name} {key}: {name} on the CPU")

@@ -7,3 +7,11 @@ class OutOfRange(ValueError):
     The checks skip such sizes for that variant instead of failing it; a caller
     gets an ordinary ValueError.
     """
+
+
+class Unavailable(RuntimeError):
+    """A library row (an extra baseline) whose library this machine lacks, such as PyTorch.
+
+    ``zoo run`` leaves the row out and says why; asv skips it. Only an extra baseline may raise it: the
+    main baseline is what every row is compared with.
+    """

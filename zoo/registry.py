@@ -60,6 +60,9 @@ OPTIONAL_SPEC = {
     "each a row of its own beside the baseline",
     "CEILINGS": "{name: fn(*cupy_inputs, out)}: rows that time what bounds the family (a copy of the "
     "same bytes, say) rather than compute its result: shown and timed, never checked",
+    "KIND_PARAMS": "{kind: {name: value}}: keyword arguments a kind of input adds to every call of that kind "
+    "(reference, output_for, flops, bytes_moved, the steps' launch, the baselines and CPU rows): for a kind that "
+    "changes the computation, not only the data (attention's causal mask)",
     "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind other than the first, each one "
     "of TEST_SIZES (the same code on other data need not pay for every size twice); "
     "`zoo check` and the GPU tests still check every kind at every size",
@@ -290,6 +293,12 @@ class Family:
         if kind not in self.kinds:
             raise ValueError(f"{self.name} has no input kind {kind!r}; it has: {', '.join(self.kinds)}")
         return self.make_inputs(size, seed, kind=kind)
+
+    def kind_params(self, kind=None):
+        """The keyword arguments a kind of input adds to every call (KIND_PARAMS; {} for most kinds)."""
+        if kind is None:
+            kind = self.kinds[0]
+        return dict(getattr(self.module, "KIND_PARAMS", {}).get(kind, {}))
 
     def cases(self, sizes):
         """(size, kind) for every size and every kind of input."""
