@@ -13,6 +13,7 @@ results, the reports, the sweeps or the CLI (``tests/test_layout.py`` checks):
 ``zoo.device.bits``         float32 / int32 bits as uint32 and back
 ``zoo.device.warp``         ``FULL_MASK``, the warp-wide inclusive scan, shuffles with a ``width``
 ``zoo.device.mma``          tensor cores: ``mma.sync``, ``ldmatrix``, ``cp.async``, float16 words
+``zoo.device.approx``       ``exp2_approx``: the hardware's ``ex2.approx.ftz`` alone, for softmax-like loops
 ``zoo.device.buffers``      ``scratch``: device buffers a step keeps between calls
 ``zoo.device`` (here)       ``sm_count()`` and ``properties()`` of the GPU, for launch decisions
 ==========================  ========================================================================
