@@ -8,9 +8,9 @@ Changes:
     S against keys 2t, 2t + 1 of every 8 (32 scores), finds the rows' maxima
     among the 4 lanes of its quad (two shuffles), and accumulates the same rows
     of O at columns 2t, 2t + 1 of every 8, P passing through a warp-private
-    shared tile. O is only multiplied by exp(m - m') per block; the sums l
-    stay per lane and meet, with the division, after the last block.
-    Exponentials are exp2 with 1 / sqrt(d) and log2(e) folded into one FMA.
+    shared tile. O and l are rescaled only when a row's max grows (a warp
+    vote); the sums l stay per lane and meet, with the division by them,
+    after the last block. exp2 (``exp2_approx``) takes 1 / sqrt(d) log2(e) in one FMA.
 
 Why it is faster:
     Two barriers per 64 keys instead of three per 256, and they are the
@@ -41,12 +41,13 @@ WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
 BK = 32 if SIMULATOR else 64  # keys per block of keys
 NEG_INF = np.float32(-np.inf)  # a masked score: exp2(-inf) is exactly 0
 LOG2E = math.log2(math.e)
-ZERO = np.uint32(0)
 
 
 @functools.cache
-def build(D):
-    """The kernel for head dimension D: every loop over d, keys or columns has a constant trip count."""
+def build(D, WARPS=WARPS, BK=BK):
+    """The kernel for head dimension D, WARPS warps of 16 query rows and blocks of BK keys, with its block and
+    shared-memory sizes; every loop over d, keys or columns has a constant trip count. (Other shapes than the
+    defaults are for the tuning probe, .ci/gpu-attention.sh.)"""
     BQ = 16 * WARPS  # query rows per block
     THREADS = 32 * WARPS
     STRIDE = D + 8  # float16 per staged row: padded by 16 bytes, so the rows a warp reads fall in different banks
@@ -79,14 +80,17 @@ def build(D):
         visible0 = uint32(min(n, row0 + uint32(1))) if causal else n  # row g sees the keys below visible0
         visible1 = uint32(min(n, row1 + uint32(1))) if causal else n
         base = head * n * uint32(D)  # the head's first element in Q, K, V and O
-        copy_row = tid // uint32(CHUNKS)  # this thread's 16-byte chunk of each pass: row, then its 8 columns
+        # This thread's 16-byte chunk of each pass: row copy_row + p ROWS_PER_PASS, 8 columns from copy_col. A row
+        # past the end copies the last row instead: its keys are masked, its P is 0 and its outputs are never
+        # stored, so any finite values do, and every copy is the same instruction with no branch.
+        copy_row = tid // uint32(CHUNKS)
         copy_col = tid % uint32(CHUNKS) * uint32(8)
+        copy_dst = copy_row * uint32(STRIDE) + copy_col  # the chunk in a staged tile
+        last = n - uint32(1)
         for p in range(BQ // ROWS_PER_PASS):  # Q's block of rows
-            r, col = copy_row + uint32(p * ROWS_PER_PASS), copy_col
-            w0, w1, w2, w3 = ZERO, ZERO, ZERO, ZERO  # rows past the end stage zeros
-            if q0 + r < n:
-                w0, w1, w2, w3 = load_half8(Q, base + (q0 + r) * uint32(D) + col)
-            store_half8(tiles, r * uint32(STRIDE) + col, w0, w1, w2, w3)
+            row = min(q0 + copy_row + uint32(p * ROWS_PER_PASS), last)
+            w0, w1, w2, w3 = load_half8(Q, base + row * uint32(D) + copy_col)
+            store_half8(tiles, copy_dst + uint32(p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
         for i in range(O_REGS):
             o[i] = float32(0.0)
         m0, m1 = NEG_INF, NEG_INF  # running maxima of rows g and g + 8 (raw scores)
@@ -98,15 +102,11 @@ def build(D):
             k0 = uint32(k0)
             cuda.syncthreads()  # every warp is done with the previous K and V tiles (and Q is staged)
             for p in range(BK // ROWS_PER_PASS):  # the block of keys and values
-                r, col = copy_row + uint32(p * ROWS_PER_PASS), copy_col
-                kw0, kw1, kw2, kw3 = ZERO, ZERO, ZERO, ZERO
-                vw0, vw1, vw2, vw3 = ZERO, ZERO, ZERO, ZERO
-                if k0 + r < n:
-                    at = base + (k0 + r) * uint32(D) + col
-                    kw0, kw1, kw2, kw3 = load_half8(K, at)
-                    vw0, vw1, vw2, vw3 = load_half8(V, at)
-                store_half8(tiles, uint32(K_AT) + r * uint32(STRIDE) + col, kw0, kw1, kw2, kw3)
-                store_half8(tiles, uint32(V_AT) + r * uint32(STRIDE) + col, vw0, vw1, vw2, vw3)
+                at = base + min(k0 + copy_row + uint32(p * ROWS_PER_PASS), last) * uint32(D) + copy_col
+                w0, w1, w2, w3 = load_half8(K, at)
+                store_half8(tiles, copy_dst + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
+                w0, w1, w2, w3 = load_half8(V, at)
+                store_half8(tiles, copy_dst + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
             cuda.syncthreads()  # the K and V tiles are complete
 
             # S = Q K^T for rows g, g + 8 and keys 8j + 2t + e: each staged value serves 2 rows or 16 keys.
@@ -141,11 +141,19 @@ def build(D):
                 top0 = max(top0, cuda.shfl_xor_sync(FULL_MASK, top0, 1 << k))
                 top1 = max(top1, cuda.shfl_xor_sync(FULL_MASK, top1, 1 << k))
             mc0, mc1 = top0 * scale_log2, top1 * scale_log2  # the new maxima, scaled: finite (key 0 is never masked)
-            rescale0 = exp2_approx(m0 * scale_log2 - mc0)  # 0 on the first block (m = -inf), 1 while the max holds
-            rescale1 = exp2_approx(m1 * scale_log2 - mc1)
-            m0, m1 = top0, top1
-            l0 *= rescale0
-            l1 *= rescale1
+            # O and l so far were weighted by exp2(s c - m c) of the old maxima: rescaled when a row's max grew, which
+            # after the first blocks is rare, so a warp asks first (a vote, the same branch for all 32 lanes).
+            if cuda.any_sync(FULL_MASK, top0 > m0 or top1 > m1):
+                rescale0 = exp2_approx(m0 * scale_log2 - mc0)  # 0 on the first block (m = -inf), 1 where the max held
+                rescale1 = exp2_approx(m1 * scale_log2 - mc1)
+                l0 *= rescale0
+                l1 *= rescale1
+                for i in range(DT):
+                    o[4 * i] *= rescale0
+                    o[4 * i + 1] *= rescale0
+                    o[4 * i + 2] *= rescale1
+                    o[4 * i + 3] *= rescale1
+                m0, m1 = top0, top1
             for j in range(NT):
                 for e in range(2):
                     p0 = exp2_approx(s[4 * j + e] * scale_log2 - mc0)  # one FMA and one ex2
@@ -154,11 +162,6 @@ def build(D):
                     l1 += p1
                     p_tile[p_at + uint32(8 * j + e) + t * uint32(2)] = p0
                     p_tile[p_at + uint32(8 * P_STRIDE + 8 * j + e) + t * uint32(2)] = p1
-            for i in range(DT):  # O so far was weighted by exp2(s c - m c) of the old max
-                o[4 * i] *= rescale0
-                o[4 * i + 1] *= rescale0
-                o[4 * i + 2] *= rescale1
-                o[4 * i + 3] *= rescale1
             cuda.syncwarp()  # the warp's P rows, written by its 32 lanes, are visible to all of them
 
             # O += P V for rows g, g + 8 and columns 8i + 2t + e: each staged value serves 2 rows.

@@ -49,12 +49,13 @@ WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
 BK = 32 if SIMULATOR else 64  # keys per block of keys
 NEG_INF = np.float32(-np.inf)  # a masked score: exp2(-inf) is exactly 0
 LOG2E = math.log2(math.e)
-ZERO = np.uint32(0)
 
 
 @functools.cache
-def build(D):
-    """The kernel for head dimension D: every loop over d, keys or columns has a constant trip count."""
+def build(D, WARPS=WARPS, BK=BK):
+    """The kernel for head dimension D, WARPS warps of 16 query rows and blocks of BK keys, with its block and
+    shared-memory sizes; every loop over d, keys or columns has a constant trip count. (Other shapes than the
+    defaults are for the tuning probe, .ci/gpu-attention.sh.)"""
     BQ = 16 * WARPS  # query rows per block
     THREADS = 32 * WARPS
     STRIDE = D + 8  # float16 per staged row: padded by 16 bytes, so the rows a warp reads fall in different banks
@@ -86,14 +87,17 @@ def build(D):
         visible0 = uint32(min(n, row0 + uint32(1))) if causal else n  # row g sees the keys below visible0
         visible1 = uint32(min(n, row1 + uint32(1))) if causal else n
         base = head * n * uint32(D)  # the head's first element in Q, K, V and O
-        copy_row = tid // uint32(CHUNKS)  # this thread's 16-byte chunk of each pass: row, then its 8 columns
+        # This thread's 16-byte chunk of each pass: row copy_row + p ROWS_PER_PASS, 8 columns from copy_col. A row
+        # past the end copies the last row instead: its keys are masked, its P is 0 and its outputs are never
+        # stored, so any finite values do, and every copy is the same instruction with no branch.
+        copy_row = tid // uint32(CHUNKS)
         copy_col = tid % uint32(CHUNKS) * uint32(8)
+        copy_dst = copy_row * uint32(STRIDE) + copy_col  # the chunk in a staged tile
+        last = n - uint32(1)
         for p in range(BQ // ROWS_PER_PASS):  # Q's block of rows
-            r, col = copy_row + uint32(p * ROWS_PER_PASS), copy_col
-            w0, w1, w2, w3 = ZERO, ZERO, ZERO, ZERO  # rows past the end stage zeros
-            if q0 + r < n:
-                w0, w1, w2, w3 = load_half8(Q, base + (q0 + r) * uint32(D) + col)
-            store_half8(tiles, r * uint32(STRIDE) + col, w0, w1, w2, w3)
+            row = min(q0 + copy_row + uint32(p * ROWS_PER_PASS), last)
+            w0, w1, w2, w3 = load_half8(Q, base + row * uint32(D) + copy_col)
+            store_half8(tiles, copy_dst + uint32(p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
         for i in range(O_REGS):
             o[i] = float32(0.0)
         m0, m1 = NEG_INF, NEG_INF  # running maxima of rows g and g + 8 (raw scores)
@@ -101,9 +105,8 @@ def build(D):
         # ldmatrix row addresses, as in hgemm: Q (A) and V (B, transposed) name row l % 16 at column 8 (l // 16);
         # K (B, not transposed) names key 8 (l // 16) + l % 8 at column 8 (l // 8 % 2): b0 b1 of keys 0-7, then 8-15
         q_lane = (warp * uint32(16) + lane % uint32(16)) * uint32(STRIDE) + lane // uint32(16) * uint32(8)
-        k_lane = (lane // uint32(16) * uint32(8) + lane % uint32(8)) * uint32(STRIDE) + lane // uint32(8) % uint32(
-            2
-        ) * uint32(8)
+        k_row = lane // uint32(16) * uint32(8) + lane % uint32(8)
+        k_lane = k_row * uint32(STRIDE) + lane // uint32(8) % uint32(2) * uint32(8)
         v_lane = lane % uint32(16) * uint32(STRIDE) + lane // uint32(16) * uint32(8)
         cuda.syncthreads()  # Q is staged
         for kk in range(D // 16):  # the warp's 16 rows, 16 columns at a time, as A fragments for the whole pass
@@ -115,15 +118,11 @@ def build(D):
             k0 = uint32(k0)
             cuda.syncthreads()  # every warp is done with the previous K and V tiles
             for p in range(BK // ROWS_PER_PASS):  # the block of keys and values
-                r, col = copy_row + uint32(p * ROWS_PER_PASS), copy_col
-                kw0, kw1, kw2, kw3 = ZERO, ZERO, ZERO, ZERO
-                vw0, vw1, vw2, vw3 = ZERO, ZERO, ZERO, ZERO
-                if k0 + r < n:
-                    at = base + (k0 + r) * uint32(D) + col
-                    kw0, kw1, kw2, kw3 = load_half8(K, at)
-                    vw0, vw1, vw2, vw3 = load_half8(V, at)
-                store_half8(tiles, uint32(K_AT) + r * uint32(STRIDE) + col, kw0, kw1, kw2, kw3)
-                store_half8(tiles, uint32(V_AT) + r * uint32(STRIDE) + col, vw0, vw1, vw2, vw3)
+                at = base + min(k0 + copy_row + uint32(p * ROWS_PER_PASS), last) * uint32(D) + copy_col
+                w0, w1, w2, w3 = load_half8(K, at)
+                store_half8(tiles, copy_dst + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
+                w0, w1, w2, w3 = load_half8(V, at)
+                store_half8(tiles, copy_dst + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
             cuda.syncthreads()  # the K and V tiles are complete
 
             # S = Q K^T: per 16 columns of d and 16 keys, one ldmatrix and two mma (keys 0-7 and 8-15).
@@ -167,22 +166,25 @@ def build(D):
                 top0 = max(top0, cuda.shfl_xor_sync(FULL_MASK, top0, 1 << k))
                 top1 = max(top1, cuda.shfl_xor_sync(FULL_MASK, top1, 1 << k))
             mc0, mc1 = top0 * scale_log2, top1 * scale_log2  # the new maxima, scaled: finite (key 0 is never masked)
-            rescale0 = exp2_approx(m0 * scale_log2 - mc0)  # 0 on the first block (m = -inf), 1 while the max holds
-            rescale1 = exp2_approx(m1 * scale_log2 - mc1)
-            m0, m1 = top0, top1
-            l0 *= rescale0
-            l1 *= rescale1
+            # O and l so far were weighted by exp2(s c - m c) of the old maxima: rescaled when a row's max grew, which
+            # after the first blocks is rare, so a warp asks first (a vote, the same branch for all 32 lanes).
+            if cuda.any_sync(FULL_MASK, top0 > m0 or top1 > m1):
+                rescale0 = exp2_approx(m0 * scale_log2 - mc0)  # 0 on the first block (m = -inf), 1 where the max held
+                rescale1 = exp2_approx(m1 * scale_log2 - mc1)
+                l0 *= rescale0
+                l1 *= rescale1
+                for i in range(DT):
+                    o[4 * i] *= rescale0
+                    o[4 * i + 1] *= rescale0
+                    o[4 * i + 2] *= rescale1
+                    o[4 * i + 3] *= rescale1
+                m0, m1 = top0, top1
             for j in range(NT):
                 for e in range(2):
                     s[4 * j + e] = exp2_approx(s[4 * j + e] * scale_log2 - mc0)  # one FMA and one ex2
                     s[4 * j + 2 + e] = exp2_approx(s[4 * j + 2 + e] * scale_log2 - mc1)
                     l0 += s[4 * j + e]  # the sums take the float32 probabilities
                     l1 += s[4 * j + 2 + e]
-            for i in range(DT):  # O so far was weighted by exp2(s c - m c) of the old max
-                o[4 * i] *= rescale0
-                o[4 * i + 1] *= rescale0
-                o[4 * i + 2] *= rescale1
-                o[4 * i + 3] *= rescale1
 
             # O += P V: the C fragments of keys 16kp .. 16kp + 15 (mma tiles 2kp, 2kp + 1), rounded to float16 and
             # paired, are the A fragment of those keys; V's B fragments come two 8-column tiles per ldmatrix.trans.
