@@ -127,6 +127,20 @@ def test_sizes_past_the_index_and_shared_memory_limits_are_out_of_range():
         v02.validate(past, past, past)
 
 
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_device_array_off_a_16_byte_boundary(variant):
+    """v04 on copy 16 bytes at a time: a view that starts 2 bytes into a buffer is refused, not read misaligned."""
+    Q, K, V = ATTENTION.make_inputs(SMALL, seed=6)
+    buffer = cuda.to_device(np.concatenate([np.zeros(1, np.float16), Q.ravel()]))
+    shifted = buffer[1:].reshape(Q.shape)  # C-contiguous, 2 bytes past a boundary
+    if variant.number < 4:  # element-wise loads: any address will do
+        out = variant(shifted, cuda.to_device(K), cuda.to_device(V)).copy_to_host()
+        np.testing.assert_array_equal(out, variant(Q, K, V))
+        return
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        variant(shifted, cuda.to_device(K), cuda.to_device(V))
+
+
 def test_the_torch_row_is_unavailable_without_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
     Q, K, V = ATTENTION.make_inputs(SMALL, seed=0)

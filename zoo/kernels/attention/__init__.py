@@ -12,38 +12,41 @@ so P[i, j] = 0): the decoder's mask. Row 0 then sees only key 0, so O[0] = V[0].
 
 What the steps teach is the n x n matrix in the middle. Written out (v01: a
 kernel for S, the softmax of the ``softmax`` family over its rows, a kernel for
-P V) it is n / d times larger than Q, K, V and O together: at n = 4096, d = 64
-and 32 heads, 537 million scores, 2.1 GB in float32, moved five times (see
-``v01.score_bytes``) against 67 MB of inputs and output. The fused steps never
-store it. v02 keeps a block of 8 query rows' scores in shared memory (sequences
-up to the shared memory a block can have: ``v02.max_seq``, 7,000 or so on a
-Hopper). v03 makes the length unlimited with the online softmax of the
-``softmax`` family (v04 there): the keys arrive in blocks, each row keeps a
-running maximum m and sum l, and what was accumulated against an older maximum
-is rescaled by exp(m_old - m_new) (FlashAttention-1). v04 takes
-FlashAttention-2's ordering: each warp owns its own query rows through the
-whole pass, so the softmax needs no block-wide barrier, and the division by l
-waits until the end. v05 moves both products to the tensor cores (the
-``mma.sync`` and ``ldmatrix`` of ``zoo.device.mma``, as the ``hgemm`` family
-uses them), keeping P in registers: the scores an ``mma`` leaves in a lane are
-exactly the A fragment the next ``mma`` needs. v06 copies the next key and value
-blocks with ``cp.async`` while the current ones are used; v07 skips the key
-blocks that lie wholly above the diagonal of a causal mask, half the work.
+P V) it holds n / 4d times as many numbers as Q, K, V and O together: at
+n = 4096, d = 64 and 32 heads, 537 million scores, 2.1 GB in float32, moved five
+times (``v01.score_bytes``: 10.7 GB) against the 67 MB of inputs and output. The
+fused steps never store it. v02 keeps the scores of a block of 8 query rows in
+shared memory, so its sequences end where that memory does (``v02.max_seq``:
+about 7,100 positions on a Hopper). v03 takes any length with the online
+softmax of the ``softmax`` family (v04 there): the keys arrive in blocks, each
+row keeps a running maximum m and sum l, and what was accumulated against an
+older maximum is rescaled by exp(m_old - m_new) (FlashAttention-1). v04 takes
+FlashAttention-2's ordering: each warp owns 16 query rows through the whole
+pass, so the softmax needs no block-wide barrier, and the division by l waits
+until the end. v05 moves both products to the tensor cores (the ``mma.sync``
+and ``ldmatrix`` of ``zoo.device.mma``, as the ``hgemm`` family uses them),
+keeping P in registers: the scores an ``mma`` leaves in a lane are exactly the
+A fragment the next ``mma`` needs. v06 copies the next keys and values with
+``cp.async`` while the current ones are used; v07 skips the key blocks that lie
+wholly above the diagonal of a causal mask, half the work.
 
-The exponentials are exp2(x log2(e)): the scale 1 / sqrt(d) and log2(e) are one
-constant c, each row's maximum is stored as m c, and a probability is
-exp2(s c - m c), one fused multiply-add and the hardware's ``ex2``; the rescale
-exp2(m_old c - m_new c) uses the same stored values, so every term of a row
-carries the same rounding of m c, which cancels in P / l.
+From v04 on the exponentials are exp2(x log2(e)) (``zoo.device.approx``: one
+``ex2`` instruction): 1 / sqrt(d) and log2(e) are one constant c, a row's
+maximum enters as m c, and a probability is exp2(s c - m c), one fused
+multiply-add and one ``ex2``. The rescale exp2(m_old c - m_new c) uses the same
+products m c, so every term of a row carries the same rounding of m c, which
+cancels in P / l; and since a row's maximum stops growing after its first few
+blocks of keys, a warp rescales O only when a vote says that one of its rows'
+maxima grew.
 
 Sizes, kinds, output
 --------------------
 A size is BH x n x d (d = 64 or 128), or n alone for 1 x n x 64. Q, K and V share
 one shape; a d other than 64 or 128 is a ValueError, as a mismatched shape is.
 The output is float16, as FlashAttention's and PyTorch's are: the steps
-accumulate in float32 and round once at the end. A float32 output would be
-easier to check but doubles the bytes of O and no consumer of attention wants it;
-the tolerance is set by the float16 probabilities anyway (below). The kinds of
+accumulate in float32 and round once at the end. A float32 output would be a
+little easier to check, but it doubles the bytes of O for a next layer that
+reads float16, and the tolerance is set by the float16 probabilities anyway. The kinds of
 input are ``full`` and ``causal`` (the same random data; ``KIND_PARAMS`` gives
 the causal kind ``causal=True`` in every call, reference included, and any step
 takes it by hand: ``step(Q, K, V, causal=True)``). Inputs are standard normal
@@ -56,13 +59,15 @@ are not counted, as the FlashAttention papers do not. Bytes moved: Q, K and V
 read once and O written once, 8 BH n d.
 
 Tolerance (relative norm error against float64): 2e-3. The tensor-core steps
-round each probability to float16 before P V (relative error up to 2^-11, about
-2.4e-4 rms), and O is rounded to float16 at the end (the same again). A NumPy
-model of that arithmetic measures 2.5e-4 to 2.9e-4 at n = 31 to 4096; the
-baseline, whose scores and softmax are float16 CuPy arrays between ops,
-measures 5e-4 to 9e-4 in the same model. Dropping one key of 4096 is an error
-of about sqrt(1 / 4096) = 1.6e-2; letting one masked key through in every row of
-a causal pass, about 0.4; a forgotten rescale or scale, order 1.
+round each probability to float16 before P V (a relative error of up to 2^-11
+= 4.9e-4 each), and every step rounds O to float16 at the end (the same bound).
+A NumPy model of that arithmetic measures 2.5e-4 to 2.9e-4 at n = 31 to 4096,
+and the steps measure 1.9e-4 to 2.7e-4 in the simulator's tests; the baseline,
+whose scores and softmax are float16 CuPy arrays between ops, measures 5e-4 to
+9e-4 in the same model, so it passes with a margin of two. In that model at
+n = 4096, d = 64, dropping the last key from every row is an error of 1.5e-2;
+letting one masked key through in every row of a causal pass, 0.3; a forgotten
+scale, more than 1.
 
 Baselines: the main row is the composition a user writes in CuPy:
 ``cupy.matmul`` for S (cuBLAS, float16 in and out, float32 accumulation), the
@@ -161,6 +166,21 @@ def check_limits(Q, K, V, causal=False):
         raise OutOfRange(f"attention indexes with uint32: Q must have fewer than 2^32 elements, got {bh * n * d}")
     if bh > MAX_HEADS:
         raise OutOfRange(f"attention puts a head in the grid's y dimension: at most {MAX_HEADS} heads, got {bh}")
+
+
+def check_aligned(Q, K, V, causal=False):
+    """ValueError for a device array that does not start on a 16-byte boundary (v04 on copy 16 bytes at a time).
+
+    A NumPy array is copied to a fresh device array first, so only device arrays are checked.
+    """
+    from zoo.device.memory import aligned
+
+    for name, a in (("Q", Q), ("K", K), ("V", V)):
+        if not isinstance(a, np.ndarray) and not aligned(a):
+            raise ValueError(
+                f"{name} does not start on a 16-byte boundary, which this step's 16-byte copies need: pass a copy "
+                f"({name}.copy()) or a view that starts at a whole head"
+            )
 
 
 def baseline(Q, K, V, out, causal=False):

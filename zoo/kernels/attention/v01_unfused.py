@@ -2,7 +2,7 @@
 
 Changes:
     The first step: attention as a framework runs its ops, one kernel each.
-    ``scores`` is a 16 x 16 shared-memory tiled product (sgemm v03's shape):
+    ``scores`` is a shared-memory tiled product (sgemm v03's, 16 x 16):
     a block stages 16 query rows and 16 key rows, d/16 slices at a time, and
     each thread writes one float32 score, scaled, or -inf above a causal
     diagonal. ``softmax_rows`` is softmax v04 over each row of S, in place:

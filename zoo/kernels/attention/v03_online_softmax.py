@@ -3,8 +3,8 @@
 Changes:
     From v02: the keys arrive 256 at a time and the shared scores shrink to
     8 x 256. For each block of keys phase 1 writes its scores as before
-    (thread t, key t of the block);
-    phase 2 finds the block's max, the new running max m' = max(m, block max),
+    (thread t, key t of the block); phase 2 finds the block's max, the new
+    running max m' = max(m, block max),
     the exponentials exp(s - m') and their sum, and the running sum
     l' = exp(m - m') l + block sum (the online normalizer of the softmax
     family); phase 3 rescales each lane's O, already divided by l, to the new
@@ -13,9 +13,10 @@ Changes:
 
 Why it is faster:
     It is not, per score: a block of keys costs what v02 paid for it, plus
-    a rescale of O. What it frees is the shared memory: 8 KB whatever the
-    length, so any sequence runs (v02 stops near 7,000 positions), and a block
-    of a few KB leaves room for more blocks on each SM.
+    a rescale of O. What it frees is the shared memory: 10 or 12 KB whatever the
+    length, so any sequence runs (v02 stops near 7,100 positions), and a
+    block that small leaves room for more blocks on each SM (v02 fits one
+    at n = 4096: 128 KB of scores).
 
 Measured:
     not yet measured on a GPU

@@ -42,7 +42,7 @@ from zoo.device.mma import (
     store_half8,
 )
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.attention import check_limits
+from zoo.kernels.attention import check_aligned, check_limits
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs and ldmatrix (sm_75 has m16n8k8 only)
 WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
@@ -218,7 +218,9 @@ def build(D, WARPS=WARPS, BK=BK):
     return attention_kernel, BQ, THREADS, (BQ + 2 * BK) * STRIDE * 2
 
 
-validate = check_limits  # any length
+def validate(Q, K, V, causal=False):
+    check_limits(Q, K, V)  # any length
+    check_aligned(Q, K, V)
 
 
 def launch(Q, K, V, out, causal=False):

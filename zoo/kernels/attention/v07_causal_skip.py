@@ -12,7 +12,7 @@ Changes:
 Why it is faster:
     Half the work: of the n / 64 key blocks a query block used, it skips
     those above its diagonal, on average half, and each skipped block took
-    64 or 128 ``mma`` per warp, a softmax and two 8-32 KB copies. The blocks
+    64 or 128 ``mma`` per warp, a softmax and 16 or 32 KB of copies. The blocks
     left are unmasked except one per query block (v06 ran the mask's
     compares and selects on every block). Ordering the longest first keeps
     the last wave from ending on a few long blocks while the SMs sit idle.
@@ -42,7 +42,7 @@ from zoo.device.mma import (
     pack_half2,
 )
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.attention import check_limits
+from zoo.kernels.attention import check_aligned, check_limits
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs, ldmatrix (sm_75 has m16n8k8 only), cp.async
 WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
@@ -234,7 +234,9 @@ def build(D, WARPS=WARPS, BK=BK):
     return attention_kernel, BQ, THREADS, (BQ + 2 * 2 * BK) * STRIDE * 2
 
 
-validate = check_limits  # any length
+def validate(Q, K, V, causal=False):
+    check_limits(Q, K, V)  # any length
+    check_aligned(Q, K, V)
 
 
 def launch(Q, K, V, out, causal=False):
