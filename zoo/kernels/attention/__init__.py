@@ -76,6 +76,9 @@ scale, the mask and the softmax as CuPy ops, ``cupy.matmul`` for P V. The row
 kernels inside PyTorch) where PyTorch can be imported; zoo never depends on
 it, and where it is missing the row raises ``zoo.errors.Unavailable`` and is
 left out. The CPU row is NumPy in float32, head by head, through its BLAS.
+On a GPU, ``.ci/gpu-attention.sh`` measures v01's DRAM bytes against the fused
+steps' with ncu, times other tile shapes of v07, and prints the goals' figures
+(x over CuPy, % of torch, % of the zoo's best hgemm rate, v07 over v06 causal).
 """
 
 import math
