@@ -13,8 +13,8 @@ parameter set in ``_CASES`` and the timings hold only launches. Without a GPU
 
 Only the harness's stable pieces are used (``Variant.validate``/``launch``,
 ``harness.input_sets``/``time_launches``), so the same suite measures older
-commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``
-fall back to what a zoo from before INPUT_KINDS and EXTRA_BASELINES offers.
+commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``/``_kind_params``
+fall back to what a zoo from before INPUT_KINDS, EXTRA_BASELINES and KIND_PARAMS offers.
 """
 
 import warnings
@@ -22,7 +22,7 @@ import warnings
 from numba.core.errors import NumbaPerformanceWarning
 
 import zoo
-from zoo import harness
+from zoo import errors, harness
 from zoo.errors import OutOfRange
 from zoo.report import metric
 from zoo.results import size_key
@@ -30,6 +30,7 @@ from zoo.results import size_key
 BASELINE = "baseline"
 warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block sizes are small on purpose
 _CASES = {}
+UNAVAILABLE = getattr(errors, "Unavailable", ())  # a library row this machine lacks; none before zoo had them
 
 
 def unit_of(fam):
@@ -45,12 +46,17 @@ def _inputs(fam, size, kind):
     return fam.make_inputs(size, 0) if kind is None else fam.make_inputs(size, 0, kind=kind)
 
 
-def _bytes(fam, size, kind):
+def _bytes(fam, size, kind, params):
     """The bytes one call of this kind moves (a zoo from before bytes_moved(size, kind): the size's)."""
     try:
-        return fam.bytes_moved(size, kind)
+        return fam.bytes_moved(size, kind, **params)
     except TypeError:
         return fam.bytes_moved(size)
+
+
+def _kind_params(fam, kind):
+    """The keyword arguments a kind adds to every call (KIND_PARAMS; none before that existed)."""
+    return dict(getattr(fam.module, "KIND_PARAMS", {}).get(kind, {})) if kind is not None else {}
 
 
 def _baselines(fam):
@@ -71,11 +77,12 @@ class Case:
 
         self.fam, self.name, self.size, self.kind = fam, name, size, kind
         host = _inputs(fam, size, kind)
+        self.params = _kind_params(fam, kind)
         self.call = _baselines(fam).get(name)
         if getattr(fam.module, "HOST_INPUTS", False):  # steps and baseline take host arrays, copy themselves
             import numpy as np
 
-            shape, dtype = fam.output_for(*host)
+            shape, dtype = fam.output_for(*host, **self.params)
             if self.call is None:
                 self.variant = fam[name]
                 self.sets, self.out = harness.benchmark_buffers(self.variant, host, shape, dtype)
@@ -84,7 +91,7 @@ class Case:
         elif self.call is not None:
             import cupy
 
-            shape, dtype = fam.output_for(*host)
+            shape, dtype = fam.output_for(*host, **self.params)
             self.sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
             self.out = cupy.empty(shape, dtype)
         else:
@@ -93,7 +100,7 @@ class Case:
             if unsupported:
                 raise NotImplementedError(unsupported)  # asv skips it: this GPU is older than the step needs
             try:
-                _, (shape, dtype) = self.variant.validate(*host)
+                _, (shape, dtype) = self.variant.validate(*host, **self.params)
             except OutOfRange as e:
                 raise NotImplementedError(f"{name} does not take size {size_key(size)}: {e}") from None
             self.sets = harness.input_sets(host)
@@ -102,15 +109,17 @@ class Case:
             self.launch(0)  # compiles on the first call
         except OutOfRange as e:  # an extra library row that does not apply to this kind of input
             raise NotImplementedError(f"{name} does not take size {size_key(size)}: {e}") from None
+        except UNAVAILABLE as e:  # an extra library row this machine lacks (no PyTorch): a skip
+            raise NotImplementedError(f"{name}: {e}") from None
         cuda.synchronize()
         self._ms = None
 
     def launch(self, i):
         inputs = self.sets[i % len(self.sets)]
         if self.call is not None:
-            self.call(*inputs, self.out)
+            self.call(*inputs, self.out, **self.params)
         else:
-            self.variant.launch(inputs, self.out)
+            self.variant.launch(inputs, self.out, **self.params)
 
     def ms(self):
         """The median device time of one call in ms (CUDA events; host wall time for WALL_TIME families),
@@ -124,7 +133,10 @@ class Case:
 
     def rate(self):
         """GFLOP/s or GB/s from the median time."""
-        work = self.fam.flops(self.size) if unit_of(self.fam) == "GFLOP/s" else _bytes(self.fam, self.size, self.kind)
+        if unit_of(self.fam) == "GFLOP/s":
+            work = self.fam.flops(self.size, **self.params)
+        else:
+            work = _bytes(self.fam, self.size, self.kind, self.params)
         return work / (self.ms() * 1e-3) / 1e9
 
 

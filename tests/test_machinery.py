@@ -210,6 +210,50 @@ def test_cli_checks_one_kind_or_all(tmp_path, zoo_cli):
     assert r.returncode == 2 and "no input kind 'int8'" in r.stderr
 
 
+PARAMS_SPEC = (
+    SPEC.replace(
+        """def make_inputs(size, seed):""",
+        """INPUT_KINDS = ("twice", "thrice")
+KIND_PARAMS = {"thrice": {"factor": 3.0}}  # the kind changes the computation, not the data
+
+
+def make_inputs(size, seed, kind="twice"):""",
+    )
+    .replace("def reference(x):\n    return 2.0 * x", "def reference(x, factor=2.0):\n    return factor * x")
+    .replace("def output_for(x):", "def output_for(x, factor=2.0):")
+    .replace("def flops(size):\n    return int(size)", "def flops(size, factor=2.0):\n    return int(size * factor)")
+    .replace("def bytes_moved(size):", "def bytes_moved(size, factor=2.0):")
+    .replace(
+        "def baseline(x, out):\n    import cupy\n\n    cupy.multiply(x, 2, out=out)",
+        "def baseline(x, out, factor=2.0):\n    import cupy\n\n    cupy.multiply(x, factor, out=out)",
+    )
+)
+PARAMS_VARIANT = (
+    good()
+    .replace("def scale_kernel(x, out):", "def scale_kernel(x, out, factor):")
+    .replace("out[i] = 2.0 * x[i]", "out[i] = factor * x[i]")
+    .replace("def launch(x, out):", "def launch(x, out, factor=2.0):")
+    .replace("](x, out)", "](x, out, np.float32(factor))")
+    .replace("from numba import cuda", "import numpy as np\nfrom numba import cuda")
+)
+
+
+def test_a_kind_may_add_keyword_arguments_to_every_call(tmp_path, monkeypatch):
+    from benchmarks import common
+
+    fam = load(tmp_path, "scale_params", {"v01_plain.py": PARAMS_VARIANT}, monkeypatch, spec=PARAMS_SPEC)
+    assert fam.kind_params("thrice") == {"factor": 3.0} and fam.kind_params() == fam.kind_params("twice") == {}
+    (x,) = fam.inputs(33, 0, "thrice")
+    np.testing.assert_allclose(fam[1](x, factor=3.0), 3.0 * x, rtol=1e-6)
+    seen, reference = [], fam.module.reference
+    monkeypatch.setattr(fam.module, "reference", lambda x, **params: seen.append(params) or reference(x, **params))
+    for kind in fam.kinds:  # the check runs each kind with its own arguments, reference and step alike
+        assert harness.check(fam[1], 33, seed=2, kind=kind).ok
+    assert seen == [{}, {"factor": 3.0}]
+    assert harness._rates(fam, 100, 1.0, "thrice")[0] == pytest.approx(1.5 * harness._rates(fam, 100, 1.0, "twice")[0])
+    assert common._kind_params(fam, "thrice") == {"factor": 3.0} and common._kind_params(fam, None) == {}
+
+
 LAUNCH_ONLY_VARIANT = '''
 """Launches v01's kernel with blocks of 64 threads.
 

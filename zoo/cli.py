@@ -14,7 +14,7 @@ from rich.table import Table
 
 import zoo
 from zoo import harness, results
-from zoo.errors import OutOfRange, Unsupported
+from zoo.errors import OutOfRange, Unavailable, Unsupported
 
 console = Console()
 
@@ -354,6 +354,10 @@ def cmd_run(args):
                     except OutOfRange:  # an extra row that does not apply to this kind of input
                         if not measured:
                             raise
+                    except Unavailable as e:  # an extra library row this machine cannot run (no PyTorch)
+                        if not measured:
+                            raise
+                        console.print(f"[yellow]{fam.name} {key}: no {name} row: {e}[/]")
                     progress.advance(task)
                 for name in fam.cpu_rows:
                     progress.update(task, description=f"{fam.name} {key}: {name} on the CPU")

@@ -15,3 +15,11 @@ class Unsupported(RuntimeError):
     ``zoo check``, ``zoo run``, asv and the GPU tests skip the step and show the message, which names what
     the step needs, why, and what this GPU has.
     """
+
+
+class Unavailable(RuntimeError):
+    """A library row (an extra baseline) whose library this machine lacks, such as PyTorch.
+
+    ``zoo run`` leaves the row out and says why; asv skips it. Only an extra baseline may raise it: the
+    main baseline is what every row is compared with.
+    """

@@ -58,6 +58,7 @@ def check(variant, size, seed=0, kind=None, **params):
     """
     fam = variant.family
     inputs = fam.inputs(size, seed, kind)
+    params = {**fam.kind_params(kind), **params}  # a kind may change the computation (KIND_PARAMS)
     ref = np.asarray(fam.reference(*inputs, **params))
     shape, dtype = fam.output_for(*inputs, **params)
     out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
@@ -256,8 +257,10 @@ class Measurement:
 
 
 def _rates(fam, size, ms, kind=None):
-    seconds = ms * 1e-3
-    return fam.flops(size) / seconds / 1e9, fam.bytes_moved(size, kind) / seconds / 1e9
+    """(GFLOP/s, GB/s) of a call that took ``ms``: the bytes this kind of input moves, with the keyword arguments
+    a kind adds to every call (KIND_PARAMS) passed to flops and bytes_moved."""
+    seconds, params = ms * 1e-3, fam.kind_params(kind)
+    return fam.flops(size, **params) / seconds / 1e9, fam.bytes_moved(size, kind, **params) / seconds / 1e9
 
 
 @functools.lru_cache(maxsize=1)
@@ -266,7 +269,7 @@ def _reference(family_name, size, seed, kind):
     from zoo.registry import family
 
     fam = family(family_name)
-    return np.asarray(fam.reference(*fam.inputs(size, seed, kind)))
+    return np.asarray(fam.reference(*fam.inputs(size, seed, kind), **fam.kind_params(kind)))
 
 
 def host_copy(a, pinned):
@@ -297,15 +300,14 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s
     """Check on the benchmark inputs, then time for about ``budget_s`` seconds; returns a Measurement."""
     fam = variant.family
     host_inputs = fam.inputs(size, seed, kind)
+    given, params = params, {**fam.kind_params(kind), **params}  # a kind may change the computation
     _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
     sets, out = benchmark_buffers(variant, host_inputs, shape, dtype)
     launches_before = zoo_jit.launch_count()
     variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
     if not variant.demonstration:
-        ref = (
-            _reference(fam.name, size, seed, kind) if not params else np.asarray(fam.reference(*host_inputs, **params))
-        )
+        ref = _reference(fam.name, size, seed, kind) if not given else np.asarray(fam.reference(*host_inputs, **params))
         ok, err, _ = compare(arrays.host(out), ref, variant.tolerance(size))
         correct = ok
     timing = _timer(fam)(lambda i: variant.launch(sets[i % len(sets)], out, **params), budget_s=budget_s)
@@ -337,6 +339,7 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
 
     call = fam.baselines[name]
     host_inputs = fam.inputs(size, seed, kind)
+    params = {**fam.kind_params(kind), **params}
     shape, dtype = fam.output_for(*host_inputs, **params)
     if fam.host_inputs:  # the library call moves the data too: host arrays in and out
         cupy_sets = [host_inputs]
@@ -344,11 +347,11 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     else:
         cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in input_sets(host_inputs)]
         out = cupy.full(shape, arrays.poison_value(dtype), dtype)
-    call(*cupy_sets[0], out)
+    call(*cupy_sets[0], out, **params)  # a library the machine lacks raises zoo.errors.Unavailable here
     ok, err = None, math.nan  # a ceiling (CEILINGS) times the bound, not the family's result
     if name not in fam.ceilings:
         ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size, name))
-    timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out), budget_s=budget_s)
+    timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out, **params), budget_s=budget_s)
     gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
     return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio, correct=ok, error=err)
@@ -397,6 +400,7 @@ def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, budge
     """Time one of the family's CPU rows (``fam.cpu_rows[name]``) on the host inputs; checked like a baseline."""
     fn, threads = fam.cpu_rows[name]
     host_inputs = fam.inputs(size, seed, kind)
+    params = {**fam.kind_params(kind), **params}
     result = fn(*host_inputs, **params)  # also compiles a numba row: not timed
     ok, err, _ = compare(np.asarray(result), _reference(fam.name, size, seed, kind), fam.tolerance(size, name))
     samples, spent = [], 0.0

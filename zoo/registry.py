@@ -77,6 +77,9 @@ OPTIONAL_SPEC = {
     "each a row of its own beside the baseline",
     "CEILINGS": "{name: fn(*cupy_inputs, out)}: rows that time what bounds the family (a copy of the "
     "same bytes, say) rather than compute its result: shown and timed, never checked",
+    "KIND_PARAMS": "{kind: {name: value}}: keyword arguments a kind of input adds to every call of that kind "
+    "(reference, output_for, flops, bytes_moved, the steps' launch, the baselines and CPU rows): for a kind that "
+    "changes the computation, not only the data (attention's causal mask)",
     "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind other than the first, each one "
     "of TEST_SIZES (the same code on other data need not pay for every size twice); "
     "`zoo check` and the GPU tests still check every kind at every size",
@@ -381,6 +384,12 @@ class Family:
             raise ValueError(f"{self.name} has no input kind {kind!r}; it has: {', '.join(self.kinds)}")
         return self.make_inputs(size, seed, kind=kind)
 
+    def kind_params(self, kind=None):
+        """The keyword arguments a kind of input adds to every call (KIND_PARAMS; {} for most kinds)."""
+        if kind is None:
+            kind = self.kinds[0]
+        return dict(getattr(self.module, "KIND_PARAMS", {}).get(kind, {}))
+
     def cases(self, sizes):
         """(size, kind) for every size and every kind of input."""
         return [(size, kind) for size in sizes for kind in self.kinds]
@@ -416,13 +425,14 @@ class Family:
                 f"{need / 1e9:,.1f} GB, more than {where} ({have / 1e9:,.1f} GB)"
             )
 
-    def bytes_moved(self, size, kind=None):
+    def bytes_moved(self, size, kind=None, **params):
         """The spec's bytes_moved for one kind of input (the first when None): passed to a spec whose
-        bytes_moved takes a ``kind`` argument, the size alone otherwise."""
+        bytes_moved takes a ``kind`` argument, the size alone otherwise; ``params`` (a kind's KIND_PARAMS)
+        go through as they are."""
         spec = self.module.bytes_moved
         if not self._bytes_by_kind:
-            return spec(size)
-        return spec(size, kind=self.kinds[0] if kind is None else kind)
+            return spec(size, **params)
+        return spec(size, kind=self.kinds[0] if kind is None else kind, **params)
 
     @functools.cached_property
     def _bytes_by_kind(self):

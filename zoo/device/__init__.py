@@ -14,6 +14,7 @@ results, the reports, the sweeps or the CLI (``tests/test_layout.py`` checks):
 ``zoo.device.warp``         ``FULL_MASK``, the warp-wide inclusive scan, shuffles with a ``width``
 ``zoo.device.mma``          tensor cores: ``mma.sync``, ``ldmatrix``, ``cp.async``, float16 words
 ``zoo.device.wgmma``        Hopper's tensor cores: ``wgmma`` from shared-memory descriptors, mbarriers, TMA
+``zoo.device.approx``       ``exp2_approx``: the hardware's ``ex2.approx.ftz`` alone, for softmax-like loops
 ``zoo.device.buffers``      ``scratch``: device buffers a step keeps between calls
 ``zoo.device.constant``     ``declare``: a ``__constant__`` array; ``copy_to_symbol``: the host fills it
                             before a launch (``cudaMemcpyToSymbolAsync``)

@@ -1,0 +1,206 @@
+"""Attention beyond the generic checks: large scores, the causal mask's first row, one position, a second call,
+bad input refused before any launch, the torch row's absence, the traffic arithmetic, the causal skip and exp2.
+
+In the simulator these run at small sizes; on a GPU the same file runs with
+
+    ZOO_TARGET=gpu python -m pytest tests/test_attention.py -v
+"""
+
+import math
+import sys
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import zoo
+from zoo import harness
+from zoo.device.approx import exp2_approx
+from zoo.device.jit import Kernel, jit
+from zoo.errors import OutOfRange, Unavailable
+
+ATTENTION = zoo.family("attention")
+STEPS = ATTENTION.variants
+SMALL = (2, 17, 64)  # two heads, a partial block of keys and of queries on every step
+
+
+def _check(variant, Q, K, V, causal):
+    out = variant(Q, K, V, causal=causal)
+    ref = ATTENTION.reference(Q, K, V, causal=causal)
+    ok, err, detail = harness.compare(out, ref, ATTENTION.tolerance(Q.shape))
+    return out, ok, detail
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_large_scores_give_finite_correct_rows(variant, causal):
+    """Query rows scaled by 1000 give scores in the thousands: an unsafe exp overflows to inf and then NaN."""
+    Q, K, V = ATTENTION.make_inputs(SMALL, seed=7)
+    Q[0, 3] *= np.float16(1000)
+    Q[1, 16] *= np.float16(-1000)
+    assert np.abs(ATTENTION.reference(Q, K, V)[0, 3]).max() > 0  # the reference copes (float64)
+    scores = Q[0, 3].astype(np.float64) @ K[0].astype(np.float64).T / 8
+    assert np.abs(scores).max() > 1000  # exp(1000) overflows float32 and float64 alike
+    out, ok, detail = _check(variant, Q, K, V, causal)
+    assert np.isfinite(out.astype(np.float32)).all()
+    assert ok, detail
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_causal_first_row_is_the_first_value_row_exactly(variant):
+    """Query 0 sees key 0 alone: its probability is 1 and O[0] = V[0], bit for bit in float16."""
+    Q, K, V = ATTENTION.make_inputs(SMALL, seed=8)
+    out = variant(Q, K, V, causal=True)
+    np.testing.assert_array_equal(out[:, 0], V[:, 0])
+    full = variant(Q, K, V)
+    assert not np.array_equal(full[:, 0], V[:, 0])  # without the mask, row 0 mixes every value row
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_one_position_returns_v(variant, d):
+    Q, K, V = ATTENTION.make_inputs((3, 1, d), seed=9)
+    for causal in (False, True):
+        np.testing.assert_array_equal(variant(Q, K, V, causal=causal), V)
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_second_call_with_other_inputs_and_shapes_is_right(variant):
+    """Kept buffers (v01's scores), cached kernels and a partial last block must not leak into the next call."""
+    for size, seed, causal in (((1, 33, 128), 1, False), ((2, 17, 64), 2, True), ((2, 17, 64), 3, False)):
+        Q, K, V = ATTENTION.make_inputs(size, seed)
+        _, ok, detail = _check(variant, Q, K, V, causal)
+        assert ok, f"{size} causal={causal}: {detail}"
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    def refuse(self, config):
+        raise AssertionError("a kernel was launched before the input was rejected")
+
+    monkeypatch.setattr(Kernel, "__getitem__", refuse)
+
+
+@pytest.mark.parametrize(
+    "bad,error,message",
+    [
+        (lambda Q, K, V: (Q, K[:, :-1], V[:, :-1]), ValueError, "share one shape"),
+        (lambda Q, K, V: (Q, K, V[:1]), ValueError, "share one shape"),
+        (lambda Q, K, V: (Q[..., :32], K[..., :32], V[..., :32]), ValueError, "64 or 128, got 32"),
+        (lambda Q, K, V: (Q.astype(np.float32), K, V), TypeError, "must be float16"),
+        (lambda Q, K, V: tuple(a.astype(np.float32) for a in (Q, K, V)), TypeError, "must be float16"),
+        (lambda Q, K, V: (Q[0], K[0], V[0]), ValueError, "3 dimension"),
+    ],
+)
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_bad_input_is_refused_before_any_launch(variant, bad, error, message, no_launch):
+    Q, K, V = ATTENTION.make_inputs(SMALL, seed=0)
+    with pytest.raises(error, match=message):
+        variant(*(np.ascontiguousarray(a) for a in bad(Q, K, V)))
+
+
+@pytest.mark.parametrize("causal", ["yes", 1, None])
+def test_causal_must_be_a_bool(causal, no_launch):
+    Q, K, V = ATTENTION.make_inputs(SMALL, seed=0)
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        ATTENTION["v07"](Q, K, V, causal=causal)
+
+
+def test_sizes_past_the_index_and_shared_memory_limits_are_out_of_range():
+    huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (2**20, 4096, 64), (0, 0, 0))
+    with pytest.raises(OutOfRange, match="2\\^32"):
+        ATTENTION["v07"].module.validate(huge, huge, huge)
+    long = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 70_000, 64), (0, 0, 0))
+    with pytest.raises(OutOfRange, match="BH n\\^2"):
+        ATTENTION["v01"].module.validate(long, long, long)
+    v02 = ATTENTION["v02"].module
+    limit = v02.max_seq(64)
+    optin = zoo.device.properties().get("shared_bytes_per_block_optin") or v02.HOPPER_OPTIN
+    staged = v02.ROWS * 64 * 4  # the block's query rows, float32
+    assert staged + v02.ROWS * limit * 4 <= optin < staged + v02.ROWS * (limit + 1) * 4  # one more would not fit
+    if not zoo.SIMULATOR:
+        assert 5_000 < limit < 8_000  # 8 rows of float32 scores in an H100's (or A100's) opt-in shared memory
+    at_limit = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, limit, 64), (0, 0, 0))
+    v02.validate(at_limit, at_limit, at_limit)
+    past = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, limit + 1, 64), (0, 0, 0))
+    with pytest.raises(OutOfRange, match=f"at most {limit}"):
+        v02.validate(past, past, past)
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_device_array_off_a_16_byte_boundary(variant):
+    """v04 on copy 16 bytes at a time: a view that starts 2 bytes into a buffer is refused, not read misaligned."""
+    Q, K, V = ATTENTION.make_inputs(SMALL, seed=6)
+    buffer = cuda.to_device(np.concatenate([np.zeros(1, np.float16), Q.ravel()]))
+    shifted = buffer[1:].reshape(Q.shape)  # C-contiguous, 2 bytes past a boundary
+    if variant.number < 4:  # element-wise loads: any address will do
+        out = variant(shifted, cuda.to_device(K), cuda.to_device(V)).copy_to_host()
+        np.testing.assert_array_equal(out, variant(Q, K, V))
+        return
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        variant(shifted, cuda.to_device(K), cuda.to_device(V))
+
+
+def test_the_torch_row_is_unavailable_without_torch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    Q, K, V = ATTENTION.make_inputs(SMALL, seed=0)
+    with pytest.raises(Unavailable, match="PyTorch"):
+        ATTENTION.module.torch_sdpa(Q, K, V, np.empty_like(Q))
+    assert "torch sdpa" in ATTENTION.baselines
+
+
+def test_traffic_and_flops_arithmetic():
+    """v01 moves 20 bytes per score through DRAM beyond the 8 BH n d the fused steps need."""
+    v01 = ATTENTION["v01"].module
+    size = (32, 4096, 64)
+    assert v01.score_bytes(size) == 20 * 32 * 4096**2 == 10_737_418_240
+    assert ATTENTION.bytes_moved(size) == 8 * 32 * 4096 * 64 == 67_108_864
+    assert v01.score_bytes(size) / ATTENTION.bytes_moved(size) == 160  # 20 n / (8 d)
+    assert ATTENTION.flops(size) == 4 * 32 * 4096**2 * 64
+    assert ATTENTION.flops((1, 5, 64), causal=True) == 4 * 64 * 15  # 15 pairs j <= i of 5 positions
+    assert ATTENTION.kind_params("causal") == {"causal": True} and ATTENTION.kind_params("full") == {}
+
+
+def test_reference_against_the_formula():
+    Q, K, V = ATTENTION.make_inputs((1, 5, 64), seed=4)
+    q, k, v = (a[0].astype(np.float64) for a in (Q, K, V))
+    s = q @ k.T / 8
+    p = np.exp(s) / np.exp(s).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(ATTENTION.reference(Q, K, V)[0], p @ v, rtol=1e-12)
+    s[np.triu_indices(5, 1)] = -np.inf
+    p = np.exp(s) / np.exp(s).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(ATTENTION.reference(Q, K, V, causal=True)[0], p @ v, rtol=1e-12)
+
+
+@pytest.mark.skipif(not zoo.SIMULATOR, reason="counts the emulated mma calls: the simulator's Python functions")
+def test_the_causal_step_skips_the_key_blocks_above_the_diagonal(monkeypatch):
+    """With the simulator's 32 x 32 blocks, 64 positions are 2 x 2 blocks: causal, block (0, 1) is never computed."""
+    module = ATTENTION["v07"].module
+    calls = []
+    real = module.mma_f16_f32
+    monkeypatch.setattr(module, "mma_f16_f32", lambda *regs: calls.append(1) or real(*regs))
+    counts = {}
+    for causal in (False, True):
+        calls.clear()
+        Q, K, V = ATTENTION.make_inputs((1, 64, 64), seed=5)
+        _, ok, detail = _check(ATTENTION["v07"], Q, K, V, causal)
+        assert ok, detail
+        counts[causal] = len(calls)
+    assert counts[True] * 4 == counts[False] * 3  # 3 of the 4 block pairs
+
+
+@jit
+def exp2_kernel(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = exp2_approx(x[i])
+
+
+def test_exp2_approx_matches_exp2_and_sends_minus_infinity_to_zero():
+    x = np.array([-np.inf, -200.0, -30.5, -1.0, 0.0, 1e-7, 0.5, 3.25, 20.0, 100.0], np.float32)
+    out = np.full_like(x, np.nan)
+    exp2_kernel[1, 32](x, out)
+    assert out[0] == 0 and out[1] == 0  # below 2^-126 the hardware flushes to zero (the simulator keeps 6e-61)
+    assert out[4] == 1.0
+    np.testing.assert_allclose(out[2:], np.exp2(x[2:].astype(np.float64)), rtol=2e-6)
+    assert math.isfinite(out[-1])

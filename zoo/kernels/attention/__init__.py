@@ -1,0 +1,233 @@
+"""Attention's forward pass, O = softmax(Q K^T / sqrt(d)) V in float16: from three kernels to FlashAttention-2.
+
+For each of BH independent heads (batch x heads) Q, K and V are n x d float16
+matrices, one row per position of the sequence, and
+
+    S = Q K^T / sqrt(d)          n x n scores: every query against every key
+    P = softmax(S) row by row    n x n probabilities
+    O = P V                      n x d: each output row a weighted mean of V's rows
+
+The ``causal`` kind lets query i see keys 0..i only (S[i, j] = -inf for j > i,
+so P[i, j] = 0): the decoder's mask. Row 0 then sees only key 0, so O[0] = V[0].
+
+What the steps teach is the n x n matrix in the middle. Written out (v01: a
+kernel for S, the softmax of the ``softmax`` family over its rows, a kernel for
+P V) it holds n / 4d times as many numbers as Q, K, V and O together: at
+n = 4096, d = 64 and 32 heads, 537 million scores, 2.1 GB in float32, moved five
+times (``v01.score_bytes``: 10.7 GB) against the 67 MB of inputs and output. The
+fused steps never store it. v02 keeps the scores of a block of 8 query rows in
+shared memory, so its sequences end where that memory does (``v02.max_seq``:
+about 7,100 positions on a Hopper). v03 takes any length with the online
+softmax of the ``softmax`` family (v04 there): the keys arrive in blocks, each
+row keeps a running maximum m and sum l, and what was accumulated against an
+older maximum is rescaled by exp(m_old - m_new) (FlashAttention-1). v04 takes
+FlashAttention-2's ordering: each warp owns 16 query rows through the whole
+pass, so the softmax needs no block-wide barrier, and the division by l waits
+until the end. v05 moves both products to the tensor cores (the ``mma.sync``
+and ``ldmatrix`` of ``zoo.device.mma``, as the ``hgemm`` family uses them),
+keeping P in registers: the scores an ``mma`` leaves in a lane are exactly the
+A fragment the next ``mma`` needs. v06 copies the next keys and values with
+``cp.async`` while the current ones are used; v07 skips the key blocks that lie
+wholly above the diagonal of a causal mask, half the work.
+
+From v04 on the exponentials are exp2(x log2(e)) (``zoo.device.approx``: one
+``ex2`` instruction): 1 / sqrt(d) and log2(e) are one constant c, a row's
+maximum enters as m c, and a probability is exp2(s c - m c), one fused
+multiply-add and one ``ex2``. The rescale exp2(m_old c - m_new c) uses the same
+products m c, so every term of a row carries the same rounding of m c, which
+cancels in P / l; and since a row's maximum stops growing after its first few
+blocks of keys, a warp rescales O only when a vote says that one of its rows'
+maxima grew.
+
+Sizes, kinds, output
+--------------------
+A size is BH x n x d (d = 64 or 128), or n alone for 1 x n x 64. Q, K and V share
+one shape; a d other than 64 or 128 is a ValueError, as a mismatched shape is.
+The output is float16, as FlashAttention's and PyTorch's are: the steps
+accumulate in float32 and round once at the end. A float32 output would be a
+little easier to check, but it doubles the bytes of O for a next layer that
+reads float16, and the tolerance is set by the float16 probabilities anyway. The kinds of
+input are ``full`` and ``causal`` (the same random data; ``KIND_PARAMS`` gives
+the causal kind ``causal=True`` in every call, reference included, and any step
+takes it by hand: ``step(Q, K, V, causal=True)``). Inputs are standard normal
+float16, so the scores have unit variance and the attention is spread over
+many keys, the case where a dropped or doubled key shows most.
+
+FLOPs: 4 BH n^2 d (two products, a multiply and an add each), halved to
+4 BH d n (n + 1) / 2 for the causal kind (the pairs j <= i); the exponentials
+are not counted, as the FlashAttention papers do not. Bytes moved: Q, K and V
+read once and O written once, 8 BH n d.
+
+Tolerance (relative norm error against float64): 2e-3. The tensor-core steps
+round each probability to float16 before P V (a relative error of up to 2^-11
+= 4.9e-4 each), and every step rounds O to float16 at the end (the same bound).
+A NumPy model of that arithmetic measures 2.5e-4 to 2.9e-4 at n = 31 to 4096,
+and the steps measure 1.9e-4 to 2.7e-4 in the simulator's tests; the baseline,
+whose scores and softmax are float16 CuPy arrays between ops, measures 5e-4 to
+9e-4 in the same model, so it passes with a margin of two. In that model at
+n = 4096, d = 64, dropping the last key from every row is an error of 1.5e-2;
+letting one masked key through in every row of a causal pass, 0.3; a forgotten
+scale, more than 1.
+
+Baselines: the main row is the composition a user writes in CuPy:
+``cupy.matmul`` for S (cuBLAS, float16 in and out, float32 accumulation), the
+scale, the mask and the softmax as CuPy ops, ``cupy.matmul`` for P V. The row
+"torch sdpa" is ``torch.nn.functional.scaled_dot_product_attention`` (FlashAttention-2
+kernels inside PyTorch) where PyTorch can be imported; zoo never depends on
+it, and where it is missing the row raises ``zoo.errors.Unavailable`` and is
+left out. The CPU row is NumPy in float32, head by head, through its BLAS.
+On a GPU, ``.ci/gpu-attention.sh`` measures v01's DRAM bytes against the fused
+steps' with ncu, times other tile shapes of v07, and prints the goals' figures
+(x over CuPy, % of torch, % of the zoo's best hgemm rate, v07 over v06 causal).
+"""
+
+import math
+
+import numpy as np
+
+from zoo.errors import OutOfRange, Unavailable
+
+ORDER = 175  # after softmax (170): the capstone that composes the softmax with two tensor-core GEMMs
+INPUTS = ("Q", "K", "V")
+DTYPE = np.float16
+NDIM = 3
+HEAD_DIMS = (64, 128)  # the d every step compiles for
+INPUT_KINDS = ("full", "causal")
+KIND_PARAMS = {"causal": {"causal": True}}  # the causal kind changes the computation, not the data
+SIZE_DIMS = (1, 3)  # n (1 x n x 64) or BH x n x d
+TOLERANCE = 2e-3  # float16 probabilities and output (see the module docstring)
+# Simulator sizes: one position; two heads shorter than a warp; d = 128 over two query blocks and two key
+# blocks of the simulator's tiles (32), the second partial. The simulator runs one Python thread per CUDA
+# thread (about a millisecond each) and every score as Python in the CUDA-core steps: n^2 d stays small.
+TEST_SIZES = ((1, 1, 64), (2, 17, 64), (1, 33, 128))
+KIND_TEST_SIZES = {"causal": ((2, 17, 64), (1, 33, 128))}
+# GPU sizes: the issue's lengths 1, 31, 1000 and 4099 at both d, and a few heads of a real length.
+GPU_TEST_SIZES = ((1, 1, 64), (3, 31, 128), (2, 1000, 64), (1, 1000, 128), (1, 4099, 64), (1, 4099, 128), (4, 2048, 64))
+BENCH_SIZES = ((32, 4096, 64), (32, 4096, 128))
+HEADLINE_SIZE = (32, 4096, 64)
+BASELINE = "CuPy: matmul, softmax ops, matmul"
+LIMIT = 2**32  # elements a uint32 index reaches
+MAX_HEADS = 65535  # the grid's y dimension holds the head
+
+
+def dims(size):
+    """(BH, n, d) of a size: n means 1 x n x 64."""
+    if isinstance(size, (tuple, list)):
+        bh, n, d = size
+        return int(bh), int(n), int(d)
+    return 1, int(size), 64
+
+
+def make_inputs(size, seed, kind="full"):
+    bh, n, d = dims(size)
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((bh, n, d), dtype=np.float32).astype(np.float16) for _ in range(3))
+
+
+def reference(Q, K, V, causal=False):
+    """float64 attention of the float16 inputs, head by head (an n x n float64 block at a time)."""
+    bh, n, d = Q.shape
+    out = np.empty((bh, n, d))
+    keep = np.tri(n, dtype=bool) if causal else None  # key j <= query i
+    for h in range(bh):
+        s = Q[h].astype(np.float64) @ K[h].astype(np.float64).T / math.sqrt(d)
+        if causal:
+            s = np.where(keep, s, -np.inf)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        out[h] = (e @ V[h].astype(np.float64)) / e.sum(axis=1, keepdims=True)
+    return out
+
+
+def output_for(Q, K, V, causal=False):
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    if not (Q.shape == K.shape == V.shape):
+        raise ValueError(
+            f"Q, K and V must share one shape (batch x heads, seq, d), got {tuple(Q.shape)}, "
+            f"{tuple(K.shape)} and {tuple(V.shape)}"
+        )
+    if Q.shape[2] not in HEAD_DIMS:
+        raise ValueError(f"the head dimension d must be 64 or 128, got {Q.shape[2]}")
+    return Q.shape, np.float16
+
+
+def flops(size, causal=False):
+    bh, n, d = dims(size)
+    pairs = n * (n + 1) // 2 if causal else n * n  # (query, key) pairs the mask lets through
+    return 4 * bh * pairs * d  # S = Q K^T and O = P V: a multiply and an add per pair and column each
+
+
+def bytes_moved(size, causal=False):
+    bh, n, d = dims(size)
+    return 4 * 2 * bh * n * d  # Q, K, V read once, O written once, float16
+
+
+def check_limits(Q, K, V, causal=False):
+    """OutOfRange for inputs the steps' uint32 indices or grid cannot cover (every step's validate)."""
+    bh, n, d = Q.shape
+    if bh * n * d >= LIMIT:
+        raise OutOfRange(f"attention indexes with uint32: Q must have fewer than 2^32 elements, got {bh * n * d}")
+    if bh > MAX_HEADS:
+        raise OutOfRange(f"attention puts a head in the grid's y dimension: at most {MAX_HEADS} heads, got {bh}")
+
+
+def check_aligned(Q, K, V, causal=False):
+    """ValueError for a device array that does not start on a 16-byte boundary (v04 on copy 16 bytes at a time).
+
+    A NumPy array is copied to a fresh device array first, so only device arrays are checked.
+    """
+    from zoo.device.memory import aligned
+
+    for name, a in (("Q", Q), ("K", K), ("V", V)):
+        if not isinstance(a, np.ndarray) and not aligned(a):
+            raise ValueError(
+                f"{name} does not start on a 16-byte boundary, which this step's 16-byte copies need: pass a copy "
+                f"({name}.copy()) or a view that starts at a whole head"
+            )
+
+
+def baseline(Q, K, V, out, causal=False):
+    """The composition in CuPy ops: each a kernel, the n x n scores in DRAM between them (float16)."""
+    import cupy
+
+    n, d = Q.shape[1], Q.shape[2]
+    s = cupy.matmul(Q, K.transpose(0, 2, 1)) * np.float16(1 / math.sqrt(d))
+    if causal:
+        s = cupy.where(cupy.tri(n, dtype=bool), s, np.float16(-np.inf))
+    e = cupy.exp(s - s.max(axis=-1, keepdims=True))
+    cupy.matmul(e / e.sum(axis=-1, keepdims=True), V, out=out)
+
+
+def torch_sdpa(Q, K, V, out, causal=False):
+    """PyTorch's fused attention on the same arrays (shared through DLPack, no copy), then O copied into out.
+
+    sdpa has no ``out=``: the copy (16 MB at the headline size, a few microseconds) is in the row's time.
+    """
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        raise Unavailable(f"PyTorch cannot be imported here ({e})") from None
+    q, k, v = (torch.from_dlpack(a) for a in (Q, K, V))
+    torch.from_dlpack(out).copy_(F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)))
+
+
+EXTRA_BASELINES = {"torch sdpa": torch_sdpa}
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(Q, K, V, causal=False):
+    """The same ops in NumPy, float32, one head at a time (the two products through NumPy's BLAS)."""
+    bh, n, d = Q.shape
+    out = np.empty(Q.shape, np.float16)
+    keep = np.tri(n, dtype=bool) if causal else None
+    for h in range(bh):
+        s = Q[h].astype(np.float32) @ K[h].astype(np.float32).T * np.float32(1 / math.sqrt(d))
+        if causal:
+            s = np.where(keep, s, np.float32(-np.inf))
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        out[h] = (e @ V[h].astype(np.float32)) / e.sum(axis=1, keepdims=True)
+    return out
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "blas")}
