@@ -213,7 +213,10 @@ def test_tensor_core_points_get_their_own_roof(monkeypatch):
     fig = sweep.plot(rows, "NVIDIA H200")
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     roof = [label for label in labels if label.startswith("FP16 tensor-core roof")]
-    assert roof == ["FP16 tensor-core roof: 680 TFLOP/s (measured: hgemm baseline at 4096); for hgemm"]
+    assert roof == [
+        "FP16 tensor-core roof: 680 TFLOP/s (measured: hgemm baseline at 4096); for the tensor-core steps of hgemm"
+    ]
+    assert sweep.tensor_rows()["hgemm"] is None  # every hgemm step calls mma.sync: its library rows count too
     monkeypatch.setattr(
         results,
         "load_all",

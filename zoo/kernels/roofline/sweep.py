@@ -20,9 +20,11 @@ alone. The plot also places every measurement of this device's results file
 (results/<gpu>.json, read at plot time) by its own FLOPs and bytes, labelled by
 family, the labels set apart so that crowded points stay readable
 (``place_labels``); families that count no FLOPs (pure data movement) cannot sit
-on a FLOP/s axis and are named in a note instead. Families that compute on the
-tensor cores (hgemm) get a roof of their own, the FP16 tensor-core roof: cuBLAS's
-rate from the same results file where it was measured, else the datasheet's.
+on a FLOP/s axis and are named in a note instead. Steps that compute on the
+tensor cores (those that reach zoo.device.mma's mma.sync, and the library rows of
+a family made of them: hgemm) sit under a roof of their own, the FP16 tensor-core
+roof: cuBLAS's rate from the same results file where it was measured, else the
+datasheet's.
 """
 
 import math
@@ -205,7 +207,7 @@ def _results_points(device_name):
                         no_flops.add(fam_name)
                         continue
                     label = "lib" if name == "baseline" else name.split("_")[0]
-                    points.append((fam_name, label, gflops / gbps, gflops))  # ai = flops / bytes
+                    points.append((fam_name, label, gflops / gbps, gflops, name))  # ai = flops / bytes
     return points, sorted(no_flops)
 
 
@@ -215,20 +217,54 @@ def _device_results(device_name):
     return [data for data in results.load_all().values() if data.get("device", {}).get("name") == device_name]
 
 
-TENSOR_CALL = "mma_f16_f32"  # a step that calls zoo.device.mma's mma.sync runs on the tensor cores
+def _calls_mma(variant):
+    """Whether the step's kernels can reach zoo.device.mma's mma.sync: its file, or a helper module of its
+    family it imports from (hgemm's warp_tile), holds one of mma's ``mma_*`` functions."""
+    import sys
+    import types
+
+    from zoo.device import mma
+
+    wanted = {id(getattr(mma, name)) for name in dir(mma) if name.startswith("mma_")}
+    package = variant.family.module.__name__ + "."
+    seen, todo = set(), [variant.module]
+    while todo:  # the step's module and the family modules it reaches (a base step, a helper module)
+        module = todo.pop()
+        if module.__name__ in seen:
+            continue
+        seen.add(module.__name__)
+        for value in vars(module).values():
+            if id(value) in wanted:
+                return True
+            home = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            if isinstance(home, str) and home.startswith(package) and home in sys.modules:
+                todo.append(sys.modules[home])
+    return False
 
 
-def tensor_families():
-    """Families whose steps compute on the tensor cores (a step calls mma.sync): their points, baselines
-    included (cuBLAS's half-precision GEMM is a tensor-core GEMM), sit under the tensor-core roof."""
+def tensor_rows():
+    """{family: None for every row, or the set of its steps} whose points sit under the tensor-core roof: a step
+    that calls mma.sync; in a family whose every step does (hgemm), its library rows too (cuBLAS's half-precision
+    GEMM runs on the tensor cores)."""
     import zoo
 
-    return {fam.name for fam in zoo.families() if any(TENSOR_CALL in v.source for v in fam)}
+    found = {}
+    for fam in zoo.families():
+        steps = {v.name for v in fam if _calls_mma(v)}
+        if steps:
+            found[fam.name] = None if len(steps) == len(fam) else steps
+    return found
+
+
+def is_tensor(rows, family, name):
+    if family not in rows:
+        return False
+    return rows[family] is None or name in rows[family]
 
 
 def tensor_roof(device_name, families):
-    """(GFLOP/s, what it is) of the FP16 tensor-core roof: the fastest library row a tensor-core family
-    measured on this device (cuBLAS), else the datasheet's dense FP16 figure, else (None, None)."""
+    """(GFLOP/s, what it is) of the FP16 tensor-core roof: the fastest library row a family of tensor-core
+    steps measured on this device (cuBLAS), else the datasheet's dense FP16 figure, else (None, None)."""
     best = None
     for data in _device_results(device_name):
         for fam_name in families:
@@ -352,8 +388,10 @@ def plot(rows, device_name):
             ms=4,
             label=f"roofline {name} (k sweep)",
         )
-    tensor = tensor_families() & {p[0] for p in points}
-    tensor_peak, tensor_source = tensor_roof(device_name, tensor) if tensor else (None, None)
+    rows = tensor_rows()
+    tensor = sorted({p[0] for p in points if is_tensor(rows, p[0], p[4])})
+    whole = [f for f, steps in rows.items() if steps is None]  # families whose library rows are tensor-core GEMMs
+    tensor_peak, tensor_source = tensor_roof(device_name, whole) if tensor else (None, None)
     measured_bw = _number(ceilings.get("measured", {}).get("bandwidth")) or _number(
         ceilings.get("datasheet", {}).get("bandwidth")
     )
@@ -365,20 +403,20 @@ def plot(rows, device_name):
             color="#b03a2e",
             lw=1.5,
             label=f"FP16 tensor-core roof: {tensor_peak / 1e3:,.0f} TFLOP/s ({tensor_source}); "
-            f"for {', '.join(sorted(tensor))}",
+            f"for the tensor-core steps of {', '.join(tensor)}",
         )
     markers = "DvP*Xhp<>"
     colors = plt.get_cmap("Dark2").colors  # apart from the sweep lines' default colours
     for i, fam_name in enumerate(sorted({p[0] for p in points})):
         mine = [p for p in points if p[0] == fam_name]
-        under = " (tensor cores: under the tensor-core roof)" if fam_name in tensor else ""
+        under = " (red edge: tensor cores, under the tensor-core roof)" if fam_name in tensor else ""
         ax.scatter(
             [p[2] for p in mine],
             [p[3] for p in mine],
             marker=markers[i % len(markers)],
             s=36,
             color=colors[i % len(colors)],
-            edgecolors="#b03a2e" if fam_name in tensor else "none",
+            edgecolors=["#b03a2e" if is_tensor(rows, fam_name, p[4]) else "none" for p in mine],
             label=f"{fam_name} (results file){under}",
             zorder=3,
         )
@@ -402,5 +440,5 @@ def plot(rows, device_name):
         ax.set_ylim(1, 1e5)
     fig.tight_layout()
     ax.set_ylim(*ax.get_ylim())  # fixed before the labels are placed in display coordinates
-    place_labels(ax, [(ai, gflops, label) for _, label, ai, gflops in points])
+    place_labels(ax, [(ai, gflops, label) for _, label, ai, gflops, _ in points])
     return fig
