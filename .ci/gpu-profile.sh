@@ -4,6 +4,7 @@
 # beside ncu's (`zoo profile --compare`), each command timed. Logs and the saved profiles go to $OUT.
 #   usage: .ci/gpu-profile.sh            (about 3 minutes)
 #   FULL_FAMILIES="sgemm" .ci/gpu-profile.sh   also times `zoo profile` of every step of those families
+#   FULL_FAMILIES=all .ci/gpu-profile.sh       ... of every family (the saved profiles the pages show; longer)
 # Prints a short table last; exits 1 when a command failed or a figure disagrees by more than 10%.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,9 @@ for entry in "${plan[@]}"; do
   timed "profile-$tag" python3 -m zoo profile "$fam" $steps
   timed "compare-$tag" python3 -m zoo profile "$fam" $steps --compare "$sim_size"
 done
-for fam in ${FULL_FAMILIES:-}; do
+full=${FULL_FAMILIES:-}
+if [ "$full" = all ]; then full=$(python3 -c "import zoo; print(' '.join(f.name for f in zoo.families()))"); fi
+for fam in $full; do
   timed "profile-$fam-all" python3 -m zoo profile "$fam"
 done
 cp results/profiles/*.json "$OUT/" 2>/dev/null
