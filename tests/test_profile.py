@@ -247,6 +247,13 @@ def test_ncu_long_csv_reads_the_same_as_the_raw_page():
     assert profile.parse_ncu_csv("==PROF== hello\n" + "\n".join(long_form)) == profile.parse_ncu_csv(_ncu_csv(ROWS))
 
 
+def test_a_step_that_failed_after_its_marker_keeps_the_next_steps_rows_in_place():
+    marker = {"name": MARKER_NAME, "kernel": "zoo_profile_step_marker", "metrics": {}}
+    rows = [marker, {"name": "a", "metrics": {}}, marker, marker, {"name": "c", "metrics": {}}]
+    by_step = profile.split_steps(rows, ["v01", "v02", "v03"])  # v02 launched its marker, then failed
+    assert [r["name"] for r in by_step["v03"]] == ["c"] and by_step["v02"] == []
+
+
 def test_folding_adds_counts_and_weights_ratios_by_duration():
     rows = [
         {"kernel": "k", "metrics": {"gpu__time_duration.sum": 3.0, "x.sum": 2.0, "y.ratio": 10.0}},

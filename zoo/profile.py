@@ -461,7 +461,7 @@ def run_ncu(fam, steps, size, kind=None, echo=None):
     ]
     if proc.returncode != 0 or not rows:
         raise ProfileError(_ncu_failure(proc, errors, rows))
-    by_step = split_steps(rows, [r["step"] for r in reported if not r.get("skipped")])
+    by_step = split_steps(rows, [r["step"] for r in reported if r.get("marked", not r.get("skipped"))])
     entries = {}
     for r in reported:
         if r.get("skipped"):

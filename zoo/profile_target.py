@@ -11,7 +11,7 @@ exactly the kernels of one call; ``zoo.profile.split_steps`` cuts its rows at th
 markers. A loop of many launches is profiled for its first
 ``zoo.profile.LAUNCHES_PER_STEP`` launches. Each step is reported on stdout as one
 line, ``ZOO-PROFILE {json}``: the step, and how many zoo kernels its call launched
-(or why it was skipped).
+(or why it was skipped, and whether its marker was launched before it failed).
 """
 
 import json
@@ -65,7 +65,7 @@ class _Cap:
         zoo_jit.Kernel.__getitem__ = self.original
 
 
-def profile_step(variant, size, kind, flag):
+def profile_step(variant, size, kind, flag, progress):
     fam = variant.family
     host_inputs = fam.inputs(size, 0, kind)
     try:
@@ -80,6 +80,7 @@ def profile_step(variant, size, kind, flag):
     with _Cap(profile.LAUNCHES_PER_STEP) as cap:
         cuda.profile_start()
         zoo_profile_step_marker[1, 1](flag)
+        progress["marked"] = True  # ncu has this step's marker: its rows (if any) follow it
         cap.count = 0  # the marker is not the step's
         variant.launch(sets[0], out)
         cuda.synchronize()
@@ -101,7 +102,13 @@ def main(argv=None):
     zoo_profile_step_marker[1, 1](flag)  # compiled before the profiler opens
     cuda.synchronize()
     for name in argv[2:]:
-        profile_step(fam[name], size, kind, flag)
+        variant, progress = fam[name], {}
+        try:
+            profile_step(variant, size, kind, flag, progress)
+        except Exception as e:  # one step failing (out of memory, an old GPU) leaves the others' rows
+            cuda.profile_stop()
+            why = f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            _report(step=variant.name, skipped=why, marked=progress.get("marked", False))
     return 0
 
 
