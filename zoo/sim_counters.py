@@ -28,7 +28,9 @@ zoo's wide accesses count as one access each, as the GPU executes them: a
 ``load_float4``/``store_float4`` (and the int and word forms) is one 16-byte
 (or 4-byte) access, ``cp_async16`` one 16-byte load and one 16-byte store,
 ``ldmatrix`` one 16-byte row address per lane (the row that lane supplies), an
-atomic one atomic access.
+atomic one atomic access. What ``zoo.device.wgmma`` emulates is not counted:
+wgmma reads shared memory through descriptors and TMA copies tiles, neither
+through the load/store unit whose requests these counters (and ncu's) are.
 
 The GPU's rules
 ---------------
@@ -306,16 +308,19 @@ def _files():
     from numba.cuda.simulator import kernelapi
     from numba.cuda.simulator.cudadrv import devicearray
 
-    from zoo.device import memory, mma
+    from zoo.device import memory, mma, wgmma
 
-    return {kernelapi.__file__, devicearray.__file__, memory.__file__, mma.__file__, __file__}
+    return {kernelapi.__file__, devicearray.__file__, memory.__file__, mma.__file__, wgmma.__file__, __file__}
 
 
 def _wide_ops():
-    """{id of a code object: bytes one call accesses per array (None: an atomic, 'rows': ldmatrix)}."""
+    """{id of a code object: bytes one call accesses per array (None: an atomic, 'rows': ldmatrix, 'skip': not a
+    load or store of the LSU: wgmma reads shared memory through descriptors, TMA copies by the tensor map)}."""
+    import types
+
     from numba.cuda.simulator import kernelapi
 
-    from zoo.device import memory, mma
+    from zoo.device import memory, mma, wgmma
 
     wide = {}
     for fn, width in (
@@ -335,6 +340,9 @@ def _wide_ops():
     for name, fn in vars(kernelapi.FakeCUDAAtomic).items():
         if callable(fn) and not name.startswith("__"):
             wide[id(fn.__code__)] = None
+    for fn in vars(wgmma).values():
+        if isinstance(fn, types.FunctionType) and fn.__module__ == wgmma.__name__:
+            wide[id(fn.__code__)] = "skip"
     return wide  # keyed by id: these functions live as long as their modules
 
 
@@ -396,6 +404,8 @@ def _record(ary, index, op):
     width = ary.itemsize
     if wide is not None:  # one access of a wide instruction: count the instruction once per lane
         spec = _WIDE[id(wide.f_code)]
+        if spec == "skip":
+            return
         state = thread.__dict__.get("_zoo_wide")
         if state is None or state[0] is not wide:
             state = thread._zoo_wide = (wide, set())

@@ -21,8 +21,8 @@ alone. The plot also places every measurement of this device's results file
 family, the labels set apart so that crowded points stay readable
 (``place_labels``); families that count no FLOPs (pure data movement) cannot sit
 on a FLOP/s axis and are named in a note instead. Steps that compute on the
-tensor cores (those that reach zoo.device.mma's mma.sync, and the library rows of
-a family made of them: hgemm) sit under a roof of their own, the FP16 tensor-core
+tensor cores (those that reach mma.sync or wgmma, and the library rows of a
+family made of them: hgemm) sit under a roof of their own, the FP16 tensor-core
 roof: cuBLAS's rate from the same results file where it was measured, else the
 datasheet's.
 """
@@ -218,14 +218,15 @@ def _device_results(device_name):
 
 
 def _calls_mma(variant):
-    """Whether the step's kernels can reach zoo.device.mma's mma.sync: its file, or a helper module of its
-    family it imports from (hgemm's warp_tile), holds one of mma's ``mma_*`` functions."""
+    """Whether the step's kernels can reach the tensor cores: its file, or a module of its family it imports
+    from (hgemm's warp_tile, a base step), holds one of zoo.device.mma's ``mma_*`` (mma.sync) or
+    zoo.device.wgmma's ``mma_async``."""
     import sys
     import types
 
-    from zoo.device import mma
+    from zoo.device import mma, wgmma
 
-    wanted = {id(getattr(mma, name)) for name in dir(mma) if name.startswith("mma_")}
+    wanted = {id(getattr(mma, name)) for name in dir(mma) if name.startswith("mma_")} | {id(wgmma.mma_async)}
     package = variant.family.module.__name__ + "."
     seen, todo = set(), [variant.module]
     while todo:  # the step's module and the family modules it reaches (a base step, a helper module)
@@ -243,9 +244,9 @@ def _calls_mma(variant):
 
 
 def tensor_rows():
-    """{family: None for every row, or the set of its steps} whose points sit under the tensor-core roof: a step
-    that calls mma.sync; in a family whose every step does (hgemm), its library rows too (cuBLAS's half-precision
-    GEMM runs on the tensor cores)."""
+    """{family: None for every row, or the set of its steps} whose points sit under the tensor-core roof: a
+    step that reaches mma.sync or wgmma; in a family whose every step does (hgemm), its library rows too
+    (cuBLAS's half-precision GEMM runs on the tensor cores)."""
     import zoo
 
     found = {}
