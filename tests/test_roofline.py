@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import ceilings, harness, sweeps
+from zoo import ceilings, harness, results, sweeps
 from zoo.errors import OutOfRange
 from zoo.kernels import roofline as spec
 from zoo.kernels.roofline import sweep
@@ -164,3 +164,67 @@ def test_the_plot_draws_both_roofs_the_ridge_and_each_sweep_from_csv_rows(tmp_pa
     assert sum("(k sweep)" in label for label in labels) == 2
     ridge = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("ridge (measured)")]
     assert ridge == ["ridge (measured) 15.0 FLOP/B"]
+
+
+def test_crowded_roofline_labels_do_not_overlap():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    items = [(700 * (1 + 0.01 * i), 40000 * (1 + 0.02 * i), f"v{i:02d}") for i in range(12)]
+    ax.scatter([x for x, _, _ in items], [y for _, y, _ in items])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(100, 5000)
+    ax.set_ylim(1e4, 1e5)
+    fig.tight_layout()
+    sweep.place_labels(ax, items)
+    fig.canvas.draw()
+    boxes = [Text.get_window_extent(t) for t in ax.texts]  # the text alone, not its leader line
+    assert len(boxes) == 12
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    naive = [ax.annotate(text, (x, y), textcoords="offset points", xytext=(3, 3)) for x, y, text in items]
+    fig.canvas.draw()
+    crowded = [Text.get_window_extent(t) for t in naive]  # what one fixed offset did: labels on labels
+    assert sum(a.overlaps(b) for i, a in enumerate(crowded) for b in crowded[i + 1 :]) > 5
+    plt.close(fig)
+
+
+def test_tensor_core_points_get_their_own_roof(monkeypatch):
+    rows = [
+        {"series": "ceiling", "variant": "measured", "ai": 15.0, "gflops": 60000.0, "bandwidth": 4000.0},
+        {"series": "ceiling", "variant": "datasheet", "ai": 13.9, "gflops": 66900.0, "bandwidth": 4800.0},
+    ]
+    data = {
+        "device": {"name": "NVIDIA H200"},
+        "families": {
+            "hgemm": {
+                "4096": {
+                    "baseline": {"gflops": 680000.0, "gbps": 680.0},
+                    "v08_block_swizzle": {"gflops": 380000.0, "gbps": 380.0},
+                }
+            }
+        },
+    }
+    monkeypatch.setattr(results, "load_all", lambda: {"nvidia-h200": data})
+    fig = sweep.plot(rows, "NVIDIA H200")
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    roof = [label for label in labels if label.startswith("FP16 tensor-core roof")]
+    assert roof == [
+        "FP16 tensor-core roof: 680 TFLOP/s (measured: hgemm baseline at 4096); for the tensor-core steps of hgemm"
+    ]
+    assert sweep.tensor_rows()["hgemm"] is None  # every hgemm step calls mma.sync: its library rows count too
+    monkeypatch.setattr(
+        results,
+        "load_all",
+        lambda: {
+            "nvidia-h200": {
+                **data,
+                "families": {"hgemm": {"4096": {"v08_block_swizzle": {"gflops": 380000.0, "gbps": 380.0}}}},
+            }
+        },
+    )
+    assert sweep.tensor_roof("NVIDIA H200", {"hgemm"}) == (989400.0, "datasheet, dense FP16")

@@ -27,15 +27,17 @@ from zoo.device.jit import jit
 
 COPY_BYTES = 1 << 30  # size of the copied buffer: far beyond any L2 cache
 
-# Nominal figures (SXM parts unless named): HBM bandwidth in GB/s, FP32 (non-tensor) GFLOP/s.
+# Nominal figures (SXM parts unless named): HBM bandwidth in GB/s, FP32 (non-tensor) GFLOP/s, and where
+# known the dense FP16 tensor-core GFLOP/s (no sparsity; the datasheets print twice that "with sparsity").
 DATASHEET = {
-    "NVIDIA H200": {"bandwidth_gbs": 4800.0, "fp32_gflops": 66900.0},  # H200 SXM
+    "NVIDIA H200": {"bandwidth_gbs": 4800.0, "fp32_gflops": 66900.0, "tensor_fp16_gflops": 989400.0},  # H200 SXM
     "NVIDIA H200 NVL": {"bandwidth_gbs": 4800.0, "fp32_gflops": 60000.0},
     "NVIDIA H100 NVL": {"bandwidth_gbs": 3900.0, "fp32_gflops": 60000.0},
-    "NVIDIA H100 PCIe": {"bandwidth_gbs": 2000.0, "fp32_gflops": 51200.0},
-    "NVIDIA H100": {"bandwidth_gbs": 3350.0, "fp32_gflops": 66900.0},  # H100 SXM5 (80GB HBM3)
-    "NVIDIA A100-SXM4-80GB": {"bandwidth_gbs": 2039.0, "fp32_gflops": 19500.0},
-    "NVIDIA A100-SXM4-40GB": {"bandwidth_gbs": 1555.0, "fp32_gflops": 19500.0},
+    "NVIDIA H100 PCIe": {"bandwidth_gbs": 2000.0, "fp32_gflops": 51200.0, "tensor_fp16_gflops": 756000.0},
+    # H100 SXM5 (80GB HBM3)
+    "NVIDIA H100": {"bandwidth_gbs": 3350.0, "fp32_gflops": 66900.0, "tensor_fp16_gflops": 989400.0},
+    "NVIDIA A100-SXM4-80GB": {"bandwidth_gbs": 2039.0, "fp32_gflops": 19500.0, "tensor_fp16_gflops": 312000.0},
+    "NVIDIA A100-SXM4-40GB": {"bandwidth_gbs": 1555.0, "fp32_gflops": 19500.0, "tensor_fp16_gflops": 312000.0},
     "NVIDIA L40S": {"bandwidth_gbs": 864.0, "fp32_gflops": 91600.0},
 }
 

@@ -498,6 +498,18 @@ def cmd_tune(args):
     console.print(f"saved to {' and '.join(where)}; the tuned steps launch each class's fastest shape")
 
 
+def cmd_profile(args):
+    from zoo import profile
+
+    try:
+        return profile.command(args, console)
+    except (KeyError, ValueError) as e:
+        raise UsageError(e.args[0] if e.args else str(e)) from None
+    except profile.ProfileError as e:
+        print(f"zoo profile: {e}", file=sys.stderr)
+        return 1
+
+
 # -- report / doctor ----------------------------------------------------------
 def cmd_report(args):
     from zoo import report, walkthrough
@@ -626,6 +638,13 @@ def build_parser():
         help="also write the table into the repository's results/tune (the user's cache always gets it)",
     )
     s.set_defaults(func=cmd_tune)
+    s = sub.add_parser(
+        "profile", help="Nsight Compute counters of each step on a GPU; memory counters in the simulator"
+    )
+    from zoo import profile
+
+    profile.add_arguments(s)
+    s.set_defaults(func=cmd_profile)
     s = sub.add_parser("report", help="regenerate README tables, plots and Measured lines from results/")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("doctor", help="mode, versions, device and its properties")

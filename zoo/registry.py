@@ -96,6 +96,11 @@ OPTIONAL_SPEC = {
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
     "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
     "PINNED = True is timed on page-locked ones",
+    "MAPPING": "{step: small size}: steps drawn as a picture of which block, warp and lane reads and writes which "
+    "element, from the simulator's trace of one call at that size (zoo.mapping; `zoo report` draws them, the "
+    "walkthrough page shows them)",
+    "PROFILE_SIZE": "the size `zoo profile` runs Nsight Compute at on a GPU (default: HEADLINE_SIZE), for a family "
+    "whose slow steps make the headline size too long to profile",
 }
 
 

@@ -3,6 +3,7 @@
 * the README's results section (between the zoo:results markers),
 * one bar chart per GPU and family under docs/plots/ (needs matplotlib),
 * the Measured section of every variant's docstring,
+* the pictures of which thread touches what (``zoo.mapping``, drawn in the simulator),
 * one walkthrough page per family, docs/<family>.md, and the README's list of families.
 
 Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff.
@@ -323,3 +324,6 @@ def regenerate():
         for v in fam:
             if rewrite_measured(v, measured_lines(v, all_results)):
                 yield f"Measured of {fam.name}/{v.name}"
+    from zoo import mapping
+
+    yield from mapping.regenerate()  # the pictures of which thread touches what, from the simulator's trace

@@ -44,8 +44,37 @@ def parse_size(text):
     return values[0] if len(values) == 1 else values
 
 
+PROFILES_DIR = RESULTS_DIR / "profiles"  # Nsight Compute profiles, one file per GPU and family (zoo profile)
+
+
 def path_for(slug):
     return RESULTS_DIR / f"{slug}.json"
+
+
+def profile_path(slug, family):
+    return PROFILES_DIR / f"{slug}-{family}.json"
+
+
+def load_profiles(family):
+    """{gpu slug: profile data} of every GPU profiled for ``family`` (the file names the family inside)."""
+    found = {}
+    for path in sorted(PROFILES_DIR.glob(f"*-{family}.json")):
+        data = load(path)
+        if data.get("family") == family:
+            found[path.name[: -len(f"-{family}.json")]] = data
+    return found
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def write(path, data):
+    """Write a results JSON the way every results file is written (sorted keys, NaN as null)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(data), indent=1, sort_keys=True) + "\n")
+    return path
 
 
 def load(path):
@@ -62,6 +91,8 @@ def _clean(value):
         return None
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
     return value
 
 

@@ -331,14 +331,15 @@ def _shared_array_once(original, kernelapi):
     one run in three under a short ``sys.setswitchinterval``). Here the lookup and
     the creation are one step under a lock. The key is the caller's file and line,
     as in numba (``sys._getframe(1)`` is the kernel's frame: this function is the
-    method the kernel calls).
+    method the kernel calls; ``caller_depth`` says how many frames up the kernel is when
+    another wrapper calls this one, as ``zoo.sim_counters`` does).
     """
     lock = threading.Lock()
 
-    def array(self, shape, dtype, alignment=None):
+    def array(self, shape, dtype, alignment=None, caller_depth=1):
         if alignment is not None or shape == 0:  # refused, or dynamic shared memory: no lookup
             return original(self, shape, dtype, alignment)
-        caller = sys._getframe(1)
+        caller = sys._getframe(caller_depth)
         key = (caller.f_code.co_filename, caller.f_lineno)
         if isinstance(dtype, kernelapi.types.Type):
             dtype = kernelapi.numpy_support.as_dtype(dtype)

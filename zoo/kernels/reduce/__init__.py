@@ -45,6 +45,7 @@ KIND_TEST_SIZES = {"int32": (1, 33, 1000)}  # the same kernels on other data: th
 GPU_TEST_SIZES = (1, 31, 33, 1000, 4099, 1_000_003, 1 << 24, (1 << 28) + 7)
 BENCH_SIZES = (1 << 24, 1 << 28)
 HEADLINE_SIZE = 1 << 28
+MAPPING = {"v01": 300}  # the picture of the first pass: two blocks of 256, each summed into one partial
 BASELINE = "cupy.sum (CUB)"
 
 

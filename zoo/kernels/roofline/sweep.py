@@ -18,8 +18,13 @@ elements (every element in the simulator). Two more rows (series "ceiling")
 hold the measured and the datasheet roofs, so the plot is redrawn from the CSV
 alone. The plot also places every measurement of this device's results file
 (results/<gpu>.json, read at plot time) by its own FLOPs and bytes, labelled by
-family; families that count no FLOPs (pure data movement) cannot sit on a
-FLOP/s axis and are named in a note instead.
+family, the labels set apart so that crowded points stay readable
+(``place_labels``); families that count no FLOPs (pure data movement) cannot sit
+on a FLOP/s axis and are named in a note instead. Steps that compute on the
+tensor cores (those that reach mma.sync or wgmma, and the library rows of a
+family made of them: hgemm) sit under a roof of their own, the FP16 tensor-core
+roof: cuBLAS's rate from the same results file where it was measured, else the
+datasheet's.
 """
 
 import math
@@ -190,12 +195,8 @@ def _number(value):
 
 def _results_points(device_name):
     """[(family, label, ai, gflops)] from this device's results file; and the families with no FLOPs."""
-    from zoo import results
-
     points, no_flops = [], set()
-    for data in results.load_all().values():
-        if data.get("device", {}).get("name") != device_name:
-            continue
+    for data in _device_results(device_name):
         for fam_name, by_size in data.get("families", {}).items():
             for key in _plotted_sizes(fam_name, by_size):
                 for name, m in by_size[key].items():
@@ -206,8 +207,125 @@ def _results_points(device_name):
                         no_flops.add(fam_name)
                         continue
                     label = "lib" if name == "baseline" else name.split("_")[0]
-                    points.append((fam_name, label, gflops / gbps, gflops))  # ai = flops / bytes
+                    points.append((fam_name, label, gflops / gbps, gflops, name))  # ai = flops / bytes
     return points, sorted(no_flops)
+
+
+def _device_results(device_name):
+    from zoo import results
+
+    return [data for data in results.load_all().values() if data.get("device", {}).get("name") == device_name]
+
+
+def _calls_mma(variant):
+    """Whether the step's kernels can reach the tensor cores: its file, or a module of its family it imports
+    from (hgemm's warp_tile, a base step), holds one of zoo.device.mma's ``mma_*`` (mma.sync) or
+    zoo.device.wgmma's ``mma_async``."""
+    import sys
+    import types
+
+    from zoo.device import mma, wgmma
+
+    wanted = {id(getattr(mma, name)) for name in dir(mma) if name.startswith("mma_")} | {id(wgmma.mma_async)}
+    package = variant.family.module.__name__ + "."
+    seen, todo = set(), [variant.module]
+    while todo:  # the step's module and the family modules it reaches (a base step, a helper module)
+        module = todo.pop()
+        if module.__name__ in seen:
+            continue
+        seen.add(module.__name__)
+        for value in vars(module).values():
+            if id(value) in wanted:
+                return True
+            home = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            if isinstance(home, str) and home.startswith(package) and home in sys.modules:
+                todo.append(sys.modules[home])
+    return False
+
+
+def tensor_rows():
+    """{family: None for every row, or the set of its steps} whose points sit under the tensor-core roof: a
+    step that reaches mma.sync or wgmma; in a family whose every step does (hgemm), its library rows too
+    (cuBLAS's half-precision GEMM runs on the tensor cores)."""
+    import zoo
+
+    found = {}
+    for fam in zoo.families():
+        steps = {v.name for v in fam if _calls_mma(v)}
+        if steps:
+            found[fam.name] = None if len(steps) == len(fam) else steps
+    return found
+
+
+def is_tensor(rows, family, name):
+    if family not in rows:
+        return False
+    return rows[family] is None or name in rows[family]
+
+
+def tensor_roof(device_name, families):
+    """(GFLOP/s, what it is) of the FP16 tensor-core roof: the fastest library row a family of tensor-core
+    steps measured on this device (cuBLAS), else the datasheet's dense FP16 figure, else (None, None)."""
+    best = None
+    for data in _device_results(device_name):
+        for fam_name in families:
+            for key, rows in data.get("families", {}).get(fam_name, {}).items():
+                for name, m in rows.items():
+                    if name.startswith("v") and name[1:3].isdigit():
+                        continue  # a step, not a library
+                    gflops = _number(m.get("gflops"))
+                    if gflops and (best is None or gflops > best[0]):
+                        best = (gflops, f"measured: {fam_name} {name} at {key}")
+    if best:
+        return best
+    from zoo import ceilings
+
+    sheet = ceilings.datasheet(device_name) or {}
+    if sheet.get("tensor_fp16_gflops"):
+        return sheet["tensor_fp16_gflops"], "datasheet, dense FP16"
+    return None, None
+
+
+LABEL_OFFSETS = [(dx, dy) for dy in (3, -10, 12, -19, 21, -28) for dx in (3, -1)]  # points; dx -1: left of the point
+
+
+def place_labels(ax, items, fontsize=6):
+    """Annotate [(x, y, text)] so that labels do not overlap each other or the points: for each label
+    (in order of x, then y) the first of LABEL_OFFSETS whose box is free, else the least crowded one.
+    Deterministic; the axes' limits and the figure's layout must be final."""
+    fig = ax.figure
+    scale = fig.dpi / 72.0
+    char_w, line_h = 0.55 * fontsize * scale, 1.25 * fontsize * scale
+    points = [tuple(ax.transData.transform((x, y))) for x, y, _ in items]
+    taken = [(px - 2 * scale, py - 2 * scale, px + 2 * scale, py + 2 * scale) for px, py in points]
+
+    def overlap(a, b):
+        w = min(a[2], b[2]) - max(a[0], b[0])
+        h = min(a[3], b[3]) - max(a[1], b[1])
+        return w * h if w > 0 and h > 0 else 0.0
+
+    for (px, py), (x, y, text) in sorted(zip(points, items, strict=True), key=lambda p: (p[1][0], p[1][1])):
+        width = char_w * len(text)
+        best = None
+        for dx, dy in LABEL_OFFSETS:
+            left = px + dx * scale if dx >= 0 else px - width + dx * scale
+            box = (left, py + dy * scale, left + width, py + dy * scale + line_h)
+            crowd = sum(overlap(box, other) for other in taken)
+            if best is None or crowd < best[0]:
+                best = (crowd, dx, dy, box)
+            if crowd == 0:
+                break
+        _, dx, dy, box = best
+        taken.append(box)
+        ax.annotate(
+            text,
+            (x, y),
+            textcoords="offset points",
+            xytext=(dx, dy),
+            ha="left" if dx >= 0 else "right",
+            fontsize=fontsize,
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"} if abs(dy) > 10 else None,
+        )
 
 
 def _plotted_sizes(fam_name, by_size):
@@ -232,7 +350,7 @@ def _plotted_sizes(fam_name, by_size):
 def plot(rows, device_name):
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 6.5))
+    fig, ax = plt.subplots(figsize=(14, 7))
     ceilings = {r["variant"]: r for r in rows if r.get("series") == "ceiling"}
     sweep = [r for r in rows if r.get("series") == "sweep" and _number(r.get("gflops"))]
     points, no_flops = _results_points(device_name)
@@ -271,21 +389,38 @@ def plot(rows, device_name):
             ms=4,
             label=f"roofline {name} (k sweep)",
         )
+    rows = tensor_rows()
+    tensor = sorted({p[0] for p in points if is_tensor(rows, p[0], p[4])})
+    whole = [f for f, steps in rows.items() if steps is None]  # families whose library rows are tensor-core GEMMs
+    tensor_peak, tensor_source = tensor_roof(device_name, whole) if tensor else (None, None)
+    measured_bw = _number(ceilings.get("measured", {}).get("bandwidth")) or _number(
+        ceilings.get("datasheet", {}).get("bandwidth")
+    )
+    if tensor_peak and measured_bw:
+        ax.plot(
+            x,
+            np.minimum(tensor_peak, measured_bw * x),
+            "--",
+            color="#b03a2e",
+            lw=1.5,
+            label=f"FP16 tensor-core roof: {tensor_peak / 1e3:,.0f} TFLOP/s ({tensor_source}); "
+            f"for the tensor-core steps of {', '.join(tensor)}",
+        )
     markers = "DvP*Xhp<>"
     colors = plt.get_cmap("Dark2").colors  # apart from the sweep lines' default colours
     for i, fam_name in enumerate(sorted({p[0] for p in points})):
         mine = [p for p in points if p[0] == fam_name]
+        under = " (red edge: tensor cores, under the tensor-core roof)" if fam_name in tensor else ""
         ax.scatter(
             [p[2] for p in mine],
             [p[3] for p in mine],
             marker=markers[i % len(markers)],
             s=36,
             color=colors[i % len(colors)],
-            label=f"{fam_name} (results file)",
+            edgecolors=["#b03a2e" if is_tensor(rows, fam_name, p[4]) else "none" for p in mine],
+            label=f"{fam_name} (results file){under}",
             zorder=3,
         )
-        for _, label, ai, gflops in mine:
-            ax.annotate(label, (ai, gflops), textcoords="offset points", xytext=(3, 3), fontsize=6)
     notes = []
     if not sweep:
         notes.append("no timings in these rows (simulator run: correctness only)")
@@ -297,12 +432,14 @@ def plot(rows, device_name):
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("GFLOP/s (FP32; an FMA counts 2)")
+    ax.set_ylabel("GFLOP/s (FP32 unless under the tensor-core roof; an FMA counts 2)")
     ax.set_title(f"Roofline, {device_name}: b = a + a^2 + ... + a^k, k/4 FLOP/byte")
     ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left")
+    if ax.get_legend_handles_labels()[0]:  # beside the axes: over them it would hide points
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     else:
         ax.set_ylim(1, 1e5)
     fig.tight_layout()
+    ax.set_ylim(*ax.get_ylim())  # fixed before the labels are placed in display coordinates
+    place_labels(ax, [(ai, gflops, label) for _, label, ai, gflops, _ in points])
     return fig

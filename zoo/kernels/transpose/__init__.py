@@ -53,6 +53,7 @@ GPU_TEST_SIZES = (
 )
 BENCH_SIZES = ((16384, 16384), (10000, 7777))
 HEADLINE_SIZE = (16384, 16384)
+MAPPING = {"v01": (24, 40)}  # the picture: 32 x 8 blocks, a warp reads a row of a and writes a column of out
 BASELINE = "cupy.copyto(out, a.T)"
 SIZE_DIMS = (1, 2)  # n (square) or rows x cols
 

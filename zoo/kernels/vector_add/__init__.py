@@ -15,6 +15,7 @@ TOLERANCE = 1e-6
 TEST_SIZES = (1, 31, 33, 1000, 2053)  # 2053 > one simulated SM of threads: the grid-stride loop turns
 GPU_TEST_SIZES = (1, 1023, 1_000_003, 1 << 24)
 BENCH_SIZES = (1 << 20, 1 << 24, 1 << 28)
+MAPPING = {"v01": 300}  # the picture of who adds what: two blocks of 256 threads, the second mostly idle
 BASELINE = "cupy.add"
 
 
