@@ -2,6 +2,7 @@
 against a NumPy sum of the ranks' rows for 1 to 4 ranks (simulated ranks on one device here, real ones on a
 GPU machine), repeated calls, the error path, released buffers and streams, and the sweeps' arithmetic."""
 
+import argparse
 import gc
 import weakref
 
@@ -203,6 +204,77 @@ def test_a_group_keeps_one_buffer_a_name():
     assert g.devices == tuple(r % world.device_count() for r in range(2))
     with pytest.raises(ValueError):
         world.Group(0)
+
+
+# -- the sweeps ---------------------------------------------------------------------------------------------------
+def test_bus_bandwidth_is_as_nccl_tests_define_it():
+    from zoo.kernels.collectives import sweep
+
+    assert sweep.bus_bandwidth(4e9, 1.0, 1) == (4.0, 0.0)
+    assert sweep.bus_bandwidth(4e9, 1.0, 2) == (4.0, 4.0)
+    assert sweep.bus_bandwidth(4e9, 2.0, 4) == (2.0, 3.0)
+    assert sweep.sizes(1, 1024, False) == [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
+    assert sweep.sizes(1, 100, False)[-1] == 100 << 20
+
+
+@pytest.mark.skipif(not zoo.SIMULATOR, reason="on a GPU, .ci/gpu-collectives.sh runs the sweeps at full size")
+def test_allreduce_sweep_checks_every_step_and_draws(tmp_path):
+    from zoo.kernels.collectives import sweep
+
+    args = argparse.Namespace(
+        simulator=True,
+        ranks=2,
+        min_mb=1,
+        max_mb=1,
+        host_max_mb=256,
+        steps="v01,v03,v05",
+        budget=0.1,
+        max_pieces=3,
+        min_piece_mb=None,
+    )
+    rows = sweep.measure(args)
+    checked = [r for r in rows if r.get("correct") is not None]
+    assert {r["row"] for r in checked} == {"v01_through_host", "v03_ring", "v05_buckets_overlapped"}
+    assert all(r["correct"] for r in checked)
+    assert any(r["row"] == sweep.CEILING for r in rows) and rows[-1]["row"] == sweep.NCCL
+    pytest.importorskip("matplotlib")
+    sweep.plot(rows, "the simulator").savefig(tmp_path / "allreduce.png")
+
+
+def test_allreduce_findings_compare_with_nccl():
+    from zoo.kernels.collectives import sweep
+
+    def row(name, nbytes, busbw):
+        return dict(row=name, ranks=2, gpus=2, bytes=nbytes, algbw_gbs=busbw, busbw_gbs=busbw)
+
+    big = 256 << 20
+    rows = [row("nccl", big, 300.0), row("v03_ring", big, 240.0), row(sweep.CEILING, big, 320.0)]
+    lines = sweep.findings(rows)
+    assert "v03_ring: 80% to 80% of NCCL's busbw from 256 MB a rank up" in lines
+    assert any("the best all-reduce, v03_ring, reaches 75% of it" in line for line in lines)
+    assert sweep.findings([dict(row="v03_ring", ranks=1, gpus=1, bytes=big, algbw_gbs=9.0, busbw_gbs=0.0)])[
+        0
+    ].startswith("one rank")
+
+
+def test_dataparallel_sweep_checks_the_overlapped_step(tmp_path):
+    from zoo.kernels.collectives import sweep_dataparallel as dp
+
+    if not zoo.SIMULATOR:
+        pytest.skip("on a GPU, .ci/gpu-collectives.sh runs the sweep at full size")
+    args = argparse.Namespace(simulator=True, ranks=3, layers=2, width=8, batches="3", budget=0.1)
+    rows = dp.measure(args)
+    assert [r["correct"] for r in rows] == [True]
+    timed = [
+        dict(ranks=2, gpus=2, layers=8, width=2048, batch=b, compute_ms=c, allreduce_ms=1.0, serial_ms=c + 1.0,
+             overlapped_ms=o, speedup=(c + 1.0) / o, hidden=1 - (o - c) / 1.0)
+        for b, c, o in ((64, 0.5, 1.2), (1024, 4.0, 4.1))
+    ]  # fmt: skip
+    lines = dp.findings(timed)
+    assert "30% of the all-reduce hidden" in lines[1] and "90% of the all-reduce hidden" in lines[2]
+    assert lines[-1] == "at least 80% hidden from batch 1024 up"
+    pytest.importorskip("matplotlib")
+    dp.plot(timed, "a GPU").savefig(tmp_path / "dataparallel.png")
 
 
 # -- on a GPU ------------------------------------------------------------------------------------------------------
