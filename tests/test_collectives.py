@@ -1,6 +1,7 @@
 """The collectives family: the ring's schedule arithmetic for 1 to 8 ranks on irregular sizes, every step
 against a NumPy sum of the ranks' rows for 1 to 4 ranks (simulated ranks on one device here, real ones on a
-GPU machine), repeated calls, the error path, released buffers and streams, and the sweeps' arithmetic."""
+GPU machine), the steps' stream and event ordering checked for races (the simulator runs streams in order, a
+GPU does not), repeated calls, the error path, released buffers and streams, and the sweeps' arithmetic."""
 
 import argparse
 import gc
@@ -204,6 +205,182 @@ def test_a_group_keeps_one_buffer_a_name():
     assert g.devices == tuple(r % world.device_count() for r in range(2))
     with pytest.raises(ValueError):
         world.Group(0)
+
+
+# -- the ordering, checked for races -----------------------------------------------------------------------------
+class Stream:
+    """A stream that runs nothing: it numbers what is queued on it and keeps a vector clock, {stream: how many of
+    its operations are known to be done before this stream's next one starts}."""
+
+    def __init__(self, log, name):
+        self.log, self.name, self.count, self.clock = log, name, 0, {}
+
+    def synchronize(self):
+        self.log.host_waits_for(self)
+
+
+class Event:
+    def __init__(self):
+        self.clock = None  # what was done when it was last recorded
+
+    def record(self, stream):
+        self.clock = {**stream.clock, stream.name: stream.count}
+
+    def wait(self, stream):
+        for name, count in (self.clock or {}).items():  # a wait takes the record in place when it is issued
+            stream.clock[name] = max(stream.clock.get(name, 0), count)
+
+
+class Log:
+    """Operations as the host issues them, each with the accesses it makes; the host's synchronizations."""
+
+    def __init__(self):
+        self.ops, self.streams, self.host = [], [], {}
+
+    def stream(self):
+        self.streams.append(Stream(self, len(self.streams)))
+        return self.streams[-1]
+
+    def host_waits_for(self, *streams):
+        for s in streams or self.streams:  # whatever the host issues next starts after all that is done
+            self.host[s.name] = s.count
+
+    def issue(self, stream, reads, writes):
+        for name, count in self.host.items():
+            stream.clock[name] = max(stream.clock.get(name, 0), count)
+        stream.count += 1
+        self.ops.append((stream.name, stream.count, dict(stream.clock), reads, writes))
+
+    def races(self):
+        """Pairs of operations that touch the same elements, one of them writing, with nothing ordering them."""
+        found = []
+        for i, (sa, ia, _, ra, wa) in enumerate(self.ops):
+            for sb, ib, clock_b, rb, wb in self.ops[i + 1 :]:
+                if sa == sb or clock_b.get(sa, 0) >= ia:
+                    continue  # the same stream, or b waits (through events) for a
+                if _overlap(wa, rb | wb) or _overlap(wb, ra):
+                    found.append(((sa, ia, sorted(wa), sorted(ra)), (sb, ib, sorted(wb), sorted(rb))))
+        return found
+
+
+def _overlap(xs, ys):
+    return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in xs for y in ys)
+
+
+class RecordingGroup(world.Group):
+    """A group whose streams, events and buffers are the recording ones above: every copy and add is logged with
+    the elements it reads and writes, and run on NumPy in the order the host issues it."""
+
+    def __init__(self, ranks):
+        self.log = Log()
+        super().__init__(ranks)
+
+    def _new_stream(self):
+        return self.log.stream()
+
+    def _new_event(self):
+        return Event()
+
+    def _new_buffer(self, n):
+        return np.zeros(n, np.float32)
+
+    def synchronize(self):
+        self.log.host_waits_for()
+
+    def copy(self, count, dst, src, stream):
+        (_, dst_array, dst_start), (_, src_array, src_start) = dst, src
+        if count > 0:
+            self.log.issue(
+                stream, {(id(src_array), src_start, src_start + count)}, {(id(dst_array), dst_start, dst_start + count)}
+            )
+            dst_array[dst_start : dst_start + count] = src_array[src_start : src_start + count]
+
+
+class RecordedAdd:
+    """Stands in for a step's add_into: logs each launch's accesses, adds on NumPy."""
+
+    def __init__(self, group):
+        self.group = group
+
+    def __getitem__(self, config):
+        stream = config[2]
+
+        def launch(*args):
+            if len(args) == 3:  # (dst, src, count): whole buffers
+                (dst, src, count), dst_start, src_start = args, 0, 0
+            elif len(args) == 4:  # (dst, dst_start, src, count)
+                (dst, dst_start, src, count), src_start = args, 0
+            else:
+                dst, dst_start, src, src_start, count = args
+            dst_start, src_start, count = int(dst_start), int(src_start), int(count)
+            span_dst, span_src = (id(dst), dst_start, dst_start + count), (id(src), src_start, src_start + count)
+            self.group.log.issue(stream, {span_dst, span_src}, {span_dst})
+            dst[dst_start : dst_start + count] += src[src_start : src_start + count]
+
+        return launch
+
+
+def _produce(group, bufs, rows, lo=0, hi=None):
+    """What comes before an all-reduce on each rank's main stream: the rows written into bufs[lo:hi]."""
+    hi = bufs[0].size if hi is None else hi
+    for r in range(group.ranks):
+        group.log.issue(group.main[r], set(), {(id(bufs[r]), lo, hi)})
+        bufs[r][lo:hi] = rows[r][lo:hi]
+
+
+def _consume(group, bufs):
+    for r in range(group.ranks):
+        group.log.issue(group.main[r], {(id(bufs[r]), 0, bufs[0].size)}, set())
+
+
+@pytest.mark.parametrize("v", STEPS[1:], ids=lambda v: v.name)
+@pytest.mark.parametrize("ranks,n", [(2, 1000), (3, 4099), (4, 1000), (5, 777), (3, 1)])
+def test_no_two_streams_touch_the_same_elements_unordered(v, ranks, n, monkeypatch):
+    """Streams run at once on a GPU and in order in the simulator: every pair of accesses to the same elements,
+    one a write, on two streams, must be ordered by stream order and events, across two calls in a row. The
+    sum is also checked in the order the host issued everything (one order the GPU may take)."""
+    group = RecordingGroup(ranks)
+    monkeypatch.setattr(v.module, "add_into", RecordedAdd(group))
+    bufs = group.buffers("data", n)
+    params = {"min_piece": 16, "max_pieces": 3} if v.number >= 4 else {}
+    for call in range(2):
+        rows = _stack(ranks, n, call).round()  # integers: any order of addition gives the exact sum
+        _produce(group, bufs, rows)
+        v.module.allreduce(group, bufs, **params)
+        _consume(group, bufs)
+        assert all(np.array_equal(b, rows.sum(axis=0)) for b in bufs), f"{v.name}: call {call} wrong"
+    assert not group.log.races(), f"{v.name}: unordered accesses, e.g. {group.log.races()[:2]}"
+
+
+@pytest.mark.parametrize("ranks,n", [(2, 3000), (3, 4099), (4, 2500)])
+def test_buckets_overlap_their_producer_without_a_race(ranks, n, monkeypatch):
+    """v05 as the training step uses it: bucket b is produced on the main streams, its ring starts, bucket b + 1
+    is produced while it runs; one finish a step. No access of the rings may race with the producer's."""
+    v05 = FAM["v05"].module
+    group = RecordingGroup(ranks)
+    monkeypatch.setattr(v05, "add_into", RecordedAdd(group))
+    bufs = group.buffers("gradients", n)
+    for step in range(2):  # two training steps: the second one's producer overwrites what the first reduced
+        rows = _stack(ranks, n, step).round()
+        for lo, hi in ring.buckets(n, 1000):
+            _produce(group, bufs, rows, lo, hi)
+            v05.allreduce_bucket(group, bufs, lo, hi, min_piece=16, max_pieces=3)
+        v05.finish(group)
+        _consume(group, bufs)
+        assert all(np.array_equal(b, rows.sum(axis=0)) for b in bufs)
+    assert not group.log.races(), group.log.races()[:2]
+
+
+def test_the_race_checker_sees_a_missing_wait(monkeypatch):
+    """The checker is not blind: v03 with the wait on the sender's previous step removed races."""
+    v03 = FAM["v03"].module
+    group = RecordingGroup(3)
+    monkeypatch.setattr(v03, "add_into", RecordedAdd(group))
+    monkeypatch.setattr(Event, "wait", lambda self, stream: None)
+    bufs = group.buffers("data", 1000)
+    _produce(group, bufs, _stack(3, 1000, 1).round())
+    v03.allreduce(group, bufs)
+    assert group.log.races()
 
 
 # -- the sweeps ---------------------------------------------------------------------------------------------------

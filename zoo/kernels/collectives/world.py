@@ -129,7 +129,7 @@ class Group:
             found = []
             for r in range(self.ranks):
                 with self.on(r):
-                    found.append(cuda.stream())
+                    found.append(self._new_stream())
             self._streams[name] = found
         return found
 
@@ -139,7 +139,7 @@ class Group:
         for r in range(self.ranks):
             if len(found[r]) < count:
                 with self.on(r):
-                    found[r].extend(_event() for _ in range(count - len(found[r])))
+                    found[r].extend(self._new_event() for _ in range(count - len(found[r])))
         return found
 
     def buffer(self, name, rank, n):
@@ -149,7 +149,7 @@ class Group:
         if found is None or found.size != n:
             self._buffers.pop(key, None)  # the old one is freed once nothing holds it
             with self.on(rank):
-                found = self._buffers[key] = cuda.device_array(n, np.float32)
+                found = self._buffers[key] = self._new_buffer(n)
         return found
 
     def buffers(self, name, n):
@@ -170,6 +170,16 @@ class Group:
             found = self._buffers[key] = cuda.pinned_array(tuple(shape), np.float32)
         return found
 
+    # what the kept objects are made of (a test's recording group makes others: tests/test_collectives.py)
+    def _new_stream(self):
+        return cuda.stream()
+
+    def _new_event(self):
+        return cuda.event() if SIMULATOR else cuda.event(timing=False)  # the simulator's events take no arguments
+
+    def _new_buffer(self, n):
+        return cuda.device_array(n, np.float32)
+
     # -- ordering with the main streams --------------------------------------------------------------------
     def fork(self, *stream_lists):
         """Order the given per-rank streams after the work queued so far on each rank's main stream.
@@ -182,12 +192,19 @@ class Group:
                 forked[r].wait(streams[r])
 
     def join(self, *stream_lists):
-        """Order the work queued on each main stream from now on after everything queued on the given streams."""
-        ends = self.events("join", len(stream_lists))
+        """Order the work queued on every main stream from now on after everything queued on the given streams.
+
+        On every rank's streams, not only its own: another rank's stream may still be reading this rank's
+        buffer (an all-gather's last copy out of it), and the next thing main does may be to overwrite it."""
+        count = len(stream_lists)
+        ends = [row[:count] for row in self.events("join", count)]  # ends[r][i]: stream_lists[i][r] is done
         for r in range(self.ranks):
-            for end, streams in zip(ends[r], stream_lists, strict=False):
+            for end, streams in zip(ends[r], stream_lists, strict=True):
                 end.record(streams[r])
-                end.wait(self.main[r])
+        for main in self.main:
+            for row in ends:
+                for end in row:
+                    end.wait(main)
 
     def synchronize(self):
         """Wait for every stream of the group (the host blocks)."""
@@ -243,11 +260,6 @@ class Group:
         self._buffers.clear()
         self._events.clear()
         self._streams.clear()
-
-
-def _event():
-    # the simulator's events take no arguments
-    return cuda.event() if SIMULATOR else cuda.event(timing=False)
 
 
 def handle(stream):
