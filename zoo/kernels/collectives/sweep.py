@@ -147,6 +147,17 @@ def _ring_copy(group, bufs):
     group.join(links)
 
 
+def free_cupy_blocks(group):
+    """Give CuPy's cached blocks back to each GPU of the group (CuPy keeps a pool a device)."""
+    if SIMULATOR:
+        return
+    import cupy
+
+    for d in sorted(set(group.devices)):
+        with cupy.cuda.Device(d):
+            cupy.get_default_memory_pool().free_all_blocks()
+
+
 def seconds_per_call(group, call, budget):
     """Seconds a call, nccl-tests' way: the host's clock around k calls and one synchronization of every rank."""
     group.synchronize()
@@ -205,6 +216,7 @@ def measure(args):
     if not nccl_ok:
         rows.append(dict(row=NCCL, ranks=ranks, gpus=gpus, note=f"not run: {nccl_why}"))
     group.drop("sweep data", "ceiling inbox")  # the largest buffers go back
+    free_cupy_blocks(group)  # and the fill's and check's temporaries
     if args.simulator:
         print("simulator: every step ran once per size for correctness; timings need a GPU")
     return rows

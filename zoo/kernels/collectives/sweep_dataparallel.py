@@ -25,7 +25,7 @@ import numpy as np
 
 from zoo import SIMULATOR
 from zoo.kernels.collectives import world
-from zoo.kernels.collectives.sweep import seconds_per_call
+from zoo.kernels.collectives.sweep import free_cupy_blocks, seconds_per_call
 
 COMMAND = "dataparallel"
 HELP = "a toy data-parallel training step: each layer's gradient all-reduce overlapped with the next layer's matmul"
@@ -98,7 +98,11 @@ class Model:
         """Each rank's gradients of a layer, on the host (after every stream has drained)."""
         self.group.synchronize()
         lo, hi = self.bucket(layer)
-        return [self.grads[r][lo:hi].copy_to_host() for r in range(self.group.ranks)]
+        found = []
+        for r in range(self.group.ranks):
+            with self.group.on(r):
+                found.append(self.grads[r][lo:hi].copy_to_host())
+        return found
 
 
 def _cupy_stream(cupy, stream):
@@ -180,6 +184,7 @@ def measure(args):
         rows.append(row)
         del model
     group.drop("gradients")
+    free_cupy_blocks(group)  # the activations and errors of the last batch
     if args.simulator:
         print("simulator: the overlapped step ran once a batch for correctness; timings need a GPU")
     elif ranks == 1:
