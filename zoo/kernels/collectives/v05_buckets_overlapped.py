@@ -5,7 +5,8 @@ Changes:
     (``allreduce_bucket``): the ring's segments are the bucket's, and it forks
     from the main streams at the moment it is called, so it waits only for the
     work that produced that bucket, and is not joined: ``finish`` joins every
-    bucket at once. ``launch`` copies the stack in bucket by bucket (BUCKET
+    bucket at once. The inbox is kept at its largest (a smaller last bucket
+    must not reallocate it under the buckets still in flight). ``launch`` copies the stack in bucket by bucket (BUCKET
     elements, ``ring.buckets``), starting each bucket's ring right after its
     copy in. In a training step the producer is the backward pass: a layer's
     gradients are a bucket, started while the next layer computes
@@ -83,8 +84,11 @@ def allreduce_bucket(group, bufs, lo, hi, min_piece=MIN_PIECE, max_pieces=MAX_PI
     segments = [(lo + a, lo + b) for a, b in ring.segments(hi - lo, group.ranks)]  # the bucket's, 256-byte aligned
     cuts = [ring.pieces(a, b, min_piece * group.ranks, max_pieces) for a, b in segments]  # each segment's pieces
     most = max(len(c) for c in cuts)  # pieces of the longest segment
-    slot = ring.aligned(max(ring.longest(c) for c in cuts))  # an inbox slot: the longest piece, 256-byte aligned
-    inbox = group.buffers("piece inbox", 2 * slot)  # inbox[q]: two slots on q's GPU, slot k % 2 for piece k
+    need = ring.aligned(max(ring.longest(c) for c in cuts))  # the longest piece, 256-byte aligned
+    # inbox[q]: two slots on q's GPU, slot k % 2 for piece k, kept at their largest: a bucket of another size must not
+    # free and allocate them while earlier buckets are in flight (freeing device memory waits for the device)
+    inbox = group.buffers_at_least("bucket inbox", 2 * need)
+    slot = inbox[0].size // 2
     lanes = lanes_of(group)  # lanes[k % 2][q]: on q's GPU
     # done[q][(s % 2) * most + k]: q has finished piece k of step s; two sets by parity, as q + 1 may still be
     # waiting on step s - 1's

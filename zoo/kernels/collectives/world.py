@@ -156,6 +156,14 @@ class Group:
         """[rank r's buffer of n floats] under this name."""
         return [self.buffer(name, r, n) for r in range(self.ranks)]
 
+    def buffers_at_least(self, name, n):
+        """[rank r's buffer of at least n floats] under this name: kept until a call needs more, never shrunk (work
+        queued earlier may still be using it)."""
+        found = [self._buffers.get((name, r)) for r in range(self.ranks)]
+        if any(b is None or b.size < n for b in found):
+            return self.buffers(name, n)
+        return found
+
     def drop(self, *names):
         """Forget the buffers (device and pinned) kept under these names: they are freed once nothing holds them."""
         for key in [k for k in self._buffers if k[0] in names or (k[0] == "pinned" and k[1] in names)]:
