@@ -454,6 +454,7 @@ def test_dataparallel_sweep_checks_the_overlapped_step(tmp_path):
     ]  # fmt: skip
     lines = dp.findings(timed)
     assert "30% of the all-reduce hidden" in lines[1] and "90% of the all-reduce hidden" in lines[2]
+    assert lines[-2] == "at most 88% can be hidden: the first layer's ring has no compute after it"
     assert lines[-1] == "at least 80% hidden from batch 1024 up"
     pytest.importorskip("matplotlib")
     dp.plot(timed, "a GPU").savefig(tmp_path / "dataparallel.png")

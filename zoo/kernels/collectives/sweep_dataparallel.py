@@ -14,7 +14,9 @@ Four ways are timed at each batch size b (the host's clock, every rank synchroni
   ``allreduce_bucket``) while the next layer's matmul runs; one join at the end.
 
 hidden = 1 - (overlapped - compute) / allreduce: the fraction of the all-reduce that the
-compute hid (1: none of it shows; 0: it all adds up, as in serial). The overlapped step's
+compute hid (1: none of it shows; 0: it all adds up, as in serial). It cannot pass 1 - 1/L
+with L equal layers: the first layer's gradients come last, with no compute left to hide
+their ring behind. The overlapped step's
 gradients are checked against the float64 sum of every rank's own gradients (the first and
 last layers). With one rank there is nothing to hide; ``--ranks 2`` on one GPU puts two
 ranks on it (copies on the GPU's own memory, no links). In the simulator: tiny layers, the
@@ -48,9 +50,11 @@ GOAL = 0.8  # the overlap step should hide at least this much of the all-reduce
 
 def add_arguments(parser):
     parser.add_argument("--ranks", type=int, help="ranks (default: one a GPU, at most ZOO_RANKS; 2 in the simulator)")
-    parser.add_argument("--layers", type=int, help="layers, a gradient bucket each (default 8; 3 in the simulator)")
+    parser.add_argument("--layers", type=int, help="layers, a gradient bucket each (default 16; 3 in the simulator)")
     parser.add_argument("--width", type=int, help="layer width d, a multiple of 8 (default 2048; 8 in the simulator)")
-    parser.add_argument("--batches", help="rows a rank, comma-separated (default 64,256,1024,4096; 4 in the simulator)")
+    parser.add_argument(
+        "--batches", help="rows a rank, comma-separated (default 256,1024,4096,16384; 4 in the simulator)"
+    )
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of timed calls a figure (default 0.3)")
 
 
@@ -158,11 +162,11 @@ def measure(args):
     v04, v05 = _steps()
     ranks = args.ranks or (2 if args.simulator else world.ranks())
     group = world.group(ranks)
-    layers = args.layers or (3 if args.simulator else 8)
+    layers = args.layers or (3 if args.simulator else 16)
     width = args.width or (8 if args.simulator else 2048)
     if width % 8:
         raise ValueError(f"--width must be a multiple of 8 (a layer's bucket starts 256-byte aligned), got {width}")
-    batches = [int(b) for b in (args.batches or ("4" if args.simulator else "64,256,1024,4096")).split(",")]
+    batches = [int(b) for b in (args.batches or ("4" if args.simulator else "256,1024,4096,16384")).split(",")]
     rows = []
     for batch in batches:
         model = Model(group, layers, width, batch)
@@ -211,6 +215,9 @@ def findings(rows):
             f"overlapped {r['overlapped_ms']:.2f} ms against {r['serial_ms']:.2f} serial ({r['speedup']:.2f}x): "
             f"{100 * r['hidden']:.0f}% of the all-reduce hidden"
         )
+    lines.append(
+        f"at most {100 * (1 - 1 / first['layers']):.0f}% can be hidden: the first layer's ring has no compute after it"
+    )
     enough = [r["batch"] for r in timed if r["hidden"] >= GOAL]
     lines.append(
         f"at least {100 * GOAL:.0f}% hidden from batch {min(enough)} up"
