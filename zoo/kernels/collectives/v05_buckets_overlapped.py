@@ -86,7 +86,7 @@ def allreduce_bucket(group, bufs, lo, hi, min_piece=MIN_PIECE, max_pieces=MAX_PI
     most = max(len(c) for c in cuts)  # pieces of the longest segment
     need = ring.aligned(max(ring.longest(c) for c in cuts))  # the longest piece, 256-byte aligned
     # inbox[q]: two slots on q's GPU, slot k % 2 for piece k, kept at their largest: a bucket of another size must not
-    # free and allocate them while earlier buckets are in flight (freeing device memory waits for the device)
+    # free and allocate them while earlier buckets are in flight (a free may wait for the whole device)
     inbox = group.buffers_at_least("bucket inbox", 2 * need)
     slot = inbox[0].size // 2
     lanes = lanes_of(group)  # lanes[k % 2][q]: on q's GPU
