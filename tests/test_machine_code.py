@@ -46,7 +46,10 @@ def test_every_step_compiles_for_sm90(fam):
     steps = _compile_family(fam.name)
     assert set(steps) == {v.name for v in fam}
     for name, kernels in steps.items():
-        assert kernels, f"{name}: its launch compiled no kernel"
+        if getattr(fam[name].module, "NO_KERNEL", None):  # a step the host computes says so, and launches none
+            assert not kernels, f"{name} sets NO_KERNEL but its launch compiled {[k['name'] for k in kernels]}"
+            continue
+        assert kernels, f"{name}: its launch compiled no kernel (a step the host computes sets NO_KERNEL = 'why')"
         for k in kernels:
             assert k["registers"] > 0 and k["ptx_lines"] > 10, (name, k)
 
