@@ -216,9 +216,6 @@ def test_tensor_maps_are_checked_before_encoding():
     [
         ("v09", (5, 7, 270)),  # 5 k steps through 4 stages
         ("v10", (5, 7, 270)),
-        ("v11", (5, 7, 260)),  # 5 steps: stage 0's mbarriers complete a phase and start the next
-        ("v12", (5, 7, 260)),
-        ("v13", (130, 257, 70)),  # 4 tiles of 2 steps: in the simulator one block takes all 4
     ],
 )
 def test_the_pipelines_rotate_their_stages(step, size):
@@ -253,9 +250,6 @@ TOOLS = pytest.mark.skipif(
     [
         ("v09", ("HGMMA.64x128x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS", "FENCE.VIEW.ASYNC.S")),
         ("v10", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS")),
-        ("v11", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK", "SYNCS.ARRIVE", "LDGSTS", "ARRIVES.LDGSTSBAR")),
-        ("v12", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK", "UTMALDG.2D", "UTMACCTL")),
-        ("v13", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK", "UTMALDG.2D", "UTMACCTL")),
     ],
 )
 def test_the_sass_for_sm90a_shows_hgmma(step, wanted):

@@ -19,7 +19,7 @@ next tile while the current one is multiplied (v04), larger warp tiles
 (v05), a third stage in tiles swizzled instead of padded (v06), fragments
 double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
 ``mma`` (v07), and blocks ordered in groups for the L2 (v08), then Hopper's
-own path (v09-v13, below). Every step
+own path (v09-v10, below). Every step
 runs in the simulator too, where ``zoo.device.mma`` emulates each instruction
 over the warp (see its docstring), so the tests check every step's index
 arithmetic there, and ``tests/test_hgemm.py`` checks on a GPU that the
@@ -116,13 +116,15 @@ frees the registers and the issue slots that ``ldmatrix`` and ``mma.sync``
 spend, and with TMA (``cp.async.bulk.tensor``, one thread copies a whole tile,
 completion signalled on an ``mbarrier``) it is how cuBLAS reaches its figure:
 the FlashAttention-3 paper reports that ``mma.sync`` reaches only about two
-thirds of an H100's peak tensor-core rate. Steps v09 to v13 take that path
+thirds of an H100's peak tensor-core rate. Steps v09 and v10 take that path
 from numba (``zoo.device.wgmma``: the instructions as inline assembly, and an
 emulation that decodes descriptors and swizzles as the hardware does, so the
-simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v09), two
-warpgroups on 128 x 256 tiles (v10), a producer warpgroup handing stages to
-the consumers through mbarriers (v11), TMA copies (v12), persistent blocks
-(v13). wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
+simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v09) and two
+warpgroups on 128 x 256 tiles (v10). The device package also holds the
+mbarriers and TMA copies that a producer warpgroup and persistent tiles would
+build on; the steps that used them are not here yet, because on the H100 the
+mbarrier pipeline gave wrong results and the TMA steps a misaligned-address
+error that the simulator did not show. wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
 adds the "a" when it compiles for the GPU it runs on, not for ``compile_ptx(cc=(9,
 0))``); those kernels are ``jit(arch_specific=True)``: always compiled for
 ``sm_90a`` and loaded by the lean launch (``zoo.device.launch``). The tensor maps TMA reads live in global memory,
