@@ -215,7 +215,6 @@ def test_tensor_maps_are_checked_before_encoding():
     "step,size",
     [
         ("v09", (5, 7, 270)),  # 5 k steps through 4 stages
-        ("v10", (5, 7, 270)),
     ],
 )
 def test_the_pipelines_rotate_their_stages(step, size):
