@@ -42,3 +42,26 @@ def test_a_cpu_row_too_slow_for_a_size_says_so():
     big = np.zeros((4096, 4096), np.float32)
     with pytest.raises(OutOfRange, match="naive loop"):
         sgemm.cpu_rows["cpu_numba"][0](big, big)
+
+
+def test_a_case_made_ahead_in_the_background_is_the_case_made_in_place():
+    fam = zoo.family("reduce")
+    size, kind = 1000, "float32"
+    harness.prepare_ahead((fam, size, kind), (fam, 33, kind))  # two cases, made by background threads
+    harness.settle()
+    ahead_inputs, ahead_ref = harness._case(fam.name, size, 0, kind)
+    inputs = fam.inputs(size, 0, kind)
+    assert all(np.array_equal(a, b) for a, b in zip(ahead_inputs, inputs, strict=True))
+    assert np.array_equal(ahead_ref, fam.reference(*inputs))
+    assert harness.measure_cpu(fam, size, kind=kind, name=next(iter(fam.cpu_rows))).correct
+    harness.prepare_ahead((fam, 33, kind))  # the others are forgotten: memory holds what is named
+    assert list(harness._cases) == [(fam.name, 33, 0, kind)]
+
+
+def test_an_error_made_in_the_background_is_raised_where_the_case_is_used():
+    fam = zoo.family("reduce")
+    harness.prepare_ahead((fam, 1000, "no such kind"))
+    harness.settle()
+    with pytest.raises(ValueError, match="no input kind"):
+        harness._inputs(fam.name, 1000, 0, "no such kind")
+    harness.prepare_ahead()

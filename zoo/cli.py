@@ -4,6 +4,7 @@ import argparse
 import difflib
 import subprocess
 import sys
+import time
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -207,30 +208,44 @@ def cmd_diff(args):
 # -- check / run --------------------------------------------------------------
 def _check_family(fam, cases, progress, task, steps=None):
     """Rows of (variant, passed, skipped, worst error, failures) for ``steps`` (default: every step)."""
-    rows, failed = [], False
-    for v in steps or fam:
+    steps = list(steps or fam)
+    skip = {}  # step -> why it is not checked
+    for v in steps:
         if v.demonstration:
-            rows.append((v.name, "-", "-", "-", "[yellow]demonstration: wrong on purpose, not checked[/]"))
-            progress.advance(task, len(cases))
+            skip[v] = "[yellow]demonstration: wrong on purpose, not checked[/]"
+        elif v.unsupported():
+            skip[v] = f"[yellow]skipped: {v.unsupported()}[/]"
+    checked = [v for v in steps if v not in skip]
+    progress.advance(task, len(cases) * len(skip))
+    tally = {v: [0, 0, 0.0, []] for v in checked}  # passed, out of range, worst error, problems
+    for i, (size, kind) in enumerate(cases):  # case by case: its inputs and reference are made once
+        try:
+            prepared = harness.prepare(fam, size, seed=1000 + i, kind=kind)
+        except OutOfRange:  # no input of this kind at this size: out of range for every step
+            for v in checked:
+                tally[v][1] += 1
+            progress.advance(task, len(checked))
             continue
-        if v.unsupported():
-            rows.append((v.name, "-", "-", "-", f"[yellow]skipped: {v.unsupported()}[/]"))
-            progress.advance(task, len(cases))
-            continue
-        passed, skipped, worst, problems = 0, 0, 0.0, []
-        progress.update(task, description=f"{fam.name}: checking {v.name}")
-        for i, (size, kind) in enumerate(cases):
+        for v in checked:
+            progress.update(task, description=f"{fam.name}: checking {v.name} at {_key(fam, size, kind)}")
+            t = tally[v]
             try:
-                r = harness.check(v, size, seed=1000 + i, kind=kind)
+                r = harness.check(v, size, seed=1000 + i, kind=kind, prepared=prepared)
             except OutOfRange:
-                skipped += 1
+                t[1] += 1
             else:
-                worst = max(worst, r.error)
+                t[2] = max(t[2], r.error)
                 if r.ok:
-                    passed += 1
+                    t[0] += 1
                 else:
-                    problems.append(f"n={_key(fam, size, kind)}: {r.detail}")
+                    t[3].append(f"n={_key(fam, size, kind)}: {r.detail}")
             progress.advance(task)
+    rows, failed = [], False
+    for v in steps:
+        if v in skip:
+            rows.append((v.name, "-", "-", "-", skip[v]))
+            continue
+        passed, skipped, worst, problems = tally[v]
         failed |= bool(problems)
         status = "[green]ok[/]" if not problems else "[red]FAIL[/] " + "; ".join(problems)
         rows.append((v.name, str(passed), str(skipped), f"{worst:.1e}", status))
@@ -318,6 +333,8 @@ def cmd_run(args):
             cases = fam.cases(fam.BENCH_SIZES if args.all_sizes else [_headline_size(fam)])
         checks = [c for c in fam.cases(fam.GPU_TEST_SIZES) if fam.bytes_moved(*c) <= QUICK_CHECK_BYTES]
         plan.append((fam, cases, checks if quick else []))
+    order = [(fam, size, kind) for fam, cases, _ in plan for size, kind in cases]  # every measured case, in turn
+    started, spent = time.perf_counter(), {}
     with _progress() as progress, quiet_occupancy():  # zoo's own small launches are small on purpose
         total = sum(
             (len(_steps(f, args)) + len(f.baselines) + len(f.cpu_rows)) * len(c) + len(_steps(f, args)) * len(k)
@@ -325,6 +342,9 @@ def cmd_run(args):
         )
         task = progress.add_task("timing", total=total)
         for fam, cases, checks in plan:
+            family_started = time.perf_counter()
+            if cases:  # its first case's inputs and reference are made while the checks run
+                harness.prepare_ahead((fam, *cases[0]))
             if checks:
                 progress.update(task, description=f"{fam.name}: checking at {len(checks)} GPU test size(s)")
                 rows, failed = _check_family(fam, checks, progress, task, _steps(fam, args))
@@ -337,7 +357,11 @@ def cmd_run(args):
                 )
             for size, kind in cases:
                 key = _key(fam, size, kind)
+                upcoming = order[order.index((fam, size, kind)) + 1 :][:1]  # the next case, made during the steps
+                wall = getattr(fam.module, "WALL_TIME", False)  # host timings: nothing else may run meanwhile
                 measured = []
+                if wall:
+                    harness.settle()
                 for name in fam.baselines:
                     progress.update(task, description=f"{fam.name} {key}: {name}")
                     try:
@@ -359,6 +383,7 @@ def cmd_run(args):
                             raise
                         console.print(f"[yellow]{fam.name} {key}: no {name} row: {e}[/]")
                     progress.advance(task)
+                harness.settle()  # the CPU rows are host timings: no case is made meanwhile
                 for name in fam.cpu_rows:
                     progress.update(task, description=f"{fam.name} {key}: {name} on the CPU")
                     try:
@@ -370,6 +395,8 @@ def cmd_run(args):
                     except OutOfRange:  # a CPU row that would take minutes at this size
                         pass
                     progress.advance(task)
+                if not wall:
+                    harness.prepare_ahead((fam, size, kind), *upcoming)
                 for v in _steps(fam, args):
                     progress.update(task, description=f"{fam.name} {key}: {v.name}")
                     try:
@@ -384,6 +411,8 @@ def cmd_run(args):
                     progress.advance(task)
                     if m is not None:
                         measured.append(m)
+                if wall:
+                    harness.prepare_ahead((fam, size, kind), *upcoming)
                 cpu = [m for m in measured if m.name in fam.cpu_rows]
                 for m in measured:  # every row against the first CPU row of the same run
                     m.over_cpu = cpu[0].ms / m.ms if cpu and m.ms else float("nan")
@@ -392,6 +421,11 @@ def cmd_run(args):
                 console.print(_run_table(fam, key, measured))
             if args.save and fam.name in runs:  # family by family: an interrupted run keeps what it measured
                 path = results.save({fam.name: runs[fam.name]}, properties(), versions(), commit=_git_commit())
+            spent[fam.name] = time.perf_counter() - family_started
+    console.print(
+        f"{len(spent)} families in {time.perf_counter() - started:.0f} s: "
+        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in spent.items())
+    )
     if args.save and runs:
         console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates README and plots")
     return 1 if any_failed else 0

@@ -51,15 +51,28 @@ def compare(result, ref, tolerance):
     return err <= tolerance, err, f"rel. error {err:.2e} (tolerance {tolerance:.0e})"
 
 
-def check(variant, size, seed=0, kind=None, **params):
+def prepare(fam, size, seed=0, kind=None):
+    """(inputs, float64 reference) of one check case, to check every step of a family on (``check``'s
+    ``prepared``): the inputs and the reference are made once rather than once a step."""
+    inputs = fam.inputs(size, seed, kind)
+    return inputs, np.asarray(fam.reference(*inputs, **fam.kind_params(kind)))
+
+
+def check(variant, size, seed=0, kind=None, prepared=None, **params):
     """Run ``variant`` on fresh seeded inputs with a poisoned output; compare with the reference.
 
-    ``kind`` picks one of the family's INPUT_KINDS (its first when None).
+    ``kind`` picks one of the family's INPUT_KINDS (its first when None). ``prepared`` is
+    ``prepare(family, size, seed, kind)``, made once for many steps (and ignored with ``params``).
     """
     fam = variant.family
-    inputs = fam.inputs(size, seed, kind)
+    if prepared is not None and not params:
+        inputs, ref = prepared
+    else:
+        inputs = fam.inputs(size, seed, kind)
+        ref = None
     params = {**fam.kind_params(kind), **params}  # a kind may change the computation (KIND_PARAMS)
-    ref = np.asarray(fam.reference(*inputs, **params))
+    if ref is None:
+        ref = np.asarray(fam.reference(*inputs, **params))
     shape, dtype = fam.output_for(*inputs, **params)
     out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     result = variant(*inputs, out=out, **params)
@@ -263,13 +276,96 @@ def _rates(fam, size, ms, kind=None):
     return fam.flops(size, **params) / seconds / 1e9, fam.bytes_moved(size, kind, **params) / seconds / 1e9
 
 
-@functools.lru_cache(maxsize=1)
-def _reference(family_name, size, seed, kind):
-    """The float64 reference of the default call, kept while one size is measured (8192^3 takes seconds)."""
+# -- the inputs and reference of a measured case, made once and possibly ahead of time --------------
+# At a headline size (2^28 float32 elements, 1 GiB an array) the generator takes seconds and a float64
+# reference tens of seconds on one core (fusion's four sines), while a family measures ten or more rows.
+# So a case's inputs and reference are made once, and ``prepare_ahead`` makes the next family's in a
+# background thread while the GPU times this one's steps (NumPy releases the GIL inside its loops).
+# Every row reads the inputs (device copies are made from them) and none writes them: a row that did
+# would fail the next row's check.
+_cases = {}  # (family name, size, seed, kind) -> Future of (inputs, reference)
+
+
+def _make_case(family_name, size, seed, kind):
     from zoo.registry import family
 
     fam = family(family_name)
-    return np.asarray(fam.reference(*fam.inputs(size, seed, kind), **fam.kind_params(kind)))
+    inputs = fam.inputs(size, seed, kind)
+    return inputs, np.asarray(fam.reference(*inputs, **fam.kind_params(kind)))
+
+
+def _in_background(key):
+    """A Future of ``_make_case(*key)``, made by a daemon thread (Ctrl-C does not wait for it)."""
+    import threading
+    from concurrent.futures import Future
+
+    future = Future()
+
+    def work():
+        try:
+            future.set_result(_make_case(*key))
+        except BaseException as e:  # raised again where the case is used
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="zoo-case", daemon=True).start()
+    return future
+
+
+def prepare_ahead(*cases):
+    """Start making the inputs and reference of each ``(family, size, kind)`` (seed 0) in the background, and
+    forget every other case: at most these are held in memory."""
+    keys = [(fam.name, size, 0, kind) for fam, size, kind in cases]
+    for key in list(_cases):
+        if key not in keys:
+            del _cases[key]
+            _device.pop(key, None)
+    for key in keys:
+        if key not in _cases:
+            _cases[key] = _in_background(key)
+
+
+def settle():
+    """Wait until no case is being made in the background (before host timings it would disturb)."""
+    for future in list(_cases.values()):
+        future.exception()  # waits; an error is raised where the case is used
+
+
+def _case(family_name, size, seed, kind):
+    key = (family_name, size, seed, kind)
+    found = _cases.get(key)
+    if found is None:
+        from concurrent.futures import Future
+
+        prepare = [k for k in _cases if k != key][-1:]  # keep at most one other case (the one made ahead)
+        for k in list(_cases):
+            if k not in prepare:
+                del _cases[k]
+                _device.pop(k, None)
+        found = _cases[key] = Future()
+        found.set_result(_make_case(*key))
+    return found.result()
+
+
+_device = {}  # case key -> device copies of its inputs: every row of a case times the same copies
+
+
+def _device_input_sets(key):
+    """``input_sets`` of one case's inputs, copied to the GPU once for all its rows (one case at a time)."""
+    found = _device.get(key)
+    if found is None:
+        _device.clear()
+        found = _device[key] = input_sets(_inputs(*key))
+    return found
+
+
+def _inputs(family_name, size, seed, kind):
+    """The host inputs of one case, made once while its rows are measured."""
+    return _case(family_name, size, seed, kind)[0]
+
+
+def _reference(family_name, size, seed, kind):
+    """The float64 reference of the default call, made once while one size is measured."""
+    return _case(family_name, size, seed, kind)[1]
 
 
 def host_copy(a, pinned):
@@ -281,16 +377,16 @@ def host_copy(a, pinned):
     return b
 
 
-def benchmark_buffers(variant, host_inputs, shape, dtype):
-    """(input sets, poisoned output) a variant is timed on: device copies rotated past the L2, or,
-    for a family whose steps take host arrays, the host arrays (page-locked if the step sets PINNED)."""
+def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None):
+    """(input sets, poisoned output) a variant is timed on: device copies rotated past the L2 (``sets`` when
+    given), or, for a family whose steps take host arrays, the host arrays (page-locked if the step sets PINNED)."""
     poison = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     if variant.family.host_inputs:
         pinned = bool(getattr(variant.module, "PINNED", False))
         return [tuple(host_copy(a, pinned) for a in host_inputs)], host_copy(poison, pinned)
     out = cuda.device_array(shape, dtype)
     out.copy_to_device(poison)
-    return input_sets(host_inputs), out
+    return sets if sets is not None else input_sets(host_inputs), out
 
 
 BUDGET_S = 1.0  # seconds of samples a row is timed for by default (at least min_samples of them)
@@ -299,10 +395,12 @@ BUDGET_S = 1.0  # seconds of samples a row is timed for by default (at least min
 def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s=BUDGET_S, **params):
     """Check on the benchmark inputs, then time for about ``budget_s`` seconds; returns a Measurement."""
     fam = variant.family
-    host_inputs = fam.inputs(size, seed, kind)
+    case = (fam.name, size, seed, kind)
+    host_inputs = _inputs(*case)
     given, params = params, {**fam.kind_params(kind), **params}  # a kind may change the computation
     _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
-    sets, out = benchmark_buffers(variant, host_inputs, shape, dtype)
+    device_sets = None if fam.host_inputs else _device_input_sets(case)
+    sets, out = benchmark_buffers(variant, host_inputs, shape, dtype, sets=device_sets)
     launches_before = zoo_jit.launch_count()
     variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
@@ -338,14 +436,15 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     import cupy
 
     call = fam.baselines[name]
-    host_inputs = fam.inputs(size, seed, kind)
+    case = (fam.name, size, seed, kind)
+    host_inputs = _inputs(*case)
     params = {**fam.kind_params(kind), **params}
     shape, dtype = fam.output_for(*host_inputs, **params)
     if fam.host_inputs:  # the library call moves the data too: host arrays in and out
         cupy_sets = [host_inputs]
         out = np.full(shape, arrays.poison_value(dtype), dtype)
     else:
-        cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in input_sets(host_inputs)]
+        cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in _device_input_sets(case)]  # views, not copies
         out = cupy.full(shape, arrays.poison_value(dtype), dtype)
     call(*cupy_sets[0], out, **params)  # a library the machine lacks raises zoo.errors.Unavailable here
     ok, err = None, math.nan  # a ceiling (CEILINGS) times the bound, not the family's result
@@ -399,7 +498,7 @@ def cpu_name():
 def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, budget_s=CPU_BUDGET_S, **params):
     """Time one of the family's CPU rows (``fam.cpu_rows[name]``) on the host inputs; checked like a baseline."""
     fn, threads = fam.cpu_rows[name]
-    host_inputs = fam.inputs(size, seed, kind)
+    host_inputs = _inputs(fam.name, size, seed, kind)
     params = {**fam.kind_params(kind), **params}
     result = fn(*host_inputs, **params)  # also compiles a numba row: not timed
     ok, err, _ = compare(np.asarray(result), _reference(fam.name, size, seed, kind), fam.tolerance(size, name))
