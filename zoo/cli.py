@@ -343,9 +343,11 @@ def cmd_run(args):
         task = progress.add_task("timing", total=total)
         for fam, cases, checks in plan:
             family_started = time.perf_counter()
+            phases = dict.fromkeys(("check", "inputs wait", "library", "CPU", "steps"), 0.0)  # seconds in each part
             if cases:  # its first case's inputs and reference are made while the checks run
                 harness.prepare_ahead((fam, *cases[0]))
             if checks:
+                began = time.perf_counter()
                 progress.update(task, description=f"{fam.name}: checking at {len(checks)} GPU test size(s)")
                 rows, failed = _check_family(fam, checks, progress, task, _steps(fam, args))
                 any_failed |= failed
@@ -355,13 +357,18 @@ def cmd_run(args):
                     f"{fam.name}: every step checked at {sizes}: "
                     + ("[green]correct[/]" if not bad else "[red]" + "; ".join(f"{r[0]} {r[-1]}" for r in bad) + "[/]")
                 )
+                phases["check"] += time.perf_counter() - began
             for size, kind in cases:
                 key = _key(fam, size, kind)
                 upcoming = order[order.index((fam, size, kind)) + 1 :][:1]  # the next case, made during the steps
                 wall = getattr(fam.module, "WALL_TIME", False)  # host timings: nothing else may run meanwhile
                 measured = []
+                began = time.perf_counter()
+                harness.case_inputs(fam, size, kind)  # waits while its inputs and reference are made
+                phases["inputs wait"] += time.perf_counter() - began
                 if wall:
                     harness.settle()
+                began = time.perf_counter()
                 for name in fam.baselines:
                     progress.update(task, description=f"{fam.name} {key}: {name}")
                     try:
@@ -384,6 +391,8 @@ def cmd_run(args):
                         console.print(f"[yellow]{fam.name} {key}: no {name} row: {e}[/]")
                     progress.advance(task)
                 harness.settle()  # the CPU rows are host timings: no case is made meanwhile
+                phases["library"] += time.perf_counter() - began
+                began = time.perf_counter()
                 for name in fam.cpu_rows:
                     progress.update(task, description=f"{fam.name} {key}: {name} on the CPU")
                     try:
@@ -395,8 +404,10 @@ def cmd_run(args):
                     except OutOfRange:  # a CPU row that would take minutes at this size
                         pass
                     progress.advance(task)
+                phases["CPU"] += time.perf_counter() - began
                 if not wall:
                     harness.prepare_ahead((fam, size, kind), *upcoming)
+                began = time.perf_counter()
                 for v in _steps(fam, args):
                     progress.update(task, description=f"{fam.name} {key}: {v.name}")
                     try:
@@ -411,6 +422,7 @@ def cmd_run(args):
                     progress.advance(task)
                     if m is not None:
                         measured.append(m)
+                phases["steps"] += time.perf_counter() - began
                 if wall:
                     harness.prepare_ahead((fam, size, kind), *upcoming)
                 cpu = [m for m in measured if m.name in fam.cpu_rows]
@@ -422,6 +434,11 @@ def cmd_run(args):
             if args.save and fam.name in runs:  # family by family: an interrupted run keeps what it measured
                 path = results.save({fam.name: runs[fam.name]}, properties(), versions(), commit=_git_commit())
             spent[fam.name] = time.perf_counter() - family_started
+            console.print(
+                f"[dim]{fam.name}: {spent[fam.name]:.0f} s ("
+                + ", ".join(f"{part} {seconds:.1f}" for part, seconds in phases.items())
+                + ")[/]"
+            )
     console.print(
         f"{len(spent)} families in {time.perf_counter() - started:.0f} s: "
         + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in spent.items())

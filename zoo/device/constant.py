@@ -151,6 +151,22 @@ else:
         dispatcher = kernel.dispatcher
         signature = tuple(dispatcher.typeof_pyval(a) for a in args)
         compiled = dispatcher.overloads.get(signature) or dispatcher.compile(signature)
-        module = compiled._codelibrary.get_cufunc().module
-        memory, size = module.get_global_symbol(name)
-        return int(memory.device_pointer_value), int(size)
+        cufunc = compiled._codelibrary.get_cufunc()
+        try:
+            memory, size = cufunc.module.get_global_symbol(name)  # cuLibraryGetGlobal on numba's library
+            return int(memory.device_pointer_value), int(size)
+        except Exception as library_error:  # noqa: BLE001 - the driver's own lookup below says what is wrong
+            return _symbol_of_function(cufunc.handle, name, library_error)
+
+    def _symbol_of_function(kernel_handle, name, library_error):
+        """(device address, bytes) of ``name`` in the module that holds the kernel: cuKernelGetFunction for this
+        context, then cuFuncGetModule and cuModuleGetGlobal (for when the library lookup does not find it)."""
+        driver = lean_launch._driver()
+        err, function = driver.cuKernelGetFunction(driver.CUkernel(int(kernel_handle)))
+        if not err:
+            err, module = driver.cuFuncGetModule(function)
+        if not err:
+            err, pointer, size = driver.cuModuleGetGlobal(module, name.encode())
+        if err:
+            raise RuntimeError(f"constant array {name!r} not found in its kernel's module: {err!r}") from library_error
+        return int(pointer), int(size)
