@@ -65,3 +65,13 @@ def test_an_error_made_in_the_background_is_raised_where_the_case_is_used():
     with pytest.raises(ValueError, match="no input kind"):
         harness._inputs(fam.name, 1000, 0, "no such kind")
     harness.prepare_ahead()
+
+
+@pytest.mark.parametrize(
+    "fam", [f for f in zoo.families() if getattr(f.module, "ELEMENTWISE_REFERENCE", False)], ids=lambda f: f.name
+)
+def test_a_reference_made_in_slices_is_the_reference_made_whole(fam, monkeypatch):
+    monkeypatch.setattr(harness, "SLICED_REFERENCE_ELEMENTS", 1)  # slice even this small case
+    size, kind = fam.test_cases()[-1]
+    inputs, params = fam.inputs(size, 3, kind), fam.kind_params(kind)
+    assert np.array_equal(harness.reference_of(fam, inputs, **params), fam.reference(*inputs, **params))

@@ -200,3 +200,13 @@ def test_sweep_refuses_bad_lists():
         sweep._numbers("1,33")
     with pytest.raises(ValueError, match="from 0 to 32"):
         sweep._numbers("x")
+
+
+@pytest.mark.parametrize("kind", spec.INPUT_KINDS)
+def test_the_closed_form_reference_is_the_recurrence_stepped(kind):
+    (x,) = spec.make_inputs(4099, 7, kind)
+    x[:4] = [1.0, -1.0, np.nextafter(np.float32(1), np.float32(0)), 0.0]  # m = 1, m = -1, m just below 1, zero
+    idx = np.arange(x.size)
+    np.testing.assert_allclose(
+        spec.reference_at(x, idx), spec.recurrence_at(x, idx), rtol=1e-10, atol=1e-12
+    )  # 1 - m^T near m = 1

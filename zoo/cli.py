@@ -283,7 +283,7 @@ def _fmt(value, spec):
     return "-" if value is None or value != value else format(value, spec)
 
 
-QUICK_BUDGET_S = 0.3  # seconds of samples a row gets in the default run (at least 10 samples, each about 1 ms)
+QUICK_BUDGET_S = 0.15  # seconds of samples a row gets in the default run (at least 10 samples, each about 1 ms)
 QUICK_CHECK_BYTES = 64 << 20  # the default run checks every step at the GPU test sizes that move at most this
 
 

@@ -55,7 +55,7 @@ def prepare(fam, size, seed=0, kind=None):
     """(inputs, float64 reference) of one check case, to check every step of a family on (``check``'s
     ``prepared``): the inputs and the reference are made once rather than once a step."""
     inputs = fam.inputs(size, seed, kind)
-    return inputs, np.asarray(fam.reference(*inputs, **fam.kind_params(kind)))
+    return inputs, reference_of(fam, inputs, **fam.kind_params(kind))
 
 
 def check(variant, size, seed=0, kind=None, prepared=None, **params):
@@ -291,7 +291,31 @@ def _make_case(family_name, size, seed, kind):
 
     fam = family(family_name)
     inputs = fam.inputs(size, seed, kind)
-    return inputs, np.asarray(fam.reference(*inputs, **fam.kind_params(kind)))
+    return inputs, reference_of(fam, inputs, **fam.kind_params(kind))
+
+
+SLICED_REFERENCE_ELEMENTS = 1 << 22  # below this a reference takes well under a second: one call
+
+
+def reference_of(fam, inputs, **params):
+    """``fam.reference(*inputs, **params)`` as a float64 array; for a family whose spec sets ELEMENTWISE_REFERENCE,
+    a large one is computed in slices on a thread per host core (NumPy releases the GIL inside its loops)."""
+    n = inputs[0].size
+    if not getattr(fam.module, "ELEMENTWISE_REFERENCE", False) or n < SLICED_REFERENCE_ELEMENTS:
+        return np.asarray(fam.reference(*inputs, **params))
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    bounds = np.linspace(0, n, 4 * workers + 1).astype(int)  # a few slices a core: uneven cores even out
+    flat = [a.reshape(-1) for a in inputs]  # same shapes: element i of every input makes element i of the result
+
+    def one(k):
+        return np.asarray(fam.reference(*(a[bounds[k] : bounds[k + 1]] for a in flat), **params))
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="zoo-reference") as pool:
+        pieces = list(pool.map(one, range(len(bounds) - 1)))
+    return np.concatenate(pieces).reshape(inputs[0].shape)
 
 
 def _in_background(key):

@@ -99,6 +99,9 @@ OPTIONAL_SPEC = {
     "MAPPING": "{step: small size}: steps drawn as a picture of which block, warp and lane reads and writes which "
     "element, from the simulator's trace of one call at that size (zoo.mapping; `zoo report` draws them, the "
     "walkthrough page shows them)",
+    "ELEMENTWISE_REFERENCE": "True: each element of the reference depends only on the same element of each "
+    "input (same shapes), so a large one is computed in slices on every host core (zoo.harness.reference_of): "
+    "fusion's four float64 sines of 2^28 elements take a minute on one core",
     "PROFILE_SIZE": "the size `zoo profile` runs Nsight Compute at on a GPU (default: HEADLINE_SIZE), for a family "
     "whose slow steps make the headline size too long to profile",
 }

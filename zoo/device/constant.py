@@ -19,7 +19,7 @@ stream (``cudaMemcpyToSymbolAsync``), so nothing recompiles and nothing waits:
 
     read_filter = constant.declare("stencil_filter", (5, 5), np.float32)
 
-    @jit
+    @jit(lto=False)  # see below
     def kernel(image, out):
         weights = read_filter()   # a read-only (5, 5) float32 array in constant memory
         ...
@@ -32,7 +32,10 @@ types), each with its own copy of the array, so ``copy_to_symbol`` takes the
 arguments the launch will pass and finds that specialisation's symbol (compiling
 it first if needed; the symbol's address is kept per argument layout). Call the
 reader in the kernel itself, not in a device function: each compiled module
-defines the symbol once. The copy goes to the legacy default stream, where zoo
+defines the symbol once. Compile the kernel with ``lto=False``: numba-cuda links with
+link-time optimization by default where nvJitLink is installed, and LTO, seeing the whole
+program and no writer of the array, makes it internal, so the driver cannot find it by name
+(``copy_to_symbol`` refuses such a kernel with that reason). The copy goes to the legacy default stream, where zoo
 launches, or to the stream a CUDA graph is capturing. In the simulator the array
 is a NumPy array that the copy fills; in a dry run (``zoo show``) nothing is
 copied.
@@ -149,6 +152,12 @@ else:
         """(device address, bytes) of ``name`` in the module of the specialisation ``args`` select (compiled now if
         it was not yet)."""
         dispatcher = kernel.dispatcher
+        if dispatcher.targetoptions.get("lto", False):  # numba-cuda links with LTO by default where nvJitLink is
+            raise ValueError(
+                f"{kernel.__name__} reads the constant array {name!r}: compile it with @jit(lto=False). Link-time "
+                "optimization sees the whole program, finds no writer of the array and makes it internal, so the "
+                "host cannot find it (cuLibraryGetGlobal: CUDA_ERROR_NOT_FOUND)"
+            )
         signature = tuple(dispatcher.typeof_pyval(a) for a in args)
         compiled = dispatcher.overloads.get(signature) or dispatcher.compile(signature)
         cufunc = compiled._codelibrary.get_cufunc()

@@ -134,7 +134,25 @@ def reference_at(x, index):
 
     ``reference(x)`` is ``reference_at(x, arange(n))``; a sweep checks a sample of
     a large output with ``reference_at(x[idx], idx)``.
+
+    T steps of z <- z m + c from z = 0 sum a geometric series, z = c (1 + m + ... + m^(T-1))
+    = c (1 - m^T) / (1 - m), so the reference takes one power per element instead of T passes
+    (512 passes over 2^24 elements took 55 s on the H100's host). In float64, 1 - m is exact for a
+    float32 m, and 1 - m^T loses at most five of sixteen digits when m is within 2^-24 of 1:
+    ``recurrence_at`` steps the definition itself, and the tests hold the two together.
     """
+    x64 = np.asarray(x).astype(np.float64)
+    odd = (np.asarray(index) & 1).astype(bool)
+    m = np.where(odd, B, x64)
+    c = np.where(odd, x64, A)
+    steps = chunks(x) * CHUNK
+    with np.errstate(divide="ignore", invalid="ignore"):
+        series = (1.0 - m**steps) / (1.0 - m)
+    return c * np.where(m == 1.0, steps, series)  # m = 1 (x rounded to 1.0): T terms of 1
+
+
+def recurrence_at(x, index):
+    """``reference_at`` by the definition: each element's T steps of z <- z m + c, in float64."""
     x64 = np.asarray(x).astype(np.float64)
     odd = (np.asarray(index) & 1).astype(bool)
     m = np.where(odd, B, x64)

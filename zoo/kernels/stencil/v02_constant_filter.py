@@ -43,7 +43,7 @@ def build(radius_y, radius_x):
     taps_y, taps_x = 2 * radius_y + 1, 2 * radius_x + 1
     read_filter = constant.declare(FILTER, (taps_y, taps_x), np.float32)  # __constant__ float f[taps_y][taps_x]
 
-    @jit
+    @jit(lto=False)  # no link-time optimization: it would make the constant array internal (constant.py)
     def correlate_kernel(image, out):
         weights = read_filter()  # constant memory, filled by launch before the kernel runs
         rows, cols = image.shape

@@ -50,7 +50,7 @@ def build(radius_y, radius_x):
     loads_per_thread = -(-tile_words // THREADS)  # 2 for 5 x 5: 12 x 36 = 432 pixels, 256 threads
     read_filter = constant.declare(FILTER, (taps_y, taps_x), np.float32)  # __constant__ float f[taps_y][taps_x]
 
-    @jit
+    @jit(lto=False)  # no link-time optimization: it would make the constant array internal (constant.py)
     def correlate_kernel(image, out, rows, cols):
         weights = read_filter()  # constant memory, filled by launch before the kernel runs
         tile = cuda.shared.array((tile_rows, tile_cols), float32)

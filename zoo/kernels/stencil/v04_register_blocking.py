@@ -66,7 +66,7 @@ def build(radius_y, radius_x):
     add_all_rows = unrolled(rows_read, add_tile_row)  # add_tile_row(0, ...) ... (rows_read - 1, ...), straight-line
     read_filter = constant.declare(FILTER, (taps_y, taps_x), np.float32)  # __constant__ float f[taps_y][taps_x]
 
-    @jit
+    @jit(lto=False)  # no link-time optimization: it would make the constant array internal (constant.py)
     def correlate_kernel(image, out, rows, cols):
         weights = read_filter()  # constant memory, filled by launch before the kernel runs
         tile = cuda.shared.array((tile_rows, tile_cols), float32)

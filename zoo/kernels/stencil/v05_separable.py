@@ -67,7 +67,7 @@ def build(radius_y, radius_x):
     add_all_rows = unrolled(rows_read, add_tile_row)  # add_tile_row(0, ...) ... (rows_read - 1, ...), straight-line
     read_factors = constant.declare(FACTORS, (taps_y + taps_x,), np.float32)  # __constant__ float f[taps_y + taps_x]
 
-    @jit
+    @jit(lto=False)  # no link-time optimization: it would make the constant array internal (constant.py)
     def correlate_kernel(image, out, rows, cols):
         factors = read_factors()  # u then v, in constant memory, filled by launch before the kernel runs
         tile = cuda.shared.array((tile_rows, tile_cols), float32)
