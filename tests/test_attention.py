@@ -22,6 +22,7 @@ from zoo.errors import OutOfRange, Unavailable
 ATTENTION = zoo.family("attention")
 STEPS = ATTENTION.variants
 SMALL = (2, 17, 64)  # two heads, a partial block of keys and of queries on every step
+TINY = (2, 9, 64)  # the same in fewer positions: the simulator runs every thread of every block
 
 
 def _check(variant, Q, K, V, causal):
@@ -35,9 +36,9 @@ def _check(variant, Q, K, V, causal):
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_large_scores_give_finite_correct_rows(variant, causal):
     """Query rows scaled by 1000 give scores in the thousands: an unsafe exp overflows to inf and then NaN."""
-    Q, K, V = ATTENTION.make_inputs(SMALL, seed=7)
+    Q, K, V = ATTENTION.make_inputs(TINY, seed=7)
     Q[0, 3] *= np.float16(1000)
-    Q[1, 16] *= np.float16(-1000)
+    Q[1, 8] *= np.float16(-1000)
     assert np.abs(ATTENTION.reference(Q, K, V)[0, 3]).max() > 0  # the reference copes (float64)
     scores = Q[0, 3].astype(np.float64) @ K[0].astype(np.float64).T / 8
     assert np.abs(scores).max() > 1000  # exp(1000) overflows float32 and float64 alike
@@ -49,7 +50,7 @@ def test_large_scores_give_finite_correct_rows(variant, causal):
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_causal_first_row_is_the_first_value_row_exactly(variant):
     """Query 0 sees key 0 alone: its probability is 1 and O[0] = V[0], bit for bit in float16."""
-    Q, K, V = ATTENTION.make_inputs(SMALL, seed=8)
+    Q, K, V = ATTENTION.make_inputs(TINY, seed=8)
     out = variant(Q, K, V, causal=True)
     np.testing.assert_array_equal(out[:, 0], V[:, 0])
     full = variant(Q, K, V)
@@ -59,7 +60,7 @@ def test_causal_first_row_is_the_first_value_row_exactly(variant):
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_one_position_returns_v(variant, d):
-    Q, K, V = ATTENTION.make_inputs((3, 1, d), seed=9)
+    Q, K, V = ATTENTION.make_inputs((2, 1, d), seed=9)
     for causal in (False, True):
         np.testing.assert_array_equal(variant(Q, K, V, causal=causal), V)
 
@@ -67,7 +68,7 @@ def test_one_position_returns_v(variant, d):
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_a_second_call_with_other_inputs_and_shapes_is_right(variant):
     """Kept buffers (v01's scores), cached kernels and a partial last block must not leak into the next call."""
-    for size, seed, causal in (((1, 33, 128), 1, False), ((2, 17, 64), 2, True), ((2, 17, 64), 3, False)):
+    for size, seed, causal in (((1, 20, 128), 1, False), ((2, 17, 64), 2, True), ((1, 9, 64), 3, False)):
         Q, K, V = ATTENTION.make_inputs(size, seed)
         _, ok, detail = _check(variant, Q, K, V, causal)
         assert ok, f"{size} causal={causal}: {detail}"
@@ -130,7 +131,7 @@ def test_sizes_past_the_index_and_shared_memory_limits_are_out_of_range():
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_a_device_array_off_a_16_byte_boundary(variant):
     """v04 on copy 16 bytes at a time: a view that starts 2 bytes into a buffer is refused, not read misaligned."""
-    Q, K, V = ATTENTION.make_inputs(SMALL, seed=6)
+    Q, K, V = ATTENTION.make_inputs((1, 5, 64), seed=6)
     buffer = cuda.to_device(np.concatenate([np.zeros(1, np.float16), Q.ravel()]))
     shifted = buffer[1:].reshape(Q.shape)  # C-contiguous, 2 bytes past a boundary
     if variant.number < 4:  # element-wise loads: any address will do

@@ -299,7 +299,8 @@ def _held(W, x, scales, dtype):
 
     if W.dtype == dtype:
         return W, x
-    key = (tuple(W.shape), str(W.dtype), np.dtype(dtype).str, x.shape[0])
+    key = (tuple(W.shape), str(W.dtype), np.dtype(dtype).str, x.shape[0], None if scales is None else scales.shape)
+    # scales' shape in the key: int4 and int4_g64 pack the same bytes and differ only in their groups
     if key not in _HELD:
         for k in [k for k in _HELD if k[0] != key[0] or k[3] != key[3]]:
             del _HELD[k]  # another size: free the last one's copies

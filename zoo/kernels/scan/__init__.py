@@ -80,7 +80,11 @@ def baseline(x, out):
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(x):
-    """numpy.cumsum in the input's dtype: one core, one running sum from the first element to the last."""
+    """numpy.cumsum on one core, one running sum from the first element to the last: in float64 for float32 input,
+    as a careful user writes it (a float32 running sum of 2^28 elements kept no correct digit: relative error 0.82
+    on the H100's host), then back to the input's dtype; integers in their own dtype, exact."""
+    if x.dtype.kind == "f":
+        return np.cumsum(x, dtype=np.float64).astype(x.dtype)
     return np.cumsum(x, dtype=x.dtype)
 
 
