@@ -22,7 +22,10 @@ Why it is faster:
     row's max grows, rescaled. The layout is the tensor cores' (v05).
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 32x4096x64: 16,606 GFLOP/s (8,277 us a call), 250.9% of
+    CuPy: matmul, softmax ops, matmul, 96 registers, occupancy bound 31%. Other sizes, %
+    of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 279.8%. From
+    results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools

@@ -21,7 +21,10 @@ Why it is faster:
     at d = 64, 87 KB at d = 128.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 32x4096x64: 250,231 GFLOP/s (549 us a call), 3780.7% of
+    CuPy: matmul, softmax ops, matmul, 130 registers, occupancy bound 19%. Other sizes,
+    % of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 4028.2%. From
+    results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools

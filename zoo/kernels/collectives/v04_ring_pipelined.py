@@ -18,7 +18,8 @@ Why it is faster:
     tens of microseconds).
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 67108864: 53.6 GB/s (10,022 us a call), 437.8% of NCCL
+    all-reduce (cupy.cuda.nccl). From results/nvidia-h100-80gb-hbm3.json.
 """
 
 import numpy as np

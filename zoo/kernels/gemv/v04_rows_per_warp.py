@@ -18,7 +18,11 @@ Why it is faster:
     busy (Little's law: bandwidth = bytes in flight / latency).
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,594 GB/s (104 us a call), 107.3% of
+    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
+    cupy.matmul fp32 (cuBLAS): 8192x8192@fp16: 227.8%, 8192x8192@int4: 512.6%,
+    8192x8192@int4_g64: 502.1%, 8192x8192@int8: 356.4%. From results/nvidia-h100-80gb-
+    hbm3.json.
 """
 
 import functools

@@ -21,7 +21,11 @@ Why it is faster:
     shared-memory stores per block. No atomics: every output written once.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,841 GB/s (94.5 us a call), 117.5% of
+    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
+    cupy.matmul fp32 (cuBLAS): 8192x8192@fp16: 235.3%, 8192x8192@int4: 509.5%,
+    8192x8192@int4_g64: 494.5%, 8192x8192@int8: 419.0%. From results/nvidia-h100-80gb-
+    hbm3.json.
 """
 
 import functools

@@ -20,7 +20,8 @@ Why it is faster:
     copies, the barrier each step, and the wait after each step's MMAs.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 4096: 342,624 GFLOP/s (401 us a call), 48.9% of cuBLAS
+    GemmEx, 90 registers, occupancy bound 12%. From results/nvidia-h100-80gb-hbm3.json.
 """
 
 from typing import NamedTuple

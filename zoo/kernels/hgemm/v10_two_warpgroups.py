@@ -16,7 +16,8 @@ Why it is faster:
     tensor cores' read of A over the most columns.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 4096: 472,476 GFLOP/s (291 us a call), 67.4% of cuBLAS
+    GemmEx, 164 registers, occupancy bound 12%. From results/nvidia-h100-80gb-hbm3.json.
 """
 
 from typing import NamedTuple

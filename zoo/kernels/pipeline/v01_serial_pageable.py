@@ -14,6 +14,9 @@ Why it is faster:
     54 GB/s from pinned memory).
 
 Measured:
+    NVIDIA H100 80GB HBM3, size 67108864: 1,264 GFLOP/s (54,382 us a call), 75.0% of
+    CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
+    results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 67108864: 1,125 GFLOP/s (61,095 us a call), 75.5% of CuPy:
     asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
     asarray, kernel, get: 1048576: 18.6%, 16777216: 66.8%. From

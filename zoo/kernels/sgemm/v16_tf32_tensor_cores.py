@@ -23,7 +23,8 @@ Why it is faster:
     their peaks (see ``Tiles``).
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 4096: 137,501 GFLOP/s (1,000 us a call), 266.3% of
+    cuBLAS, 254 registers, occupancy bound 12%. From results/nvidia-h100-80gb-hbm3.json.
 """
 
 from typing import NamedTuple

@@ -17,7 +17,9 @@ Why it is faster:
     fetched by every thread again.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 16384x16384: 3,209 GFLOP/s (4,183 us a call), 101.3% of
+    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 31 registers,
+    occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools

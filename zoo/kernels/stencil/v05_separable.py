@@ -22,7 +22,9 @@ Why it is faster:
     row does that.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 16384x16384: 14,776 GFLOP/s (908 us a call), 466.4% of
+    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 56 registers,
+    occupancy bound 50%. From results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools

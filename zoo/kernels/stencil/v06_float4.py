@@ -24,7 +24,9 @@ Why it is faster:
     bank conflict), and a thread has 160 bytes of loads in flight, not 40.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 16384x16384: 18,250 GFLOP/s (735 us a call), 576.0% of
+    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 72 registers,
+    occupancy bound 38%. From results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools
