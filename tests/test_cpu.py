@@ -71,7 +71,24 @@ def test_an_error_made_in_the_background_is_raised_where_the_case_is_used():
     "fam", [f for f in zoo.families() if getattr(f.module, "ELEMENTWISE_REFERENCE", False)], ids=lambda f: f.name
 )
 def test_a_reference_made_in_slices_is_the_reference_made_whole(fam, monkeypatch):
-    monkeypatch.setattr(harness, "SLICED_REFERENCE_ELEMENTS", 1)  # slice even this small case
+    monkeypatch.setattr(harness, "SLICED_ELEMENTS", 1)  # slice even this small case
     size, kind = fam.test_cases()[-1]
     inputs, params = fam.inputs(size, 3, kind), fam.kind_params(kind)
     assert np.array_equal(harness.reference_of(fam, inputs, **params), fam.reference(*inputs, **params))
+
+
+def test_a_comparison_made_in_slices_is_the_comparison_made_whole(monkeypatch):
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal(10_001)
+    close, ints = (ref * (1 + 1e-7)).astype(np.float32), rng.integers(0, 9, 10_001)
+    unwritten, wrong = close.copy(), ints.copy()
+    unwritten[[3, 9_999]] = np.nan
+    wrong[[0, 7_000]] += 1
+    whole = [harness.compare(*case) for case in ((close, ref, 1e-5), (unwritten, ref, 1e-5), (wrong, ints, 0))]
+    monkeypatch.setattr(harness, "SLICED_ELEMENTS", 1)  # slice even these small arrays
+    sliced = [harness.compare(*case) for case in ((close, ref, 1e-5), (unwritten, ref, 1e-5), (wrong, ints, 0))]
+    assert [s[0] for s in sliced] == [True, False, False]
+    assert sliced[1][2] == "2 elements left unwritten (still NaN)" and sliced[2][2].startswith("2 elements differ")
+    assert sliced[0][1] == pytest.approx(whole[0][1], rel=1e-9) and sliced[0][1] == pytest.approx(
+        np.linalg.norm(close - ref) / np.linalg.norm(ref), rel=1e-6
+    )

@@ -28,10 +28,43 @@ class CheckResult:
     detail: str = ""
 
 
+SLICED_ELEMENTS = 1 << 22  # from this many elements a comparison or a reference runs in slices on every core
+
+
+def host_cores():
+    """How many cores this process may run on."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _sum_by_slices(fn, *arrays):
+    """sum(fn(*slices)) over slices of the flattened ``arrays`` (same sizes), on a thread per core when they are
+    large: comparing 2^28 float32 elements with a float64 reference takes over a second on one core, and a
+    family's run compares ten or more rows (NumPy releases the GIL inside its loops)."""
+    flat = [np.asarray(a).reshape(-1) for a in arrays]
+    n = flat[0].size
+    if n < SLICED_ELEMENTS:
+        return fn(*flat)
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, n, 4 * host_cores() + 1).astype(int)
+    with ThreadPoolExecutor(host_cores(), thread_name_prefix="zoo-compare") as pool:
+        parts = pool.map(lambda k: fn(*(a[bounds[k] : bounds[k + 1]] for a in flat)), range(len(bounds) - 1))
+        return sum(parts)
+
+
+def _squares(result, ref):
+    diff = result.astype(np.float64) - ref
+    # (sum of squared errors, sum of squares); einsum's own loop, not BLAS's threads inside these threads
+    return np.array([np.einsum("i,i->", diff, diff), np.einsum("i,i->", ref, ref)], np.float64)
+
+
 def relative_error(result, ref):
     """||result - ref|| / ||ref|| in float64 (absolute norm when ref is all zero)."""
-    diff = np.linalg.norm((result.astype(np.float64) - ref).ravel())
-    scale = np.linalg.norm(ref.ravel())
+    ref = np.asarray(ref, np.float64)
+    diff2, scale2 = _sum_by_slices(_squares, result, ref)
+    diff, scale = math.sqrt(diff2), math.sqrt(scale2)
     return float(diff / scale) if scale > 0 else float(diff)
 
 
@@ -41,10 +74,10 @@ def compare(result, ref, tolerance):
     if result.shape != ref.shape:
         return False, math.inf, f"shape {result.shape}, expected {ref.shape}"
     if result.dtype.kind in "iub" or tolerance == 0:
-        wrong = int(np.count_nonzero(result != ref))
+        wrong = int(_sum_by_slices(lambda r, f: np.count_nonzero(r != f), result, ref))
         first = "" if not wrong else f" (first at {np.argwhere(result != ref)[0].tolist()})"
         return wrong == 0, float(wrong), f"{wrong} elements differ{first}" if wrong else "exact"
-    unwritten = int(np.count_nonzero(np.isnan(result) & ~np.isnan(ref)))
+    unwritten = int(_sum_by_slices(lambda r, f: np.count_nonzero(np.isnan(r) & ~np.isnan(f)), result, ref))
     if unwritten:
         return False, math.inf, f"{unwritten} elements left unwritten (still NaN)"
     err = relative_error(result, ref)
@@ -294,19 +327,15 @@ def _make_case(family_name, size, seed, kind):
     return inputs, reference_of(fam, inputs, **fam.kind_params(kind))
 
 
-SLICED_REFERENCE_ELEMENTS = 1 << 22  # below this a reference takes well under a second: one call
-
-
 def reference_of(fam, inputs, **params):
     """``fam.reference(*inputs, **params)`` as a float64 array; for a family whose spec sets ELEMENTWISE_REFERENCE,
     a large one is computed in slices on a thread per host core (NumPy releases the GIL inside its loops)."""
     n = inputs[0].size
-    if not getattr(fam.module, "ELEMENTWISE_REFERENCE", False) or n < SLICED_REFERENCE_ELEMENTS:
+    if not getattr(fam.module, "ELEMENTWISE_REFERENCE", False) or n < SLICED_ELEMENTS:
         return np.asarray(fam.reference(*inputs, **params))
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
-    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = host_cores()
     bounds = np.linspace(0, n, 4 * workers + 1).astype(int)  # a few slices a core: uneven cores even out
     flat = [a.reshape(-1) for a in inputs]  # same shapes: element i of every input makes element i of the result
 
