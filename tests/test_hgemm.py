@@ -10,13 +10,18 @@ hardware agrees with the table. On a GPU the whole file runs with
 (the steps' large sizes, 4095 x 4097 x 1000 included, are the GPU-only tests at the end).
 """
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from numba import cuda, uint32
 from numba.core.types import float16
 
 import zoo
-from tests.conftest import run_zoo
+from tests.conftest import ROOT
 from zoo import harness, machine_code
 from zoo.device.jit import jit
 from zoo.device.mma import (
@@ -308,33 +313,53 @@ def v06_valid(changes):
 
 
 # -- what the compiler made of it (no GPU needed: compiled offline for sm_90) --------------------
+SASS_WANTED = {
+    "v01": ("HMMA.16816.F32",),
+    "v03": ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDG.E.128", "STS.128"),
+    "v04": ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR"),
+    "v05": ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR"),
+    "v06": ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR"),
+    "v07": ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR"),
+    "v08": ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR"),
+}
+# Every step's SASS for float16 and for bfloat16 (uint16 inputs, the same source), in one process in GPU mode:
+# what `python -m zoo show hgemm STEP --sass [--size 128@bfloat16]` prints, without starting numba 14 times.
+COMPILE_SASS = """
+import json, sys
+import zoo
+from zoo import machine_code
+from zoo.cli import _cases
+fam = zoo.family("hgemm")
+out = {}
+for step in sys.argv[1:]:
+    for size, kind in ((None, None), _cases(fam, ["128@bfloat16"], None)[0]):
+        kernels = machine_code.compile_step(fam[step], (9, 0), size, kind)
+        for k in kernels:
+            machine_code.assemble(k, (9, 0), want_sass=True)
+        out[f"{step}@{kind}"] = chr(10).join(k.sass for k in kernels)
+print(json.dumps(out))
+"""
+
+
 @pytest.mark.skipif(
     machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None,
     reason="ptxas or nvdisasm missing: pip install -e '.[test]'",
 )
-@pytest.mark.parametrize(
-    "step,wanted",
-    [
-        ("v01", ("HMMA.16816.F32",)),
-        ("v03", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDG.E.128", "STS.128")),
-        ("v04", ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
-        ("v05", ("HMMA.16816.F32", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS.128", "DEPBAR")),
-        ("v06", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR")),
-        ("v07", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR")),
-        ("v08", ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS.E.BYPASS", "DEPBAR")),
-    ],
-)
-def test_sass_shows_the_tensor_core_instructions(step, wanted):
-    r = run_zoo("show", "hgemm", step, "--sass")
+def test_sass_shows_the_tensor_core_instructions():
+    env = dict(os.environ, ZOO_TARGET="gpu")
+    r = subprocess.run(
+        [sys.executable, "-c", COMPILE_SASS, *SASS_WANTED], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    for opcode in wanted:
-        assert opcode in r.stdout, f"{step}: no {opcode} in the SASS"
-    assert "LDL" not in r.stdout and "STL" not in r.stdout, f"{step}: local memory (spills or a local array)"
-    assert "HMMA.16816.F32.BF16" not in r.stdout
-    bf16 = run_zoo("show", "hgemm", step, "--sass", "--size", "128@bfloat16")  # the same source, for uint16
-    assert bf16.returncode == 0, bf16.stderr[-2000:]
-    assert "HMMA.16816.F32.BF16" in bf16.stdout, f"{step}: no bfloat16 mma for uint16 inputs"
-    assert "LDL" not in bf16.stdout and "STL" not in bf16.stdout
+    sass = json.loads(r.stdout.strip().splitlines()[-1])
+    for step, wanted in SASS_WANTED.items():
+        fp16, bf16 = sass[f"{step}@None"], sass[f"{step}@bfloat16"]
+        for opcode in wanted:
+            assert opcode in fp16, f"{step}: no {opcode} in the SASS"
+        assert "LDL" not in fp16 and "STL" not in fp16, f"{step}: local memory (spills or a local array)"
+        assert "HMMA.16816.F32.BF16" not in fp16
+        assert "HMMA.16816.F32.BF16" in bf16, f"{step}: no bfloat16 mma for uint16 inputs"
+        assert "LDL" not in bf16 and "STL" not in bf16
 
 
 # -- on a GPU ---------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ OPTIONAL_SPEC = {
     "KIND_PARAMS": "{kind: {name: value}}: keyword arguments a kind of input adds to every call of that kind "
     "(reference, output_for, flops, bytes_moved, the steps' launch, the baselines and CPU rows): for a kind that "
     "changes the computation, not only the data (attention's causal mask)",
-    "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind other than the first, each one "
+    "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind (the first one too), each one "
     "of TEST_SIZES (the same code on other data need not pay for every size twice); "
     "`zoo check` and the GPU tests still check every kind at every size",
     "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",

@@ -98,8 +98,8 @@ the kernel for that dtype (two compiled kernels, one source). Products of two
 bfloat16 (8 + 8 significant bits) are exact in float32 too, so the tolerance is
 the same. The baseline is then ``cublasGemmEx`` with CUDA_R_16BF A and B, the
 same call otherwise; "cupy.matmul fp16 out" has no bfloat16 counterpart in CuPy
-and is left out for this kind. ``KIND_TEST_SIZES`` checks bfloat16 at one size
-in the simulator (same kernels, other data); the GPU checks it at every size.
+and is left out for this kind. ``KIND_TEST_SIZES`` checks float16 at the irregular size
+and bfloat16 at one padded tile in the simulator; the GPU checks both at every size.
 
 No TF32 step here: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``
 takes float32 inputs (rounded to TF32 by ``cvt.rna.tf32.f32``), so it is
@@ -147,7 +147,9 @@ MIN_CC = (8, 0)  # mma.sync m16n8k16 and cp.async; sm_75 has float16 mma only as
 NDIM = 2
 # small K: the simulator pays per K step; 70 x 129 crosses the 64- and 128-wide tiles, 1 x 1 x 1 pads everything
 TEST_SIZES = ((1, 1, 1), (70, 129, 31))
-KIND_TEST_SIZES = {"bfloat16": ((1, 1, 1),)}  # the same kernels with .bf16 mma: one padded tile (GPU: every size)
+# In the simulator float16 at the irregular size, bfloat16 (the same kernels with .bf16 mma) at the padded one
+# tile: every step runs both kinds and both paths once (the GPU: every kind at every size)
+KIND_TEST_SIZES = {"float16": ((70, 129, 31),), "bfloat16": ((1, 1, 1),)}
 GPU_TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31), (1000, 777, 333), (4095, 4097, 1000), (4096, 4096, 4096))
 BENCH_SIZES = (1024, 2048, 4096, 8192)
 HEADLINE_SIZE = 4096
