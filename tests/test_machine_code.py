@@ -16,42 +16,50 @@ import zoo
 from tests.conftest import ROOT
 from zoo import machine_code
 
-COMPILE_FAMILY = """
+COMPILE_FAMILIES = """
 import json, sys
 import zoo
 from zoo import machine_code
-fam = zoo.family(sys.argv[1])
 out = {}
-for v in fam:
-    kernels = machine_code.compile_step(v, (9, 0))
-    for k in kernels:
-        machine_code.assemble(k, (9, 0))
-    out[v.name] = [dict(name=k.name, ptx_lines=k.ptx.count(chr(10)), **k.report) for k in kernels]
+for name in sys.argv[1:]:
+    fam = zoo.family(name)
+    out[name] = {}
+    for v in fam:
+        kernels = machine_code.compile_step(v, (9, 0))
+        for k in kernels:
+            machine_code.assemble(k, (9, 0))
+        out[name][v.name] = [dict(name=k.name, ptx_lines=k.ptx.count(chr(10)), **k.report) for k in kernels]
 print(json.dumps(out))
 """
 
 
-def _compile_family(name):
+def _compile_families(names):
     env = dict(os.environ, ZOO_TARGET="gpu")
     r = subprocess.run(
-        [sys.executable, "-c", COMPILE_FAMILY, name], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-c", COMPILE_FAMILIES, *names], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
     )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+# Three processes, not one a family: each starts numba and NVVM once (about 3 s) for a third of the steps.
+GROUPS = [zoo.families()[k::3] for k in range(3)]
+
+
 @pytest.mark.skipif(machine_code._tool("ptxas") is None, reason="ptxas missing: pip install -e '.[test]'")
-@pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)
-def test_every_step_compiles_for_sm90(fam):
-    steps = _compile_family(fam.name)
-    assert set(steps) == {v.name for v in fam}
-    for name, kernels in steps.items():
-        if getattr(fam[name].module, "NO_KERNEL", None):  # a step the host computes says so, and launches none
-            assert not kernels, f"{name} sets NO_KERNEL but its launch compiled {[k['name'] for k in kernels]}"
-            continue
-        assert kernels, f"{name}: its launch compiled no kernel (a step the host computes sets NO_KERNEL = 'why')"
-        for k in kernels:
-            assert k["registers"] > 0 and k["ptx_lines"] > 10, (name, k)
+@pytest.mark.parametrize("group", GROUPS, ids=lambda g: "-".join(f.name for f in g))
+def test_every_step_compiles_for_sm90(group):
+    compiled = _compile_families([f.name for f in group])
+    for fam in group:
+        steps = compiled[fam.name]
+        assert set(steps) == {v.name for v in fam}, fam.name
+        for name, kernels in steps.items():
+            if getattr(fam[name].module, "NO_KERNEL", None):  # a step the host computes says so, and launches none
+                assert not kernels, f"{fam.name}/{name} sets NO_KERNEL but compiled {[k['name'] for k in kernels]}"
+                continue
+            assert kernels, f"{fam.name}/{name}: its launch compiled no kernel (a host step sets NO_KERNEL = 'why')"
+            for k in kernels:
+                assert k["registers"] > 0 and k["ptx_lines"] > 10, (fam.name, name, k)
 
 
 def test_loop_mix_counts_the_innermost_hot_loop():

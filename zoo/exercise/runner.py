@@ -348,6 +348,21 @@ def observe_step(variant, size, kind, extra):
 STANDARD_FIGURES = ("global_loads_per_output", "load_sectors_per_request", "store_sectors_per_request", "shared_ways")
 
 
+def meets(relation, yours, zoos):
+    """Whether a learner's figure stands in ``relation`` ("<=", ">=", "==") to the zoo step's, with SLACK."""
+    return {
+        "<=": yours <= zoos * (1 + SLACK) + 1e-9,
+        ">=": yours >= zoos * (1 - SLACK) - 1e-9,
+        "==": abs(yours - zoos) <= 1e-9 * max(1.0, abs(zoos)),
+    }[relation]
+
+
+def lesson_case(exercise):
+    """(size, kind) the lesson's figures are compared at."""
+    fam = exercise.family
+    return (exercise.lesson_size if exercise.lesson_size is not None else fam.TEST_SIZES[-1]), fam.kinds[0]
+
+
 def run_lesson(exercise, v, path, events):
     from zoo import results
     from zoo.exercise import observe
@@ -368,11 +383,7 @@ def run_lesson(exercise, v, path, events):
     graded = [f for f, _, _ in exercise.lesson]
     for figure, relation, why in exercise.lesson:
         a, b = yours[figure], zoos[figure]
-        ok = {
-            "<=": a <= b * (1 + SLACK) + 1e-9,
-            ">=": a >= b * (1 - SLACK) - 1e-9,
-            "==": abs(a - b) <= 1e-9 * max(1.0, abs(b)),
-        }[relation]
+        ok = meets(relation, a, b)
         rows.append([observe.describe(figure, exercise.figures), a, b, "ok" if ok else "NO", relation])
         if not ok:
             problems.append(
