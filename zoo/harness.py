@@ -38,20 +38,25 @@ def host_cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _sum_by_slices(fn, *arrays):
-    """sum(fn(*slices)) over slices of the flattened ``arrays`` (same sizes), on a thread per core when they are
-    large: comparing 2^28 float32 elements with a float64 reference takes over a second on one core, and a
-    family's run compares ten or more rows (NumPy releases the GIL inside its loops)."""
+def _by_slices(fn, arrays):
+    """[fn(*slices)] over slices of the flattened ``arrays`` (same sizes, element i of each belonging together):
+    one slice below SLICED_ELEMENTS, else a few a core, run on a thread per core (NumPy releases the GIL inside
+    its loops)."""
     flat = [np.asarray(a).reshape(-1) for a in arrays]
     n = flat[0].size
     if n < SLICED_ELEMENTS:
-        return fn(*flat)
+        return [fn(*flat)]
     from concurrent.futures import ThreadPoolExecutor
 
-    bounds = np.linspace(0, n, 4 * host_cores() + 1).astype(int)
-    with ThreadPoolExecutor(host_cores(), thread_name_prefix="zoo-compare") as pool:
-        parts = pool.map(lambda k: fn(*(a[bounds[k] : bounds[k + 1]] for a in flat)), range(len(bounds) - 1))
-        return sum(parts)
+    bounds = np.linspace(0, n, 4 * host_cores() + 1).astype(int)  # a few slices a core: uneven cores even out
+    with ThreadPoolExecutor(host_cores(), thread_name_prefix="zoo-slices") as pool:
+        return list(pool.map(lambda k: fn(*(a[bounds[k] : bounds[k + 1]] for a in flat)), range(len(bounds) - 1)))
+
+
+def _sum_by_slices(fn, *arrays):
+    """sum(fn(*slices)) over slices of ``arrays``: comparing 2^28 float32 elements with a float64 reference takes
+    over a second on one core, and a family's run compares ten or more rows."""
+    return sum(_by_slices(fn, arrays))
 
 
 def _squares(result, ref):
@@ -105,7 +110,7 @@ def check(variant, size, seed=0, kind=None, prepared=None, **params):
         ref = None
     params = {**fam.kind_params(kind), **params}  # a kind may change the computation (KIND_PARAMS)
     if ref is None:
-        ref = np.asarray(fam.reference(*inputs, **params))
+        ref = reference_of(fam, inputs, **params)
     shape, dtype = fam.output_for(*inputs, **params)
     out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     result = variant(*inputs, out=out, **params)
@@ -330,20 +335,9 @@ def _make_case(family_name, size, seed, kind):
 def reference_of(fam, inputs, **params):
     """``fam.reference(*inputs, **params)`` as a float64 array; for a family whose spec sets ELEMENTWISE_REFERENCE,
     a large one is computed in slices on a thread per host core (NumPy releases the GIL inside its loops)."""
-    n = inputs[0].size
-    if not getattr(fam.module, "ELEMENTWISE_REFERENCE", False) or n < SLICED_ELEMENTS:
+    if not getattr(fam.module, "ELEMENTWISE_REFERENCE", False) or inputs[0].size < SLICED_ELEMENTS:
         return np.asarray(fam.reference(*inputs, **params))
-    from concurrent.futures import ThreadPoolExecutor
-
-    workers = host_cores()
-    bounds = np.linspace(0, n, 4 * workers + 1).astype(int)  # a few slices a core: uneven cores even out
-    flat = [a.reshape(-1) for a in inputs]  # same shapes: element i of every input makes element i of the result
-
-    def one(k):
-        return np.asarray(fam.reference(*(a[bounds[k] : bounds[k + 1]] for a in flat), **params))
-
-    with ThreadPoolExecutor(workers, thread_name_prefix="zoo-reference") as pool:
-        pieces = list(pool.map(one, range(len(bounds) - 1)))
+    pieces = _by_slices(lambda *part: np.asarray(fam.reference(*part, **params)), inputs)  # same shapes in and out
     return np.concatenate(pieces).reshape(inputs[0].shape)
 
 
@@ -368,13 +362,18 @@ def prepare_ahead(*cases):
     """Start making the inputs and reference of each ``(family, size, kind)`` (seed 0) in the background, and
     forget every other case: at most these are held in memory."""
     keys = [(fam.name, size, 0, kind) for fam, size, kind in cases]
+    _forget_all_but(keys)
+    for key in keys:
+        if key not in _cases:
+            _cases[key] = _in_background(key)
+
+
+def _forget_all_but(keys):
+    """Drop every case (its inputs, reference and device copies) but ``keys``."""
     for key in list(_cases):
         if key not in keys:
             del _cases[key]
             _device.pop(key, None)
-    for key in keys:
-        if key not in _cases:
-            _cases[key] = _in_background(key)
 
 
 def settle():
@@ -389,11 +388,7 @@ def _case(family_name, size, seed, kind):
     if found is None:
         from concurrent.futures import Future
 
-        prepare = [k for k in _cases if k != key][-1:]  # keep at most one other case (the one made ahead)
-        for k in list(_cases):
-            if k not in prepare:
-                del _cases[k]
-                _device.pop(k, None)
+        _forget_all_but([k for k in _cases if k != key][-1:])  # keep at most one other case (the one made ahead)
         found = _cases[key] = Future()
         found.set_result(_make_case(*key))
     return found.result()

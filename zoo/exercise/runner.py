@@ -368,10 +368,7 @@ def run_lesson(exercise, v, path, events):
     from zoo.exercise import observe
 
     fam, step = exercise.family, exercise.step
-    size = exercise.lesson_size
-    if size is None:
-        size = fam.TEST_SIZES[-1]
-    kind = fam.kinds[0]
+    size, kind = lesson_case(exercise)
     key = results.size_key(size, kind, fam.kinds)
     events.alive(f"the simulator's figures at size {key}")
     try:
