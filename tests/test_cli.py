@@ -108,3 +108,20 @@ def test_a_target_a_step_cannot_compile_for_is_one_line(zoo_cli, args, message):
     assert r.returncode == 2, r.stdout + r.stderr
     lines = [line for line in r.stderr.splitlines() if not line.startswith("zoo: no usable CUDA driver")]
     assert len(lines) == 1 and lines[0].startswith("zoo: error:") and message in lines[0], r.stderr
+
+
+def test_checks_in_worker_processes_match_checks_here():
+    """zoo run's parallel check phase: the rows a worker process returns are the rows of the same check here."""
+    from zoo import cli
+
+    plan, args = [], cli.build_parser().parse_args(["run", "reverse", "vector_add", "--check-processes", "2"])
+    for name in ("reverse", "vector_add"):
+        fam = zoo.family(name)
+        plan.append((fam, [], fam.cases(fam.TEST_SIZES[:2])))
+    progress = cli._NoProgress()
+    checked = cli._check_in_processes(plan, args, "unused in the simulator", progress, None)
+    assert set(checked) == {"reverse", "vector_add"}
+    for fam, _, checks in plan:
+        rows, failed, seconds = checked[fam.name]
+        assert not failed and seconds > 0
+        assert rows == cli._check_family(fam, checks, progress, None, list(fam))[0]

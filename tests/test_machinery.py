@@ -540,3 +540,46 @@ def test_unrolled_runs_the_body_once_per_index_in_order():
     np.testing.assert_allclose(out[1:], [coefficients[0::2].sum(), coefficients[1::2].sum()], rtol=1e-5)
     with pytest.raises(ValueError, match="at least 1"):
         unrolled(0, step)
+
+
+# -- the simulator's threads ---------------------------------------------------------------------------------
+@pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator's thread pool")
+def test_a_block_that_raised_leaves_the_simulator_right_for_the_next_launch():
+    """The simulator runs block after block on the same Python threads; a block that raised retires its
+    threads (some may still be running its code) and the next launch, with barriers, is right."""
+
+    @cuda.jit
+    def fails_in_one_thread(x):
+        if cuda.threadIdx.x == 5:
+            x[10**6] = 1.0  # out of bounds: IndexError in the simulator
+        cuda.syncthreads()
+
+    @cuda.jit
+    def mirror(x, out):
+        s = cuda.shared.array(64, float32)
+        t = cuda.threadIdx.x
+        s[t] = x[cuda.blockIdx.x * 64 + t]
+        cuda.syncthreads()  # every store before the mirrored loads
+        out[cuda.blockIdx.x * 64 + t] = s[63 - t]
+
+    with pytest.raises(IndexError, match=r"tid=\[5, 0, 0\]"):
+        fails_in_one_thread[2, 64](np.zeros(8, np.float32))
+    x = np.random.default_rng(3).standard_normal(3 * 64).astype(np.float32)
+    for _ in range(2):  # the second launch reuses the threads of the first
+        out = np.full_like(x, np.nan)
+        mirror[3, 64](x, out)
+        np.testing.assert_array_equal(out, x.reshape(3, 64)[:, ::-1].ravel())
+
+
+def test_compiled_kernels_are_shared_only_with_a_plain_closure():
+    from zoo.device.jit import _plain_closure
+
+    def closing_over(value):
+        def kernel():
+            return value
+
+        return kernel
+
+    assert _plain_closure(closing_over(3)) and _plain_closure(closing_over((64, np.float32(1), np.dtype("f4"))))
+    assert _plain_closure(closing_over)  # no closure at all
+    assert not _plain_closure(closing_over(lambda: 0)) and not _plain_closure(closing_over([1, 2]))

@@ -2,8 +2,10 @@
 
 import argparse
 import difflib
+import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from rich.console import Console
@@ -284,6 +286,7 @@ def _fmt(value, spec):
 
 
 QUICK_BUDGET_S = 0.15  # seconds of samples a row gets in the default run (at least 10 samples, each about 1 ms)
+CHECK_PROCESSES = max(1, min(8, (os.cpu_count() or 2) // 2))  # each a CUDA context (~0.5 GB) and a numba
 QUICK_CHECK_BYTES = 64 << 20  # the default run checks every step at the GPU test sizes that move at most this
 
 
@@ -311,6 +314,67 @@ def _progress():
     )
 
 
+def _check_in_processes(plan, args, shared, progress, task):
+    """Check the families of ``plan`` in parallel worker processes, before any timing (the GPU's concurrent
+    checks would disturb a timing); returns {family: (rows, failed, seconds)}.
+
+    Compiling is most of a check (each step for each tile class and kind it is checked at), and numba
+    compiles one kernel at a time per process. The workers save what they compile to ``shared``
+    (``zoo.device.jit.share_compiled_kernels``) and this process, which shares it too, loads those kernels
+    when it times the same specialisations instead of compiling them again."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    from zoo.device.jit import share_compiled_kernels
+
+    share_compiled_kernels(shared)
+    jobs = [(fam.name, checks, [v.name for v in _steps(fam, args)]) for fam, _, checks in plan if checks]
+    workers = min(len(jobs), args.check_processes)
+    began, checked = time.perf_counter(), {}
+    progress.update(task, description=f"checking {len(jobs)} families in {workers} processes")
+    # spawn, not fork: a forked child of a process that has touched CUDA cannot use the GPU
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        # the slowest first (most steps times sizes), so the last to finish is a short one
+        jobs.sort(key=lambda job: -len(job[1]) * len(job[2]))
+        futures = {pool.submit(_check_worker, name, checks, steps, shared): name for name, checks, steps in jobs}
+        work = {name: len(checks) * len(steps) for name, checks, steps in jobs}  # the progress bar's units
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                checked[name] = future.result()
+            except Exception as e:  # a worker that died (a CUDA error poisons its process): check it here instead
+                console.print(f"[yellow]{name}: its check in a worker process failed ({e!r}); checking it here[/]")
+                continue
+            progress.advance(task, work[name])
+    console.print(
+        f"[dim]checked {len(jobs)} families in {workers} processes: {time.perf_counter() - began:.0f} s "
+        f"(their own times added up: {sum(c[2] for c in checked.values()):.0f} s)[/]"
+    )
+    return checked
+
+
+def _check_worker(name, checks, step_names, shared):
+    """One family's check in a worker process of ``_check_in_processes``: (rows, failed, seconds)."""
+    from zoo.device.jit import quiet_occupancy, share_compiled_kernels
+
+    began = time.perf_counter()
+    share_compiled_kernels(shared)
+    fam = zoo.family(name)
+    with quiet_occupancy():
+        rows, failed = _check_family(fam, checks, _NoProgress(), None, [fam[n] for n in step_names])
+    return rows, failed, time.perf_counter() - began
+
+
+class _NoProgress:
+    """A progress display that shows nothing: a worker process must not draw over the main one's."""
+
+    def update(self, *args, **kwargs):
+        pass
+
+    def advance(self, *args, **kwargs):
+        pass
+
+
 def cmd_run(args):
     if zoo.SIMULATOR:
         console.print(
@@ -335,21 +399,30 @@ def cmd_run(args):
         plan.append((fam, cases, checks if quick else []))
     order = [(fam, size, kind) for fam, cases, _ in plan for size, kind in cases]  # every measured case, in turn
     started, spent = time.perf_counter(), {}
-    with _progress() as progress, quiet_occupancy():  # zoo's own small launches are small on purpose
+    with _progress() as progress, quiet_occupancy(), tempfile.TemporaryDirectory(prefix="zoo-kernels-") as shared:
         total = sum(
             (len(_steps(f, args)) + len(f.baselines) + len(f.cpu_rows)) * len(c) + len(_steps(f, args)) * len(k)
             for f, c, k in plan
         )
         task = progress.add_task("timing", total=total)
+        checked = {}
+        if sum(bool(k) for _, _, k in plan) > 1 and args.check_processes > 1:
+            if order:  # the first case's inputs and reference are made while the checks run
+                harness.prepare_ahead(order[0])
+            checked = _check_in_processes(plan, args, shared, progress, task)
         for fam, cases, checks in plan:
-            family_started = time.perf_counter()
+            family_started, compiled_before = time.perf_counter(), harness.compile_seconds()
             phases = dict.fromkeys(("check", "inputs wait", "library", "CPU", "steps"), 0.0)  # seconds in each part
             if cases:  # its first case's inputs and reference are made while the checks run
                 harness.prepare_ahead((fam, *cases[0]))
             if checks:
                 began = time.perf_counter()
                 progress.update(task, description=f"{fam.name}: checking at {len(checks)} GPU test size(s)")
-                rows, failed = _check_family(fam, checks, progress, task, _steps(fam, args))
+                if fam.name in checked:  # checked in a worker process, before any timing: its time is not ours
+                    rows, failed, _ = checked[fam.name]
+                    del phases["check"]
+                else:
+                    rows, failed = _check_family(fam, checks, progress, task, _steps(fam, args))
                 any_failed |= failed
                 bad = [row for row in rows if "FAIL" in row[-1]]
                 sizes = ", ".join(_key(fam, *c) for c in checks)
@@ -357,7 +430,8 @@ def cmd_run(args):
                     f"{fam.name}: every step checked at {sizes}: "
                     + ("[green]correct[/]" if not bad else "[red]" + "; ".join(f"{r[0]} {r[-1]}" for r in bad) + "[/]")
                 )
-                phases["check"] += time.perf_counter() - began
+                if "check" in phases:
+                    phases["check"] += time.perf_counter() - began
             for size, kind in cases:
                 key = _key(fam, size, kind)
                 upcoming = order[order.index((fam, size, kind)) + 1 :][:1]  # the next case, made during the steps
@@ -437,10 +511,11 @@ def cmd_run(args):
             console.print(
                 f"[dim]{fam.name}: {spent[fam.name]:.0f} s ("
                 + ", ".join(f"{part} {seconds:.1f}" for part, seconds in phases.items())
-                + ")[/]"
+                + f"; of all these, compiling {harness.compile_seconds() - compiled_before:.1f})[/]"
             )
     console.print(
-        f"{len(spent)} families in {time.perf_counter() - started:.0f} s: "
+        f"{len(spent)} families in {time.perf_counter() - started:.0f} s "
+        f"({harness.compile_seconds():.0f} s of it compiling in this process): "
         + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in spent.items())
     )
     if args.save and runs:
@@ -674,6 +749,13 @@ def build_parser():
                 "--budget",
                 type=float,
                 help=f"seconds of samples a row (default {QUICK_BUDGET_S}, or {harness.BUDGET_S} with a size given)",
+            )
+            s.add_argument(
+                "--check-processes",
+                type=int,
+                default=CHECK_PROCESSES,
+                help=f"check the families in this many processes before timing (default {CHECK_PROCESSES}: "
+                "half the cores, at most 8; 1 checks each family in this process just before its timing)",
             )
         s.set_defaults(func=func)
     s = sub.add_parser("tune", help="sweep a family's tile shapes on this GPU and save the table (sgemm)")

@@ -275,6 +275,36 @@ def time_wall(launch, *, min_samples=10, max_samples=200, budget_s=1.0):
     return Timing(statistics.median(samples), q[0], q[2], len(samples), 1, samples)
 
 
+_compiling = {"seconds": 0.0, "depth": 0}
+
+
+def compile_seconds():
+    """Seconds this process has spent compiling kernels so far: numba's typing and lowering, NVVM and the link
+    to a cubin (every ``compile`` of a kernel dispatcher; 0 in the simulator, which compiles nothing).
+    ``zoo run`` prints each family's share, the part of a first run that a warm process would not pay."""
+    if SIMULATOR:
+        return 0.0
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    if not getattr(CUDADispatcher.compile, "_zoo_timed", False):
+        compile_once = CUDADispatcher.compile
+
+        @functools.wraps(compile_once)
+        def timed_compile(self, sig):
+            _compiling["depth"] += 1  # a kernel compiled while another compiles is counted once, in the outer
+            began = time.perf_counter()
+            try:
+                return compile_once(self, sig)
+            finally:
+                _compiling["depth"] -= 1
+                if not _compiling["depth"]:
+                    _compiling["seconds"] += time.perf_counter() - began
+
+        timed_compile._zoo_timed = True
+        CUDADispatcher.compile = timed_compile
+    return _compiling["seconds"]
+
+
 def _timer(fam):
     """time_launches (device time behind a hold), or time_wall for a family that sets WALL_TIME."""
     return time_wall if getattr(fam.module, "WALL_TIME", False) else time_launches

@@ -297,62 +297,170 @@ def install():
     for fn in _METHODS:
         setattr(kernelapi.FakeCUDAModule, fn.__name__, fn)
 
-    thread_run = kernel.BlockThread.run
+    pool = _BlockThreads(_pooled_thread_class(kernel))
 
     def manager_run(self, grid_point, *args):
         # Warp state for this block, made before any of its threads starts.
         n = int(np.prod(self._block_dim))
         block = tuple(int(i) for i in grid_point)
         self._zoo_warps = [_Warp(f"block {block} warp {w}", min(32, n - 32 * w)) for w in range((n + 31) // 32)]
-        return _run_block(self, kernel.BlockThread, grid_point, args)
-
-    def thread_run_then_leave(self):
-        try:
-            thread_run(self)  # catches the kernel's exceptions itself
-        finally:
-            self._manager._zoo_warps[self.thread_id // 32].leave(self.thread_id % 32)
+        return pool.run(self, grid_point, args)
 
     kernel.BlockManager.run = manager_run
-    kernel.BlockThread.run = thread_run_then_leave
     kernelapi.FakeCUDAShared.array = _shared_array_once(kernelapi.FakeCUDAShared.array, kernelapi)
     kernelapi.FakeCUDAModule._zoo_patched = True
 
 
-def _run_block(manager, thread_class, grid_point, args):
-    """numba's ``BlockManager.run`` with one change: the loop that watches the block's threads yields the GIL
-    after each pass over them.
+def _pooled_thread_class(kernel):
+    """numba's ``BlockThread`` made reusable: one Python thread runs one CUDA thread of block after block.
 
-    The simulator starts a Python thread for each CUDA thread of the block, then watches them: when every live
-    thread waits at ``syncthreads`` it releases them all, and it re-raises a thread's exception. numba's loop
-    never sleeps, so it held the GIL for most of each switch interval, polling ``is_alive`` on every thread
-    (485,000 calls in one 7.7 s hgemm check of 34 blocks) while the threads it waits for could not run.
-    ``time.sleep(0)`` after each pass hands the GIL to them."""
-    threads = []
-    for block_point in np.ndindex(*manager._block_dim):
-        t = thread_class(lambda: manager._f(*args), manager, grid_point, block_point, manager._debug)
-        t.start()
-        threads.append(t)
-    live, blocked = set(threads), set()
-    while live:
-        for t in live:
-            if t.syncthreads_blocked:
-                blocked.add(t)
-            elif t.exception:  # stop the others where they wait, then raise the first error seen
-                for other in threads:
-                    other.abort = True
-                    other.syncthreads_blocked = False
-                    other.syncthreads_event.set()
+    numba starts a Python thread for every CUDA thread of every block, and ``Thread.start`` waits for the new
+    thread to take the GIL and say it runs: about 120 us a thread on a 2-core machine, 30 ms of a 256-thread
+    block that does nothing else (measured). A pooled thread is started once and then waits for its next
+    block. Everything a block leaves on its thread goes before the next one: the barrier and abort state, the
+    exception, the block's call and manager, and every ``_zoo_*`` attribute (the per-thread state of zoo's
+    simulator code: wgmma fragments, counters, line tracers), so an idle thread keeps no array alive."""
+
+    class PooledBlockThread(kernel.BlockThread):
+        def __init__(self):
+            threading.Thread.__init__(self, daemon=True)
+            self.syncthreads_event = threading.Event()
+            self._go = threading.Event()
+            self._job = None
+            self.retired = False
+            self.finished = True
+
+        def assign(self, manager, grid_point, block_point, job):
+            self._manager = manager
+            self.debug = manager._debug
+            self.blockIdx = kernel.Dim3(*grid_point)
+            self.threadIdx = kernel.Dim3(*block_point)
+            dim = kernel.Dim3(*manager._block_dim)
+            self.thread_id = self.threadIdx.x + dim.x * (self.threadIdx.y + dim.y * self.threadIdx.z)
+            self.exception = None
+            self.abort = False
+            self.syncthreads_blocked = False
+            self.syncthreads_event.clear()
+            self.finished = False
+            self._job = job
+            self._go.set()
+
+        def retire(self):
+            """Leave the pool: end after the block in hand (a block that raised may still be running)."""
+            self.retired = True
+            self._job = None
+            self._go.set()
+
+        def run(self):
+            while True:
+                self._go.wait()
+                self._go.clear()
+                if self._job is None:
+                    return
+                # a new thread inherits the tracer and profiler set with threading.settrace (zoo.sim_counters
+                # installs one for its counts); a pooled thread started before that takes them per block
+                sys.settrace(threading.gettrace())
+                sys.setprofile(threading.getprofile())
+                try:
+                    self._run_job(self._job)
+                finally:
+                    sys.settrace(None)
+                    sys.setprofile(None)
+                    self._manager._zoo_warps[self.thread_id // 32].leave(self.thread_id % 32)
+                    self._forget_the_block()
+                    self.finished = True
+                if self.retired:
+                    return
+
+        def _forget_the_block(self):
+            """Drop what would keep the block's arrays alive while this thread waits: the kernel call (it holds
+            the arguments), the block's manager and the ``_zoo_*`` state (a frame of the kernel, counters)."""
+            self._job = None
+            self._manager = None
+            for name in [k for k in self.__dict__ if k.startswith("_zoo_")]:
+                del self.__dict__[name]
+
+        def _run_job(self, job):  # numba's BlockThread.run: the error names the thread and the block
+            try:
+                if self.debug:
+                    np.seterr(divide="raise")
+                job()
+            except Exception as e:
+                where = f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}"
+                self.exception = (type(e)(f"{where}: {e}" if str(e) else where), sys.exc_info()[2])
+
+    return PooledBlockThread
+
+
+class _BlockThreads:
+    """The pool of simulator threads, and numba's ``BlockManager.run`` on them with one more change: the loop
+    that watches the block's threads yields the GIL after each pass over them.
+
+    The loop watches the block's threads: when every live thread waits at ``syncthreads`` it releases them
+    all, and it re-raises a thread's exception. numba's loop never sleeps, so it held the GIL for most of each
+    switch interval, polling ``is_alive`` on every thread (485,000 calls in one 7.7 s hgemm check of 34
+    blocks) while the threads it waits for could not run. ``time.sleep(0)`` after each pass hands the GIL
+    to them."""
+
+    def __init__(self, thread_class):
+        self.thread_class = thread_class
+        self.idle = []
+        self.lock = threading.Lock()  # one block at a time on the pool; a second host thread gets fresh threads
+
+    def run(self, manager, grid_point, args):
+        if not self.lock.acquire(blocking=False):
+            threads = [self.thread_class() for _ in np.ndindex(*manager._block_dim)]
+            try:
+                return self._run(manager, grid_point, args, threads)
+            finally:
+                for t in threads:
+                    t.retire()
+        try:
+            n = int(np.prod(manager._block_dim))
+            while len(self.idle) < n:
+                self.idle.append(self.thread_class())
+                self.idle[-1].start()
+            threads, self.idle = self.idle[:n], self.idle[n:]
+            try:
+                self._run(manager, grid_point, args, threads)
+            except BaseException:
+                for t in threads:  # threads of a block that raised may still run its code: start afresh
+                    t.retire()
+                raise
+            self.idle = threads + self.idle
+        finally:
+            self.lock.release()
+
+    @staticmethod
+    def _run(manager, grid_point, args, threads):
+        def job():
+            manager._f(*args)
+
+        for t, block_point in zip(threads, np.ndindex(*manager._block_dim), strict=True):
+            if not t.is_alive():
+                t.start()
+            t.assign(manager, grid_point, block_point, job)
+        live, blocked = set(threads), set()
+        while live:
+            for t in live:
+                if t.syncthreads_blocked:
+                    blocked.add(t)
+                elif t.exception:  # stop the others where they wait, then raise the first error seen
+                    for other in threads:
+                        other.abort = True
+                        other.syncthreads_blocked = False
+                        other.syncthreads_event.set()
+                    raise t.exception[0].with_traceback(t.exception[1])
+            if live == blocked:  # every live thread waits at the barrier: release them together
+                for t in blocked:
+                    t.syncthreads_blocked = False
+                    t.syncthreads_event.set()
+                blocked = set()
+            live = {t for t in live if not t.finished}
+            time.sleep(0)  # let the block's threads run: they need the GIL to reach the barrier or finish
+        for t in threads:  # an error raised after the last pass
+            if t.exception:
                 raise t.exception[0].with_traceback(t.exception[1])
-        if live == blocked:  # every live thread waits at the barrier: release them together
-            for t in blocked:
-                t.syncthreads_blocked = False
-                t.syncthreads_event.set()
-            blocked = set()
-        live = {t for t in live if t.is_alive()}
-        time.sleep(0)  # let the block's threads run: they need the GIL to reach the barrier or finish
-    for t in threads:  # an error raised after the last pass
-        if t.exception:
-            raise t.exception[0].with_traceback(t.exception[1])
 
 
 def _shared_array_once(original, kernelapi):

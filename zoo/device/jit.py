@@ -35,7 +35,9 @@ import contextlib
 import functools
 import inspect
 import itertools
+import weakref
 
+import numpy as np
 from numba import cuda
 
 from zoo import SIMULATOR
@@ -125,6 +127,9 @@ class Kernel:
         self.launch_number = 0
         self._shared_opt_in = {}  # argument types -> dynamic shared bytes allowed so far
         self._configured = {}  # launch configuration -> its launcher
+        _kernels.add(self)
+        if _shared_directory:
+            self._share()
         functools.update_wrapper(self, dispatcher.py_func)
 
     def __getitem__(self, config):
@@ -194,12 +199,60 @@ class Kernel:
             return lean_launch.load_arch_specific(compiled)
         return compiled._codelibrary.get_cufunc()
 
+    def _share(self):
+        """Save this kernel's compiled code to the shared directory and look there before compiling, where that
+        is safe: not an ``arch_specific`` kernel (the lean launch loads its PTX for sm_90a itself), not one
+        compiled with ``lto=False`` (its ``__constant__`` symbols are looked up by name), and not one whose
+        closure holds more than plain values (numba's cache key hashes the closure by pickling it)."""
+        options = getattr(self.dispatcher, "targetoptions", {})
+        if self.arch_specific or options.get("lto") is False or not _plain_closure(self.dispatcher.py_func):
+            return
+        self.dispatcher.enable_caching()
+
     def compiled(self):
         """The most recently compiled specialisation (GPU only), or None."""
         if SIMULATOR:
             return None
         overloads = list(self.dispatcher.overloads.values())
         return overloads[-1] if overloads else None
+
+
+_kernels = weakref.WeakSet()  # every Kernel made in this process
+_shared_directory = None
+
+
+def share_compiled_kernels(directory):
+    """Compile each kernel once for several processes: from now on every kernel of this process (those made
+    before and after this call) saves what it compiles to ``directory`` and loads from there what another
+    process compiled (numba's on-disk cache, ``cache=True``, pointed at ``directory``).
+
+    ``zoo run`` checks the families in parallel processes that share a fresh temporary directory, then times
+    them in one process, which loads the checked kernels instead of compiling them again. The directory
+    lives for one run only: numba's cache key covers a kernel's own source, closure and argument types but
+    not the device functions it calls, so a cache kept across edits could serve stale code. No-op in the
+    simulator, which compiles nothing."""
+    global _shared_directory
+    if SIMULATOR:
+        return
+    from numba.cuda.core import config
+
+    config.CACHE_DIR = str(directory)
+    _shared_directory = str(directory)
+    for k in list(_kernels):
+        k._share()
+
+
+def _plain_closure(func):
+    """True when the function closes over nothing, or only over numbers, strings, dtypes and tuples of them."""
+    plain = (int, float, bool, str, bytes, type(None), np.generic, np.dtype)
+
+    def is_plain(value):
+        return isinstance(value, plain) or (isinstance(value, tuple) and all(map(is_plain, value)))
+
+    try:
+        return all(is_plain(cell.cell_contents) for cell in func.__closure__ or ())
+    except ValueError:  # an empty cell
+        return False
 
 
 def _set_max_dynamic_shared(cufunc, nbytes):
