@@ -571,8 +571,12 @@ def test_a_block_that_raised_leaves_the_simulator_right_for_the_next_launch():
         np.testing.assert_array_equal(out, x.reshape(3, 64)[:, ::-1].ravel())
 
 
-def test_compiled_kernels_are_shared_only_with_a_plain_closure():
-    from zoo.device.jit import _plain_closure
+def test_compiled_kernels_are_shared_only_when_their_closure_pickles():
+    """numba's cache key for a kernel is a hash of its pickled closure: a kernel whose closure does not pickle
+    is compiled in each process instead (zoo.device.jit.share_compiled_kernels)."""
+    import threading
+
+    from zoo.device.jit import _closure_pickles
 
     def closing_over(value):
         def kernel():
@@ -580,6 +584,7 @@ def test_compiled_kernels_are_shared_only_with_a_plain_closure():
 
         return kernel
 
-    assert _plain_closure(closing_over(3)) and _plain_closure(closing_over((64, np.float32(1), np.dtype("f4"))))
-    assert _plain_closure(closing_over)  # no closure at all
-    assert not _plain_closure(closing_over(lambda: 0)) and not _plain_closure(closing_over([1, 2]))
+    assert _closure_pickles(closing_over)  # no closure at all
+    assert _closure_pickles(closing_over((64, np.float32(1), np.dtype("f4"))))
+    assert _closure_pickles(closing_over(closing_over(3)))  # a function, as a device function closes over another
+    assert not _closure_pickles(closing_over(threading.Lock()))

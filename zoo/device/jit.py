@@ -37,7 +37,6 @@ import inspect
 import itertools
 import weakref
 
-import numpy as np
 from numba import cuda
 
 from zoo import SIMULATOR
@@ -203,9 +202,9 @@ class Kernel:
         """Save this kernel's compiled code to the shared directory and look there before compiling, where that
         is safe: not an ``arch_specific`` kernel (the lean launch loads its PTX for sm_90a itself), not one
         compiled with ``lto=False`` (its ``__constant__`` symbols are looked up by name), and not one whose
-        closure holds more than plain values (numba's cache key hashes the closure by pickling it)."""
+        closure does not pickle (numba's cache key is a hash of the pickled closure)."""
         options = getattr(self.dispatcher, "targetoptions", {})
-        if self.arch_specific or options.get("lto") is False or not _plain_closure(self.dispatcher.py_func):
+        if self.arch_specific or options.get("lto") is False or not _closure_pickles(self.dispatcher.py_func):
             return
         self.dispatcher.enable_caching()
 
@@ -242,17 +241,18 @@ def share_compiled_kernels(directory):
         k._share()
 
 
-def _plain_closure(func):
-    """True when the function closes over nothing, or only over numbers, strings, dtypes and tuples of them."""
-    plain = (int, float, bool, str, bytes, type(None), np.generic, np.dtype)
-
-    def is_plain(value):
-        return isinstance(value, plain) or (isinstance(value, tuple) and all(map(is_plain, value)))
+def _closure_pickles(func):
+    """True when numba can make a cache key of the function's closure: nothing, or values that pickle (numbers,
+    tuples, dtypes, device functions: numba's key is a hash of the pickled closure)."""
+    if not func.__closure__:
+        return True
+    from numba.cuda.serialize import dumps
 
     try:
-        return all(is_plain(cell.cell_contents) for cell in func.__closure__ or ())
-    except ValueError:  # an empty cell
+        dumps(tuple(cell.cell_contents for cell in func.__closure__))
+    except Exception:  # an empty cell, an object that does not pickle, a chain too deep for the pickler
         return False
+    return True
 
 
 def _set_max_dynamic_shared(cufunc, nbytes):
