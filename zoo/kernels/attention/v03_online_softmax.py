@@ -19,7 +19,7 @@ Why it is faster:
     at n = 4096: 128 KB of scores).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 3,302 GFLOP/s (41,627 us a call), 49.9% of
+    NVIDIA H100 80GB HBM3, size 32x4096x64: 3,278 GFLOP/s (41,922 us a call), 49.5% of
     CuPy: matmul, softmax ops, matmul, 55 registers, occupancy bound 50%. Other sizes, %
     of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 55.6%. From
     results/nvidia-h100-80gb-hbm3.json.

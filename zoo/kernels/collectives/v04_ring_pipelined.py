@@ -18,7 +18,7 @@ Why it is faster:
     tens of microseconds).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 53.6 GB/s (10,022 us a call), 437.8% of NCCL
+    NVIDIA H100 80GB HBM3, size 67108864: 52.6 GB/s (10,204 us a call), 535.1% of NCCL
     all-reduce (cupy.cuda.nccl). From results/nvidia-h100-80gb-hbm3.json.
 """
 

@@ -20,7 +20,7 @@ Why it is faster:
     pieces, stay large: each costs the host a fork and a ring's worth of issues.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 53.9 GB/s (9,966 us a call), 440.3% of NCCL
+    NVIDIA H100 80GB HBM3, size 67108864: 53.4 GB/s (10,047 us a call), 543.4% of NCCL
     all-reduce (cupy.cuda.nccl). From results/nvidia-h100-80gb-hbm3.json.
 """
 

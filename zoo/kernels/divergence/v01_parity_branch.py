@@ -17,7 +17,7 @@ Why it is faster:
     the longest lane of that half is done, the data divergence of v04 and v05.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16777216: 26,397 GFLOP/s (651 us a call), 53.6% of
+    NVIDIA H100 80GB HBM3, size 16777216: 26,395 GFLOP/s (651 us a call), 53.6% of
     cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 15 registers,
     occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
     m + 1 per lane, z = c w: 16777216@skewed: 67.3%. From results/nvidia-h100-80gb-

@@ -23,7 +23,7 @@ Why it is faster:
     needed 16 steps still issues 512: the yardstick for v04 and v05.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16777216: 49,126 GFLOP/s (350 us a call), 99.8% of
+    NVIDIA H100 80GB HBM3, size 16777216: 49,063 GFLOP/s (350 us a call), 99.7% of
     cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 20 registers,
     occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
     m + 1 per lane, z = c w: 16777216@skewed: 91.6%. From results/nvidia-h100-80gb-

@@ -16,7 +16,7 @@ Why it is faster:
     wait at best, and cost a little at worst.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 2,226 GB/s (965 us a call), 131.4% of
+    NVIDIA H100 80GB HBM3, size 268435456: 2,224 GB/s (966 us a call), 131.2% of
     cupy.maximum(x, 0, out=out), 12 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 268435456: 2,445 GB/s (878 us a call), 144.6% of cupy.maximum(x,

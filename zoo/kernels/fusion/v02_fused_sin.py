@@ -19,7 +19,7 @@ Why it is faster:
     whole chain up to 64/40 = 1.6x faster.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 915 GFLOP/s (4,987 us a call), 406.6% of CuPy
+    NVIDIA H100 80GB HBM3, size 268435456: 913 GFLOP/s (4,997 us a call), 405.9% of CuPy
     op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 12
     registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 268435456: 983 GFLOP/s (4,643 us a call), 437.7% of CuPy op by op:

@@ -21,7 +21,7 @@ Why it is faster:
     leaving the issue slots to the chain's own arithmetic.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 3,730 GFLOP/s (1,223 us a call), 1657.7% of
+    NVIDIA H100 80GB HBM3, size 268435456: 3,706 GFLOP/s (1,231 us a call), 1647.5% of
     CuPy op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 28
     registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 268435456: 3,706 GFLOP/s (1,231 us a call), 1650.1% of CuPy op by

@@ -18,10 +18,10 @@ Why it is faster:
     need up to four times the load instructions per byte that fp32 does.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,776 GB/s (96.7 us a call), 114.8% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,776 GB/s (96.7 us a call), 115.8% of
     cupy.matmul fp32 (cuBLAS), 32 registers, occupancy bound 100%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 8192x8192@fp16: 194.9%, 8192x8192@int4: 135.4%,
-    8192x8192@int4_g64: 134.8%, 8192x8192@int8: 242.6%. From results/nvidia-h100-80gb-
+    cupy.matmul fp32 (cuBLAS): 8192x8192@fp16: 197.2%, 8192x8192@int4: 130.2%,
+    8192x8192@int4_g64: 135.8%, 8192x8192@int8: 236.4%. From results/nvidia-h100-80gb-
     hbm3.json.
 """
 

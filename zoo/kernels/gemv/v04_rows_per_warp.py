@@ -18,10 +18,10 @@ Why it is faster:
     busy (Little's law: bandwidth = bytes in flight / latency).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,594 GB/s (104 us a call), 107.3% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,580 GB/s (104 us a call), 107.6% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 8192x8192@fp16: 227.8%, 8192x8192@int4: 512.6%,
-    8192x8192@int4_g64: 502.1%, 8192x8192@int8: 356.4%. From results/nvidia-h100-80gb-
+    cupy.matmul fp32 (cuBLAS): 8192x8192@fp16: 231.1%, 8192x8192@int4: 494.9%,
+    8192x8192@int4_g64: 506.1%, 8192x8192@int8: 345.9%. From results/nvidia-h100-80gb-
     hbm3.json.
 """
 

@@ -20,7 +20,7 @@ Why it is faster:
     rate starts to weigh as much as the memory traffic.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 1,790 GB/s (150 us a call), 422.9% of
+    NVIDIA H100 80GB HBM3, size 268435456: 1,786 GB/s (150 us a call), 422.2% of
     cupy.take(TABLE, packed, out=out), 19 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 268435456: 1,761 GB/s (152 us a call), 416.8% of cupy.take(TABLE,

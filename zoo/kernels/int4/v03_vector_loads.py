@@ -19,7 +19,7 @@ Why it is faster:
     second. The SMs' issue slots, not DRAM, set the pace. v04 attacks that.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 2,114 GB/s (127 us a call), 499.5% of
+    NVIDIA H100 80GB HBM3, size 268435456: 2,110 GB/s (127 us a call), 498.6% of
     cupy.take(TABLE, packed, out=out), 32 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 268435456: 2,108 GB/s (127 us a call), 499.0% of cupy.take(TABLE,

@@ -17,7 +17,7 @@ Why it is faster:
     waits on memory with 3/4 of its thread slots empty.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 819 GB/s (2,621 us a call), 48.3% of
+    NVIDIA H100 80GB HBM3, size 268435456: 820 GB/s (2,620 us a call), 48.3% of
     cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 12
     registers, occupancy bound 25%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 268435456: 849 GB/s (2,531 us a call), 50.1% of

@@ -19,7 +19,7 @@ Why it is faster:
     and fewer resident threads suffice (half of v03's).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 2,835 GB/s (758 us a call), 167.2% of
+    NVIDIA H100 80GB HBM3, size 268435456: 2,845 GB/s (755 us a call), 167.8% of
     cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 36
     registers, occupancy bound 75%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 268435456: 3,958 GB/s (543 us a call), 233.9% of

@@ -14,7 +14,7 @@ Why it is faster:
     54 GB/s from pinned memory).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 1,264 GFLOP/s (54,382 us a call), 75.0% of
+    NVIDIA H100 80GB HBM3, size 67108864: 1,062 GFLOP/s (64,690 us a call), 74.0% of
     CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 67108864: 1,125 GFLOP/s (61,095 us a call), 75.5% of CuPy:

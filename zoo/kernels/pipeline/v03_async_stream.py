@@ -14,7 +14,7 @@ Why it is faster:
     copies and compute do not overlap yet.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 5,492 GFLOP/s (12,512 us a call), 326.2% of
+    NVIDIA H100 80GB HBM3, size 67108864: 5,473 GFLOP/s (12,557 us a call), 381.1% of
     CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 67108864: 5,477 GFLOP/s (12,547 us a call), 367.4% of CuPy:

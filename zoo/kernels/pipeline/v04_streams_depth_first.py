@@ -15,7 +15,7 @@ Why it is faster:
     whether it still matters.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 10,920 GFLOP/s (6,293 us a call), 648.5% of
+    NVIDIA H100 80GB HBM3, size 67108864: 10,895 GFLOP/s (6,308 us a call), 758.6% of
     CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 67108864: 10,934 GFLOP/s (6,285 us a call), 733.5% of CuPy:

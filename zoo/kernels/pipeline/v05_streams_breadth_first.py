@@ -19,7 +19,7 @@ Why it is faster:
     only after every copy in has been issued, a few microseconds a chunk.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 9,627 GFLOP/s (7,139 us a call), 571.7% of
+    NVIDIA H100 80GB HBM3, size 67108864: 9,632 GFLOP/s (7,135 us a call), 670.7% of
     CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 67108864: 9,633 GFLOP/s (7,134 us a call), 646.2% of CuPy:

@@ -19,7 +19,7 @@ Why it is faster:
     mean the same work. (Horner also rounds once per term instead of twice.)
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 38,351 GFLOP/s (350 us a call), 177.9% of CuPy
+    NVIDIA H100 80GB HBM3, size 67108864: 38,268 GFLOP/s (351 us a call), 177.3% of CuPy
     elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
     bound 100%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 67108864: 38,822 GFLOP/s (346 us a call), 179.4% of CuPy

@@ -14,7 +14,7 @@ Why it is faster:
     and shared memory, though on chip, cannot feed the FMA units that fast.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 7,925 GFLOP/s (17,342 us a call), 15.3% of cuBLAS,
+    NVIDIA H100 80GB HBM3, size 4096: 7,877 GFLOP/s (17,448 us a call), 15.3% of cuBLAS,
     32 registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 21.2%, 2048:
     16.2%, 8192: 15.2%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 4096: 7,867 GFLOP/s (17,471 us a call), 15.3% of cuBLAS, 32

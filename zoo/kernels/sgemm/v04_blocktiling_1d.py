@@ -19,7 +19,7 @@ Why it is faster:
     removes it with unsigned indices.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 4,906 GFLOP/s (28,015 us a call), 9.5% of cuBLAS,
+    NVIDIA H100 80GB HBM3, size 4096: 4,870 GFLOP/s (28,219 us a call), 9.4% of cuBLAS,
     48 registers, occupancy bound 50%. Other sizes, % of cuBLAS: 1024: 12.8%, 2048:
     9.7%, 8192: 9.6%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 4096: 4,865 GFLOP/s (28,252 us a call), 9.5% of cuBLAS, 48

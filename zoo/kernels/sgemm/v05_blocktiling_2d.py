@@ -16,7 +16,7 @@ Why it is faster:
     H200's 132 SMs, so half the chip idles (v03's 32 x 32 tiles make 1024).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 15,530 GFLOP/s (8,850 us a call), 30.1% of cuBLAS,
+    NVIDIA H100 80GB HBM3, size 4096: 15,420 GFLOP/s (8,913 us a call), 29.9% of cuBLAS,
     128 registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 16.1%, 2048:
     29.3%, 8192: 30.4%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 4096: 15,378 GFLOP/s (8,938 us a call), 30.0% of cuBLAS, 128

@@ -18,7 +18,7 @@ Why it is faster:
     consecutive threads read 128 contiguous bytes, one per bank.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 35,359 GFLOP/s (3,887 us a call), 68.5% of cuBLAS,
+    NVIDIA H100 80GB HBM3, size 4096: 35,141 GFLOP/s (3,911 us a call), 68.1% of cuBLAS,
     101 registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 31.0%, 2048:
     68.0%, 8192: 66.3%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 4096: 34,937 GFLOP/s (3,934 us a call), 68.1% of cuBLAS, 101

@@ -17,7 +17,7 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 39,552 GFLOP/s (3,475 us a call), 76.6% of cuBLAS,
+    NVIDIA H100 80GB HBM3, size 4096: 39,279 GFLOP/s (3,499 us a call), 76.1% of cuBLAS,
     200 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 38.9%, 2048:
     76.6%, 8192: 77.9%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 4096: 39,422 GFLOP/s (3,486 us a call), 76.8% of cuBLAS, 200

@@ -23,7 +23,7 @@ Why it is faster:
     their peaks (see ``Tiles``).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 137,501 GFLOP/s (1,000 us a call), 266.3% of
+    NVIDIA H100 80GB HBM3, size 4096: 135,826 GFLOP/s (1,012 us a call), 263.2% of
     cuBLAS, 254 registers, occupancy bound 12%. From results/nvidia-h100-80gb-hbm3.json.
 """
 

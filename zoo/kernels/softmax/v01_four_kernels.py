@@ -20,9 +20,9 @@ Why it is faster:
     and safe: exp never sees a positive argument.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096x8192: 812 GB/s (331 us a call), 179.1% of CuPy ops:
+    NVIDIA H100 80GB HBM3, size 4096x8192: 812 GB/s (330 us a call), 179.1% of CuPy ops:
     max, exp(x - max), sum, divide, 22 registers, occupancy bound 100%. Other sizes, %
-    of CuPy ops: max, exp(x - max), sum, divide: 4096x8192@large: 170.5%. From
+    of CuPy ops: max, exp(x - max), sum, divide: 4096x8192@large: 170.4%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 4096x8192: 1,035 GB/s (259 us a call), 217.3% of CuPy ops: max,
     exp(x - max), sum, divide, 22 registers, occupancy bound 100%. Other sizes, % of

@@ -17,7 +17,7 @@ Why it is faster:
     fetched by every thread again.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 3,209 GFLOP/s (4,183 us a call), 101.3% of
+    NVIDIA H100 80GB HBM3, size 16384x16384: 3,207 GFLOP/s (4,185 us a call), 101.2% of
     cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 31 registers,
     occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
 """

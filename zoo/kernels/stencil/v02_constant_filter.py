@@ -21,7 +21,7 @@ Why it is faster:
     constant addresses would be served one address after another.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 2,783 GFLOP/s (4,822 us a call), 87.8% of
+    NVIDIA H100 80GB HBM3, size 16384x16384: 2,784 GFLOP/s (4,821 us a call), 87.9% of
     cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 34 registers,
     occupancy bound 75%. From results/nvidia-h100-80gb-hbm3.json.
 """

@@ -22,7 +22,7 @@ Why it is faster:
     instructions per output, against about 250.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 7,821 GFLOP/s (1,716 us a call), 246.8% of
+    NVIDIA H100 80GB HBM3, size 16384x16384: 7,794 GFLOP/s (1,722 us a call), 246.1% of
     cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 31 registers,
     occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
 """

@@ -22,7 +22,7 @@ Why it is faster:
     them FFMAs (``zoo show stencil v04 --sass --summary``).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 13,014 GFLOP/s (1,031 us a call), 410.7% of
+    NVIDIA H100 80GB HBM3, size 16384x16384: 12,922 GFLOP/s (1,039 us a call), 408.0% of
     cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 48 registers,
     occupancy bound 62%. From results/nvidia-h100-80gb-hbm3.json.
 """

@@ -22,7 +22,7 @@ Why it is faster:
     row does that.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 14,776 GFLOP/s (908 us a call), 466.4% of
+    NVIDIA H100 80GB HBM3, size 16384x16384: 14,792 GFLOP/s (907 us a call), 467.0% of
     cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 56 registers,
     occupancy bound 50%. From results/nvidia-h100-80gb-hbm3.json.
 """

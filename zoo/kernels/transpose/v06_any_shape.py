@@ -21,7 +21,7 @@ Why it is faster:
     consecutive words of a row, or 32 words 65 apart: 32 different banks).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 2,911 GB/s (738 us a call), 301.2% of
+    NVIDIA H100 80GB HBM3, size 16384x16384: 2,910 GB/s (738 us a call), 302.9% of
     cupy.copyto(out, a.T), 48 registers, occupancy bound 62%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 16384x16384: 4,022 GB/s (534 us a call), 350.6% of

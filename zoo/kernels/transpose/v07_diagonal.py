@@ -20,7 +20,7 @@ Why it is faster:
     points of copy bandwidth at 16384^2 and 8 at 10000 x 7777 (the last step).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 2,836 GB/s (757 us a call), 293.5% of
+    NVIDIA H100 80GB HBM3, size 16384x16384: 2,835 GB/s (758 us a call), 295.0% of
     cupy.copyto(out, a.T), 56 registers, occupancy bound 50%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 16384x16384: 3,959 GB/s (542 us a call), 345.1% of
