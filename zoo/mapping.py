@@ -9,7 +9,8 @@ For each, ``draw`` runs the step once in the simulator with the GPU's constants
 (``zoo.sim_counters``, ``keep_trace``), and draws each array the launch read or
 wrote as a grid of its elements (a 1-D array in rows of 32, a warp's worth):
 
-* colour: the block of the first thread that touched the element,
+* colour: the block of the first thread that touched the element (the lowest block, warp and lane among
+  those that did: blocks run in order in the simulator, a block's threads in no set order),
 * shade: its warp (even warps light, odd warps dark),
 * number: its lane,
 * red outline: the elements warp 0 of block 0 touched in its first request to
@@ -85,7 +86,8 @@ def panels(launch):
             for element in range(offset // itemsize, (offset + width) // itemsize):
                 if element >= count:
                     continue
-                first.setdefault(element, (block, warp, lane))
+                thread = (block, warp, lane)  # the lowest of those that touch it: a block's threads run in no set order
+                first[element] = min(first.get(element, thread), thread)
                 touchers.setdefault(element, set()).add((block, warp, lane))
                 if request == first_request:
                     boxed.add(element)
