@@ -13,6 +13,7 @@ When CuPy cannot load NCCL (no ``libnccl.so.2``: ``pip install nvidia-nccl-cu12`
 reduce-to-one-GPU and warns once, and the sweeps leave the NCCL row out with the reason.
 """
 
+import atexit
 import os
 import warnings
 
@@ -55,6 +56,8 @@ def communicators(devices):
         from cupy.cuda import nccl
 
         os.environ["NCCL_NVLS_ENABLE"] = "0"  # never NVLink multicast, whatever the environment said
+        if not getattr(release, "at_exit", False):  # destroyed at exit while CUDA is still up: left to the
+            release.at_exit = atexit.register(release)  # teardown, they outlived the contexts (a crash, 2 H100s)
         found = _COMMS[devices] = nccl.NcclCommunicator.initAll(list(devices))
     return found
 

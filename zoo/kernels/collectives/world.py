@@ -30,6 +30,7 @@ raises synchronizes its group's streams before the error leaves it, so no copy o
 still in flight touches a buffer afterwards.
 """
 
+import atexit
 import contextlib
 import os
 
@@ -284,6 +285,8 @@ def group(count):
     key = (int(count), cuda.device_array)
     found = _GROUPS.get(key)
     if found is None:
+        if not getattr(release, "at_exit", False):  # streams, events, buffers on every GPU: dropped at exit
+            release.at_exit = atexit.register(release)  # while CUDA is still up
         found = _GROUPS[key] = Group(count)
     return found
 
