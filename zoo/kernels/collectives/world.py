@@ -285,8 +285,8 @@ def group(count):
     key = (int(count), cuda.device_array)
     found = _GROUPS.get(key)
     if found is None:
-        if not getattr(release, "at_exit", False):  # streams, events, buffers on every GPU: dropped at exit
-            release.at_exit = atexit.register(release)  # while CUDA is still up
+        if not getattr(release, "at_exit", False):
+            release.at_exit = atexit.register(_at_exit)
         found = _GROUPS[key] = Group(count)
     return found
 
@@ -296,6 +296,22 @@ def release():
     while _GROUPS:
         _, g = _GROUPS.popitem()
         g.release()
+
+
+def _at_exit():
+    """Release every group, then free what numba still holds on each GPU with that GPU's context current.
+
+    numba frees a GPU's memory, streams and modules in batches, with whatever context is current. At exit
+    the batch still pending for a second GPU was freed under the first GPU's context, and the driver
+    crashed the process (``zoo run collectives`` on two H100s: segmentation fault or abort in numba's
+    ``module_unload``, after the run had saved its figures). Freed here, GPU by GPU, it exits cleanly."""
+    release()
+    if not _real():
+        return
+    for gpu in cuda.gpus:
+        with gpu:
+            cuda.synchronize()
+            cuda.current_context().deallocations.clear()
 
 
 # -- host arrays in, host arrays out ------------------------------------------------------------------------------
