@@ -20,9 +20,9 @@ Why it is faster:
     95 us where v09's takes 139 us (see the comments in ``launch``).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 42,459 GFLOP/s (3,237 us a call), 82.3% of cuBLAS,
-    212 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.4%, 2048:
-    83.4%, 8192: 82.8%, 256x4096x4096: 54.0%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H100 80GB HBM3, size 4096: 42,471 GFLOP/s (3,236 us a call), 82.3% of cuBLAS,
+    212 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.2%, 2048:
+    83.5%, 8192: 83.5%, 256x4096x4096: 53.8%. From results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 4096: 42,419 GFLOP/s (3,240 us a call), 82.7% of cuBLAS, 212
     registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 64.2%, 2048: 83.5%,
     4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 3000x5000x2000: 80.2%. From
