@@ -113,7 +113,10 @@ def test_sectors_and_wavefronts_follow_the_gpus_rules():
     assert wavefronts_of(column) == (32, 1)  # every lane in bank 0, each a different word
     assert wavefronts_of([(lane, 0, 4) for lane in range(32)]) == (1, 1)  # one word: a broadcast
     assert wavefronts_of([(lane, 8 * lane, 8) for lane in range(32)]) == (2, 2)  # 64-bit: half-warps
-    assert wavefronts_of([(lane, 16 * lane, 16) for lane in range(32)]) == (4, 4)  # 128-bit: quarter-warps
+    assert wavefronts_of([(lane, 16 * lane, 16) for lane in range(32)]) == (4, 4)  # 128-bit: 2 half-warps of 64 words
+    # 128-bit broadcasts: half-warp phases (as ncu counts sgemm v06's and v07's loads on an H100), not quarter-warps
+    assert wavefronts_of([(lane, 0, 16) for lane in range(32)]) == (2, 2)
+    assert wavefronts_of([(lane, 16 * (lane % 8), 16) for lane in range(32)]) == (2, 2)
     strided = [(lane, 32 * lane, 16) for lane in range(32)]  # float4 32 bytes apart: two words a bank a phase
     assert wavefronts_of(strided) == (8, 4)
     bytes_ = [(lane, lane, 1) for lane in range(32)]  # 4 lanes a word: 8 words, no conflict

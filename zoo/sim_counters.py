@@ -40,11 +40,14 @@ The GPU's rules
 * Banks: word w (4 bytes) of a shared array lives in bank w % 32, counted from
   the array's start (numba places each shared array on an aligned boundary).
   A request is served in phases: the whole warp for accesses of up to 4 bytes,
-  each half-warp for 8-byte accesses, each quarter-warp for 16-byte ones. A
-  phase takes as many wavefronts as the largest number of *distinct* words any
-  one bank holds among its lanes (lanes reading the same word share it: a
-  broadcast). A request's ideal is one wavefront per phase with an active lane;
-  its bank conflicts are its wavefronts beyond that.
+  each half-warp for 8- and 16-byte accesses. A phase takes as many wavefronts
+  as the largest number of *distinct* words any one bank holds among its lanes
+  (lanes reading the same word share it: a broadcast). A request's ideal is its
+  phases' distinct words at 32 a wavefront (one a bank), at least one a phase;
+  its bank conflicts are its wavefronts beyond that. Half-warps for 16-byte
+  accesses, not the quarter-warps of older documentation: on an H100, ncu counts
+  5 and 3 wavefronts a request for sgemm v06's and v07's 128-bit shared loads,
+  which half-warps give and quarter-warps (6 and 4) do not.
 * Divergence (``divergence=True``, the default): every line each simulated
   thread executes in the kernel and its device functions is traced
   (``sys.settrace``, only inside the context). A *divergent branch* is an
@@ -71,7 +74,7 @@ SECTOR = 32  # bytes of a global memory sector
 BANKS = 32  # shared memory banks, 4 bytes wide
 BANK_WIDTH = 4
 WARP = 32
-PHASE_LANES = {1: 32, 2: 32, 4: 32, 8: 16, 16: 8}  # lanes served together, by bytes per lane
+PHASE_LANES = {1: 32, 2: 32, 4: 32, 8: 16, 16: 16}  # lanes served together, by bytes per lane (see wavefronts_of)
 LINE_BITS = 16  # a traced line is id(code) << LINE_BITS | line number (one int64: ids are below 2^47)
 EXIT_LINE = -1  # the "next line" of a lane that finished the kernel
 
@@ -97,7 +100,9 @@ def wavefronts_of(accesses):
         for word in range(offset // BANK_WIDTH, (offset + w - 1) // BANK_WIDTH + 1):
             banks.setdefault(word % BANKS, set()).add(word)
     wavefronts = sum(max(len(words) for words in banks.values()) for banks in phases.values())
-    return wavefronts, len(phases)
+    # the ideal: a phase's distinct words, 32 (one per bank) a wavefront; a 16-byte phase of 16 lanes needs two
+    ideal = sum(-(-len(set().union(*banks.values())) // BANKS) for banks in phases.values())
+    return wavefronts, ideal
 
 
 # -- what one launch counted --------------------------------------------------------------
