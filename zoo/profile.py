@@ -780,7 +780,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--compare",
         metavar="SIM_SIZE",
-        help="GPU: set the saved profile beside the simulator's counts at SIM_SIZE (sectors and bank conflicts)",
+        help="GPU: set the saved profile (at --size, default the headline size) beside the simulator's counts at "
+        "SIM_SIZE (sectors and bank conflicts); profile at --size SIM_SIZE first to compare the same launch",
     )
     parser.add_argument("--json", help="simulator: also write the step summaries to this JSON file")
 
