@@ -31,6 +31,10 @@ zoo's wide accesses count as one access each, as the GPU executes them: a
 atomic one atomic access. What ``zoo.device.wgmma`` emulates is not counted:
 wgmma reads shared memory through descriptors and TMA copies tiles, neither
 through the load/store unit whose requests these counters (and ncu's) are.
+The requests counted are the source's: where the compiler merges accesses, ncu
+sees fewer, wider ones (sgemm v03 reads a row of its A tile with one LDS.128 a
+four k, not four loads: 1.2 shared wavefronts a request on an H100 where this
+counts 1.0; its every other figure agrees at the same size).
 
 The GPU's rules
 ---------------
