@@ -2,7 +2,6 @@
 
 import argparse
 import difflib
-import os
 import subprocess
 import sys
 import tempfile
@@ -286,7 +285,7 @@ def _fmt(value, spec):
 
 
 QUICK_BUDGET_S = 0.15  # seconds of samples a row gets in the default run (at least 10 samples, each about 1 ms)
-CHECK_PROCESSES = max(1, min(8, (os.cpu_count() or 2) // 2))  # each a CUDA context (~0.5 GB) and a numba
+CHECK_PROCESSES = max(1, min(8, harness.host_cores() // 2))  # each holds a CUDA context (~0.5 GB) and compiles
 QUICK_CHECK_BYTES = 64 << 20  # the default run checks every step at the GPU test sizes that move at most this
 
 

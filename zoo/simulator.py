@@ -407,19 +407,24 @@ class _BlockThreads:
         self.idle = []
         self.lock = threading.Lock()  # one block at a time on the pool; a second host thread gets fresh threads
 
+    def started(self, count):
+        """``count`` new threads, started: each waits for its first block."""
+        threads = [self.thread_class() for _ in range(count)]
+        for t in threads:
+            t.start()
+        return threads
+
     def run(self, manager, grid_point, args):
+        n = int(np.prod(manager._block_dim))
         if not self.lock.acquire(blocking=False):
-            threads = [self.thread_class() for _ in np.ndindex(*manager._block_dim)]
+            threads = self.started(n)
             try:
                 return self._run(manager, grid_point, args, threads)
             finally:
                 for t in threads:
                     t.retire()
         try:
-            n = int(np.prod(manager._block_dim))
-            while len(self.idle) < n:
-                self.idle.append(self.thread_class())
-                self.idle[-1].start()
+            self.idle += self.started(n - len(self.idle)) if len(self.idle) < n else []
             threads, self.idle = self.idle[:n], self.idle[n:]
             try:
                 self._run(manager, grid_point, args, threads)
@@ -437,8 +442,6 @@ class _BlockThreads:
             manager._f(*args)
 
         for t, block_point in zip(threads, np.ndindex(*manager._block_dim), strict=True):
-            if not t.is_alive():
-                t.start()
             t.assign(manager, grid_point, block_point, job)
         live, blocked = set(threads), set()
         while live:

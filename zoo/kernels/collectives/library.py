@@ -45,6 +45,9 @@ def available(devices):
     return ok, why
 
 
+_exit_registered = False
+
+
 def communicators(devices):
     """The NCCL communicators of ranks on ``devices`` (one each), made once per tuple of devices."""
     devices = tuple(int(d) for d in devices)
@@ -56,8 +59,10 @@ def communicators(devices):
         from cupy.cuda import nccl
 
         os.environ["NCCL_NVLS_ENABLE"] = "0"  # never NVLink multicast, whatever the environment said
-        if not getattr(release, "at_exit", False):  # destroyed at exit while CUDA is still up: left to the
-            release.at_exit = atexit.register(release)  # teardown, they outlived the contexts (a crash, 2 H100s)
+        global _exit_registered
+        if not _exit_registered:  # destroyed at exit while CUDA is still up: left to the interpreter's teardown,
+            atexit.register(release)  # they outlived the contexts and the process crashed (two H100s)
+            _exit_registered = True
         found = _COMMS[devices] = nccl.NcclCommunicator.initAll(list(devices))
     return found
 

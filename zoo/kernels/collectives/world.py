@@ -285,8 +285,7 @@ def group(count):
     key = (int(count), cuda.device_array)
     found = _GROUPS.get(key)
     if found is None:
-        if not getattr(release, "at_exit", False):
-            release.at_exit = atexit.register(_at_exit)
+        _release_at_exit()
         found = _GROUPS[key] = Group(count)
     return found
 
@@ -296,6 +295,18 @@ def release():
     while _GROUPS:
         _, g = _GROUPS.popitem()
         g.release()
+
+
+_exit_registered = False
+
+
+def _release_at_exit():
+    """Register ``_at_exit`` once, when the first group is made: a process that only imports this module
+    (``zoo list``) must not touch the GPUs at exit."""
+    global _exit_registered
+    if not _exit_registered:
+        atexit.register(_at_exit)
+        _exit_registered = True
 
 
 def _at_exit():
