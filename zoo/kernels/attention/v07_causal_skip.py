@@ -22,6 +22,10 @@ Measured:
     CuPy: matmul, softmax ops, matmul, 131 registers, occupancy bound 19%. Other sizes,
     % of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 7051.0%. From
     results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 32x4096x64: 240,359 GFLOP/s (572 us a call), 3619.4% of CuPy:
+    matmul, softmax ops, matmul, 131 registers, occupancy bound 19%. Other sizes, % of
+    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 7074.2%. From
+    results/nvidia-h200.json.
 """
 
 import functools

@@ -17,6 +17,8 @@ Why it is faster:
 Measured:
     NVIDIA H100 80GB HBM3, size 67108864: 8.01 GB/s (134,002 us a call), 78.3% of NCCL
     all-reduce (cupy.cuda.nccl). From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 67108864: 5.41 GB/s (99,290 us a call), 53.8% of NCCL all-reduce
+    (cupy.cuda.nccl). From results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -18,7 +18,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 268435456: 2,419 GB/s (888 us a call), 142.8% of
     cupy.maximum(x, 0, out=out), 12 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 3,009 GB/s (714 us a call), 177.9% of cupy.maximum(x,
+    NVIDIA H200, size 268435456: 3,052 GB/s (704 us a call), 180.2% of cupy.maximum(x,
     0, out=out), 12 registers, occupancy bound 100%. Other sizes, % of cupy.maximum(x,
     0, out=out): 1048576: 42.6%, 16777216: 174.8%. From results/nvidia-h200.json.
 """

@@ -22,7 +22,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 268435456: 616 GFLOP/s (7,411 us a call), 273.7% of CuPy
     op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 12
     registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 672 GFLOP/s (6,794 us a call), 299.1% of CuPy op by op:
+    NVIDIA H200, size 268435456: 685 GFLOP/s (6,663 us a call), 304.4% of CuPy op by op:
     cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 12 registers,
     occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
     ufuncs, cupy.clip (16 launches): 16777216: 292.9%. From results/nvidia-h200.json.

@@ -20,7 +20,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 268435456: 2,883 GFLOP/s (1,583 us a call), 1281.6% of
     CuPy op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 21
     registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 2,910 GFLOP/s (1,568 us a call), 1295.6% of CuPy op by
+    NVIDIA H200, size 268435456: 2,943 GFLOP/s (1,551 us a call), 1307.9% of CuPy op by
     op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 21 registers,
     occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
     ufuncs, cupy.clip (16 launches): 16777216: 1300.6%. From results/nvidia-h200.json.

@@ -25,7 +25,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 268435456: 5,602 GFLOP/s (815 us a call), 2489.9% of
     CuPy op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 28
     registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 5,868 GFLOP/s (778 us a call), 2612.6% of CuPy op by
+    NVIDIA H200, size 268435456: 5,890 GFLOP/s (775 us a call), 2617.8% of CuPy op by
     op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 28 registers,
     occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
     ufuncs, cupy.clip (16 launches): 16777216: 2508.1%. From results/nvidia-h200.json.

@@ -22,9 +22,9 @@ Measured:
     NVIDIA H100 80GB HBM3, size 4096: 20,367 GFLOP/s (6,748 us a call), 3.0% of cuBLAS
     GemmEx, 32 registers, occupancy bound 100%. Other sizes, % of cuBLAS GemmEx:
     4096@bfloat16: 2.9%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 19,953 GFLOP/s (6,888 us a call), 2.9% of cuBLAS GemmEx, 32
+    NVIDIA H200, size 4096: 20,123 GFLOP/s (6,830 us a call), 2.8% of cuBLAS GemmEx, 32
     registers, occupancy bound 100%. Other sizes, % of cuBLAS GemmEx: 1024: 13.7%, 2048:
-    3.1%, 8192: 2.9%. From results/nvidia-h200.json.
+    3.1%, 4096@bfloat16: 2.7%, 8192: 2.9%. From results/nvidia-h200.json.
 """
 
 import numpy as np

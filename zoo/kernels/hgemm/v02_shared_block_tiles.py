@@ -24,9 +24,9 @@ Measured:
     NVIDIA H100 80GB HBM3, size 4096: 32,146 GFLOP/s (4,275 us a call), 4.8% of cuBLAS
     GemmEx, 166 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx:
     4096@bfloat16: 4.5%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 30,876 GFLOP/s (4,451 us a call), 4.5% of cuBLAS GemmEx, 166
+    NVIDIA H200, size 4096: 31,140 GFLOP/s (4,414 us a call), 4.3% of cuBLAS GemmEx, 166
     registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 19.1%, 2048:
-    4.9%, 8192: 4.5%. From results/nvidia-h200.json.
+    4.9%, 4096@bfloat16: 4.1%, 8192: 4.5%. From results/nvidia-h200.json.
 """
 
 import numpy as np

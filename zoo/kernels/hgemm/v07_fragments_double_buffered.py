@@ -24,9 +24,9 @@ Measured:
     NVIDIA H100 80GB HBM3, size 4096: 383,608 GFLOP/s (358 us a call), 57.1% of cuBLAS
     GemmEx, 244 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx:
     4096@bfloat16: 53.5%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 379,599 GFLOP/s (362 us a call), 55.5% of cuBLAS GemmEx, 244
+    NVIDIA H200, size 4096: 376,611 GFLOP/s (365 us a call), 51.8% of cuBLAS GemmEx, 244
     registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 17.6%, 2048:
-    33.4%, 8192: 54.1%. From results/nvidia-h200.json.
+    33.4%, 4096@bfloat16: 51.3%, 8192: 54.1%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

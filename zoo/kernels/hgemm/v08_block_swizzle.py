@@ -23,9 +23,9 @@ Measured:
     NVIDIA H100 80GB HBM3, size 4096: 381,478 GFLOP/s (360 us a call), 56.8% of cuBLAS
     GemmEx, 236 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx:
     4096@bfloat16: 54.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 381,360 GFLOP/s (360 us a call), 55.8% of cuBLAS GemmEx, 236
+    NVIDIA H200, size 4096: 374,665 GFLOP/s (367 us a call), 51.6% of cuBLAS GemmEx, 236
     registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 16.5%, 2048:
-    33.2%, 8192: 56.1%. From results/nvidia-h200.json.
+    33.2%, 4096@bfloat16: 51.5%, 8192: 56.1%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

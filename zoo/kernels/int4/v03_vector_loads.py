@@ -22,7 +22,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 268435456: 2,110 GB/s (127 us a call), 498.6% of
     cupy.take(TABLE, packed, out=out), 32 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 2,108 GB/s (127 us a call), 499.0% of cupy.take(TABLE,
+    NVIDIA H200, size 268435456: 2,122 GB/s (126 us a call), 501.8% of cupy.take(TABLE,
     packed, out=out), 32 registers, occupancy bound 100%. Other sizes, % of
     cupy.take(TABLE, packed, out=out): 16777216: 52.8%. From results/nvidia-h200.json.
 """

@@ -22,7 +22,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 268435456: 2,699 GB/s (99.5 us a call), 638.0% of
     cupy.take(TABLE, packed, out=out), 40 registers, occupancy bound 75%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 3,714 GB/s (72.3 us a call), 879.2% of cupy.take(TABLE,
+    NVIDIA H200, size 268435456: 3,719 GB/s (72.2 us a call), 879.5% of cupy.take(TABLE,
     packed, out=out), 40 registers, occupancy bound 75%. Other sizes, % of
     cupy.take(TABLE, packed, out=out): 16777216: 96.8%. From results/nvidia-h200.json.
 """

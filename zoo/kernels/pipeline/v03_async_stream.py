@@ -17,7 +17,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 67108864: 5,473 GFLOP/s (12,557 us a call), 381.1% of
     CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 5,477 GFLOP/s (12,547 us a call), 367.4% of CuPy:
+    NVIDIA H200, size 67108864: 5,491 GFLOP/s (12,516 us a call), 299.3% of CuPy:
     asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
     asarray, kernel, get: 1048576: 38.4%, 16777216: 341.6%. From
     results/nvidia-h200.json.

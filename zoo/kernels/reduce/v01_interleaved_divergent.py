@@ -18,9 +18,9 @@ Measured:
     NVIDIA H100 80GB HBM3, size 268435456: 530 GB/s (2,027 us a call), 17.3% of cupy.sum
     (CUB), 22 registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB):
     268435456@int32: 17.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 530 GB/s (2,027 us a call), 11.8% of cupy.sum (CUB), 22
+    NVIDIA H200, size 268435456: 530 GB/s (2,025 us a call), 12.0% of cupy.sum (CUB), 22
     registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 20.5%,
-    16777216@int32: 17.5%, 268435456@int32: 11.8%. From results/nvidia-h200.json.
+    16777216@int32: 17.5%, 268435456@int32: 12.0%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, int32

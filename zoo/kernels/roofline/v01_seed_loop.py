@@ -16,7 +16,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 67108864: 6,607 GFLOP/s (2,031 us a call), 30.6% of CuPy
     elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
     bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 6,602 GFLOP/s (2,033 us a call), 30.5% of CuPy
+    NVIDIA H200, size 67108864: 6,608 GFLOP/s (2,031 us a call), 30.3% of CuPy
     elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 26.7%. From results/nvidia-h200.json.

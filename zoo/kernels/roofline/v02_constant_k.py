@@ -20,7 +20,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 67108864: 24,659 GFLOP/s (544 us a call), 114.3% of CuPy
     elementwise kernel, the seed's loop with k at run time, 12 registers, occupancy
     bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 24,725 GFLOP/s (543 us a call), 114.3% of CuPy
+    NVIDIA H200, size 67108864: 25,021 GFLOP/s (536 us a call), 114.8% of CuPy
     elementwise kernel, the seed's loop with k at run time, 12 registers, occupancy
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 27.2%. From results/nvidia-h200.json.

@@ -20,7 +20,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 67108864: 24,896 GFLOP/s (539 us a call), 115.3% of CuPy
     elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
     bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 25,111 GFLOP/s (534 us a call), 116.1% of CuPy
+    NVIDIA H200, size 67108864: 25,346 GFLOP/s (530 us a call), 116.3% of CuPy
     elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
     bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
     time: 1048576: 26.9%. From results/nvidia-h200.json.

@@ -22,10 +22,10 @@ Measured:
     cupy.cumsum(x, out=out), 38 registers, occupancy bound 75%. Other sizes, % of
     cupy.cumsum(x, out=out): 268435456@int32: 68.4%. From results/nvidia-h100-80gb-
     hbm3.json.
-    NVIDIA H200, size 268435456: 765 GB/s (2,807 us a call), 69.9% of cupy.cumsum(x,
+    NVIDIA H200, size 268435456: 765 GB/s (2,806 us a call), 69.4% of cupy.cumsum(x,
     out=out), 38 registers, occupancy bound 75%. Other sizes, % of cupy.cumsum(x,
     out=out): 1024: 44.4%, 1024@int32: 37.8%, 16777216: 68.9%, 16777216@int32: 68.9%,
-    268435456@int32: 69.9%. From results/nvidia-h200.json.
+    268435456@int32: 69.4%. From results/nvidia-h200.json.
 """
 
 import numpy as np

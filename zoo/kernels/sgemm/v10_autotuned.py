@@ -23,10 +23,10 @@ Measured:
     NVIDIA H100 80GB HBM3, size 4096: 42,471 GFLOP/s (3,236 us a call), 82.3% of cuBLAS,
     212 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.2%, 2048:
     83.5%, 8192: 83.5%, 256x4096x4096: 53.8%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 42,419 GFLOP/s (3,240 us a call), 82.7% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 64.2%, 2048: 83.5%,
-    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 3000x5000x2000: 80.2%. From
-    results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 42,408 GFLOP/s (3,241 us a call), 82.6% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 70.0%, 2048: 83.5%,
+    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 256x4096x4096: 54.1%, 3000x5000x2000: 80.2%.
+    From results/nvidia-h200.json.
 """
 
 from zoo.kernels.sgemm.tiles import DEFAULT, tiles_for

@@ -27,10 +27,10 @@ Measured:
     NVIDIA H100 80GB HBM3, size 4096: 42,271 GFLOP/s (3,251 us a call), 82.0% of cuBLAS,
     208 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 66.9%, 2048:
     83.3%, 8192: 83.0%, 256x4096x4096: 64.5%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 42,219 GFLOP/s (3,255 us a call), 82.3% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 51.4%, 2048: 83.3%,
-    4095: 80.4%, 4097: 71.9%, 8192: 82.9%, 3000x5000x2000: 86.3%. From
-    results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 42,312 GFLOP/s (3,248 us a call), 82.4% of cuBLAS, 208
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 71.0%, 2048: 83.1%,
+    4095: 80.4%, 4097: 71.9%, 8192: 82.9%, 256x4096x4096: 65.2%, 3000x5000x2000: 86.3%.
+    From results/nvidia-h200.json.
 """
 
 import numpy as np

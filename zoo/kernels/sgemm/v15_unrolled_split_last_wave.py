@@ -22,10 +22,10 @@ Measured:
     NVIDIA H100 80GB HBM3, size 4096: 47,598 GFLOP/s (2,887 us a call), 92.3% of cuBLAS,
     242 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.1%, 2048:
     91.3%, 8192: 95.4%, 256x4096x4096: 76.8%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 47,590 GFLOP/s (2,888 us a call), 92.7% of cuBLAS, 242
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.6%, 2048: 91.1%,
-    4095: 90.0%, 4097: 94.0%, 8192: 95.2%, 3000x5000x2000: 98.0%. From
-    results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 47,666 GFLOP/s (2,883 us a call), 92.8% of cuBLAS, 242
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.4%, 2048: 91.0%,
+    4095: 90.0%, 4097: 94.0%, 8192: 95.1%, 256x4096x4096: 77.0%, 3000x5000x2000: 98.0%.
+    From results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -25,10 +25,10 @@ Measured:
     ops: max, exp(x - max), sum, divide, 64 registers, occupancy bound 50%. Other sizes,
     % of CuPy ops: max, exp(x - max), sum, divide: 4096x8192@large: 640.8%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096x8192: 3,955 GB/s (67.9 us a call), 830.0% of CuPy ops: max,
+    NVIDIA H200, size 4096x8192: 3,929 GB/s (68.3 us a call), 825.2% of CuPy ops: max,
     exp(x - max), sum, divide, 64 registers, occupancy bound 50%. Other sizes, % of CuPy
     ops: max, exp(x - max), sum, divide: 262144x31: 532.3%, 262144x31@large: 534.3%,
-    32768x1024: 958.3%, 32768x1024@large: 957.1%, 4096x8192@large: 828.0%. From
+    32768x1024: 958.3%, 32768x1024@large: 957.1%, 4096x8192@large: 828.6%. From
     results/nvidia-h200.json.
 """
 

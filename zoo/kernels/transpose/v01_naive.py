@@ -18,7 +18,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 16384x16384: 437 GB/s (4,914 us a call), 45.5% of
     cupy.copyto(out, a.T), 32 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 534 GB/s (4,019 us a call), 46.6% of cupy.copyto(out,
+    NVIDIA H200, size 16384x16384: 523 GB/s (4,104 us a call), 45.0% of cupy.copyto(out,
     a.T), 32 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out, a.T):
     10000x7777: 45.9%. From results/nvidia-h200.json.
 """

@@ -18,7 +18,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 16384x16384: 824 GB/s (2,606 us a call), 85.8% of
     cupy.copyto(out, a.T), 28 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 819 GB/s (2,624 us a call), 71.4% of cupy.copyto(out,
+    NVIDIA H200, size 16384x16384: 818 GB/s (2,624 us a call), 70.4% of cupy.copyto(out,
     a.T), 28 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out, a.T):
     10000x7777: 70.7%. From results/nvidia-h200.json.
 """

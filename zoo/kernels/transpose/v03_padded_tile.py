@@ -15,7 +15,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 16384x16384: 944 GB/s (2,275 us a call), 98.3% of
     cupy.copyto(out, a.T), 27 registers, occupancy bound 100%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 959 GB/s (2,240 us a call), 83.6% of cupy.copyto(out,
+    NVIDIA H200, size 16384x16384: 959 GB/s (2,240 us a call), 82.4% of cupy.copyto(out,
     a.T), 27 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out, a.T):
     10000x7777: 82.5%. From results/nvidia-h200.json.
 """

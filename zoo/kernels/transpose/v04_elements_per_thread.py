@@ -22,7 +22,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 16384x16384: 2,187 GB/s (982 us a call), 227.7% of
     cupy.copyto(out, a.T), 38 registers, occupancy bound 75%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 2,527 GB/s (850 us a call), 220.3% of
+    NVIDIA H200, size 16384x16384: 2,526 GB/s (850 us a call), 217.2% of
     cupy.copyto(out, a.T), 38 registers, occupancy bound 75%. Other sizes, % of
     cupy.copyto(out, a.T): 10000x7777: 214.6%. From results/nvidia-h200.json.
 """

@@ -21,7 +21,7 @@ Measured:
     NVIDIA H100 80GB HBM3, size 16384x16384: 2,910 GB/s (738 us a call), 302.8% of
     cupy.copyto(out, a.T), 54 registers, occupancy bound 50%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 4,029 GB/s (533 us a call), 351.2% of
+    NVIDIA H200, size 16384x16384: 4,029 GB/s (533 us a call), 346.5% of
     cupy.copyto(out, a.T), 54 registers, occupancy bound 50%. Other sizes, % of
     cupy.copyto(out, a.T): 10000x7777: 214.7%. From results/nvidia-h200.json.
 """
