@@ -6,9 +6,15 @@ EXTRA_BASELINES, times the family's BENCH_SIZES for each of its INPUT_KINDS
 (keys as in the results file: '268435456', '268435456@int32'). A new variant
 file is therefore benchmarked with no edit here.
 
-asv_runner 0.3 calls ``setup`` before every timed call, so the expensive part
-(inputs on the device, the JIT compile, the first launch) is memoised per
-parameter set in ``_CASES`` and the timings hold only launches. Without a GPU
+The device figures are measured once per family and commit: the class's
+``setup_cache`` times every (variant, size) in one process, as ``zoo run`` does,
+and asv hands its table to the three ``track_`` benchmarks. (Measured in each
+benchmark's own process they cost three compiles and three timings a row: over
+two minutes a track for attention, hours a commit.) ``time_launch`` alone
+builds a case in its own process (its ``setup``); asv_runner 0.3 calls setups
+before every timed call, so the expensive part (inputs on the device, the JIT
+compile, the first launch) is memoised per parameter set in ``_CASES`` and the
+timings hold only launches. Without a GPU ``setup_cache`` returns no rows and
 ``setup`` raises NotImplementedError, which asv reports as a skip.
 
 Only the harness's stable pieces are used (``Variant.validate``/``launch``,
@@ -140,13 +146,37 @@ class Case:
         return work / (self.ms() * 1e-3) / 1e9
 
 
+NO_GPU = "no GPU: the asv suite only runs on a real device"
+
+
 def case(fam, name, size, kind=None):
     if zoo.SIMULATOR:
-        raise NotImplementedError("no GPU: the asv suite only runs on a real device")
+        raise NotImplementedError(NO_GPU)
     key = (fam.name, name, size, kind)
     if key not in _CASES:
         _CASES[key] = Case(fam, name, size, kind)
     return _CASES[key]
+
+
+def measure_family(fam, names, sizes):
+    """{(name, size key): (device ms, rate)} for every row that runs here, or the reason it does not (a str):
+    one case at a time, freed before the next, so the device holds one row's buffers at once."""
+    if zoo.SIMULATOR:
+        return {}
+    from numba import cuda
+
+    table = {}
+    for key, (size, kind) in sizes.items():
+        for name in names:
+            try:
+                c = Case(fam, name, size, kind)
+                table[name, key] = (c.ms(), c.rate())
+            except NotImplementedError as e:
+                table[name, key] = str(e)
+            finally:
+                c = None
+                cuda.current_context().deallocations.clear()
+    return table
 
 
 def family_suite(fam):
@@ -155,44 +185,61 @@ def family_suite(fam):
         fam = zoo.family(fam)
     sizes = _case_keys(fam)
     unit = unit_of(fam)
+    rows = [v.name for v in fam] + list(_baselines(fam))
+
+    def build_launch_case(table, variant, size):  # time_launch's own setup (asv passes no self to it)
+        case(fam, variant, *sizes[size])
 
     class Suite:
-        params = [[v.name for v in fam] + list(_baselines(fam)), list(sizes)]
+        params = [rows, list(sizes)]
         param_names = ["variant", "size"]
         timeout = 900  # compile plus the slowest naive variant at the largest size
-        # One process per parameter set and a short warm-up: setup() already compiled and launched,
-        # and the device figures come from track_rate's CUDA events, not from these wall times.
+        # One process per parameter set and a short warm-up for time_launch: its setup already compiled and
+        # launched. The device figures come from setup_cache's CUDA events, not from these wall times.
         processes = 1
         warmup_time = 0.2
         repeat = (1, 10, 2.0)
 
-        def setup(self, variant, size):
-            self.case = case(fam, variant, *sizes[size])
+        def setup_cache(self):
+            """Every row's device time and rate, measured once in one process for all three tracks."""
+            return measure_family(fam, rows, sizes)
 
-        def time_launch(self, variant, size):
+        setup_cache.timeout = 1800  # the whole family, every size: about what `zoo run FAMILY --all-sizes` takes
+
+        def setup(self, table, variant, size):
+            row = table.get((variant, size), NO_GPU)
+            if isinstance(row, str):
+                raise NotImplementedError(row)  # asv records a skip: no GPU, too old a GPU, a size it does not take
+
+        def time_launch(self, table, variant, size):
             """Host wall time of one launch, synchronized."""
             from numba import cuda
 
-            self.case.launch(0)
+            case(fam, variant, *sizes[size]).launch(0)  # memoised by build_launch_case
             cuda.synchronize()
 
-        def track_device_ms(self, variant, size):
+        time_launch.setup = build_launch_case  # runs after the class's setup: only this benchmark needs a case
+
+        def track_device_ms(self, table, variant, size):
             """Device time of one call in ms (median of CUDA-event timings): the figure asv watches for
             regressions, since asv counts a rise as a regression and a time rises when a step gets slower."""
-            return self.case.ms()
+            return table[variant, size][0]
 
         track_device_ms.unit = "ms"
 
-        def track_rate(self, variant, size):
+        def track_rate(self, table, variant, size):
             """Device throughput (median of CUDA-event timings): a graph only (asv.conf.json turns its
             regression detection off, because a rise here is a speedup)."""
-            return self.case.rate()
+            return table[variant, size][1]
 
         track_rate.unit = unit
 
-        def track_ratio_to_baseline(self, variant, size):
-            """Throughput over the baseline's, both measured in this process."""
-            return self.case.rate() / case(fam, BASELINE, *sizes[size]).rate()
+        def track_ratio_to_baseline(self, table, variant, size):
+            """Throughput over the baseline's, both measured in setup_cache's one process."""
+            base = table.get((BASELINE, size))
+            if isinstance(base, str) or base is None:
+                raise NotImplementedError(f"no baseline at {size}: {base}")
+            return table[variant, size][1] / base[1]
 
         track_ratio_to_baseline.unit = "ratio"
 

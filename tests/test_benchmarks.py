@@ -50,9 +50,25 @@ def test_a_new_variant_file_is_a_new_benchmark(tmp_path, monkeypatch):
     assert common.family_suite(refreshed).params[0] == ["v01_plain", "v02_again", "baseline"]
 
 
-def test_without_a_gpu_setup_skips():
+def test_without_a_gpu_every_benchmark_skips():
     if not zoo.SIMULATOR:
         pytest.skip("there is a GPU")
     suite = common.family_suite("vector_add")()
-    with pytest.raises(NotImplementedError):
-        suite.setup("v01_one_thread_per_element", "1048576")
+    table = suite.setup_cache()
+    assert table == {}
+    with pytest.raises(NotImplementedError, match="no GPU"):
+        suite.setup(table, "v01_one_thread_per_element", "1048576")
+    with pytest.raises(NotImplementedError, match="no GPU"):
+        suite.time_launch.setup(table, "v01_one_thread_per_element", "1048576")
+
+
+def test_the_tracks_read_setup_caches_one_table():
+    suite = common.family_suite("vector_add")()
+    size = suite.params[1][0]
+    table = {("v02_grid_stride", size): (0.5, 3000.0), ("baseline", size): (1.0, 1500.0), ("v01_x", size): "too old"}
+    suite.setup(table, "v02_grid_stride", size)  # measured: no skip
+    assert suite.track_device_ms(table, "v02_grid_stride", size) == 0.5
+    assert suite.track_rate(table, "v02_grid_stride", size) == 3000.0
+    assert suite.track_ratio_to_baseline(table, "v02_grid_stride", size) == 2.0
+    with pytest.raises(NotImplementedError, match="too old"):  # a row that could not run is a skip, with its reason
+        suite.setup(table, "v01_x", size)
