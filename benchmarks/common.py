@@ -8,14 +8,12 @@ file is therefore benchmarked with no edit here.
 
 The device figures are measured once per family and commit: the class's
 ``setup_cache`` times every (variant, size) in one process, as ``zoo run`` does,
-and asv hands its table to the three ``track_`` benchmarks. (Measured in each
-benchmark's own process they cost three compiles and three timings a row: over
-two minutes a track for attention, hours a commit.) ``time_launch`` alone
-builds a case in its own process (its ``setup``); asv_runner 0.3 calls setups
-before every timed call, so the expensive part (inputs on the device, the JIT
-compile, the first launch) is memoised per parameter set in ``_CASES`` and the
-timings hold only launches. Without a GPU ``setup_cache`` returns no rows and
-``setup`` raises NotImplementedError, which asv reports as a skip.
+and asv hands its table to the ``track_`` benchmarks. (Measured in each
+benchmark's own process they cost a compile and a timing a row each: over two
+minutes a benchmark for attention, hours a commit.) Every benchmark is a
+``track_``: asv's own ``time_`` benchmarks would build every case again in
+their processes. Without a GPU ``setup_cache`` returns no rows and ``setup``
+raises NotImplementedError, which asv reports as a skip.
 
 Only the harness's stable pieces are used (``Variant.validate``/``launch``,
 ``harness.input_sets``/``time_launches``), so the same suite measures older
@@ -35,7 +33,6 @@ from zoo.results import size_key
 
 BASELINE = "baseline"
 warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block sizes are small on purpose
-_CASES = {}
 UNAVAILABLE = getattr(errors, "Unavailable", ())  # a library row this machine lacks; none before zoo had them
 
 
@@ -137,6 +134,21 @@ class Case:
             self._ms = timer(self.launch, min_samples=5, budget_s=0.25).median_ms
         return self._ms
 
+    def wall_ms(self, samples=5, budget_s=0.1):
+        """The median host wall time of one call and a synchronization in ms (after ms(): warm)."""
+        import statistics
+        import time
+
+        from numba import cuda
+
+        times, began_all = [], time.perf_counter()
+        while len(times) < samples or time.perf_counter() - began_all < budget_s:
+            began = time.perf_counter()
+            self.launch(len(times))
+            cuda.synchronize()
+            times.append((time.perf_counter() - began) * 1e3)
+        return statistics.median(times)
+
     def rate(self):
         """GFLOP/s or GB/s from the median time."""
         if unit_of(self.fam) == "GFLOP/s":
@@ -149,18 +161,10 @@ class Case:
 NO_GPU = "no GPU: the asv suite only runs on a real device"
 
 
-def case(fam, name, size, kind=None):
-    if zoo.SIMULATOR:
-        raise NotImplementedError(NO_GPU)
-    key = (fam.name, name, size, kind)
-    if key not in _CASES:
-        _CASES[key] = Case(fam, name, size, kind)
-    return _CASES[key]
-
-
 def measure_family(fam, names, sizes):
-    """{(name, size key): (device ms, rate)} for every row that runs here, or the reason it does not (a str):
-    one case at a time, freed before the next, so the device holds one row's buffers at once."""
+    """{(name, size key): (device ms, rate, wall ms)} for every row that runs here, the reason it does not (a str:
+    a skip), or the error it raised ({"error": ...}: that row fails, the rest are kept). One case at a time, freed
+    before the next, so the device holds one row's buffers at once."""
     if zoo.SIMULATOR:
         return {}
     from numba import cuda
@@ -170,9 +174,11 @@ def measure_family(fam, names, sizes):
         for name in names:
             try:
                 c = Case(fam, name, size, kind)
-                table[name, key] = (c.ms(), c.rate())
+                table[name, key] = (c.ms(), c.rate(), c.wall_ms())
             except NotImplementedError as e:
                 table[name, key] = str(e)
+            except Exception as e:  # noqa: BLE001 (a broken row of an old commit is that row's failure)
+                table[name, key] = {"error": f"{type(e).__name__}: {e}"}
             finally:
                 c = None
                 cuda.current_context().deallocations.clear()
@@ -187,18 +193,10 @@ def family_suite(fam):
     unit = unit_of(fam)
     rows = [v.name for v in fam] + list(_baselines(fam))
 
-    def build_launch_case(table, variant, size):  # time_launch's own setup (asv passes no self to it)
-        case(fam, variant, *sizes[size])
-
     class Suite:
         params = [rows, list(sizes)]
         param_names = ["variant", "size"]
         timeout = 900  # compile plus the slowest naive variant at the largest size
-        # One process per parameter set and a short warm-up for time_launch: its setup already compiled and
-        # launched. The device figures come from setup_cache's CUDA events, not from these wall times.
-        processes = 1
-        warmup_time = 0.2
-        repeat = (1, 10, 2.0)
 
         def setup_cache(self):
             """Every row's device time and rate, measured once in one process for all three tracks."""
@@ -210,15 +208,8 @@ def family_suite(fam):
             row = table.get((variant, size), NO_GPU)
             if isinstance(row, str):
                 raise NotImplementedError(row)  # asv records a skip: no GPU, too old a GPU, a size it does not take
-
-        def time_launch(self, table, variant, size):
-            """Host wall time of one launch, synchronized."""
-            from numba import cuda
-
-            case(fam, variant, *sizes[size]).launch(0)  # memoised by build_launch_case
-            cuda.synchronize()
-
-        time_launch.setup = build_launch_case  # runs after the class's setup: only this benchmark needs a case
+            if isinstance(row, dict):
+                raise RuntimeError(f"{variant} at {size} failed in setup_cache: {row['error']}")  # asv: a failure
 
         def track_device_ms(self, table, variant, size):
             """Device time of one call in ms (median of CUDA-event timings): the figure asv watches for
@@ -242,6 +233,13 @@ def family_suite(fam):
             return table[variant, size][1] / base[1]
 
         track_ratio_to_baseline.unit = "ratio"
+
+        def track_wall_ms(self, table, variant, size):
+            """Host wall time of one call and its synchronization in ms (median): the device time plus what the
+            host adds, launch and argument handling, as a user's synchronized loop sees it."""
+            return table[variant, size][2]
+
+        track_wall_ms.unit = "ms"
 
     Suite.__name__ = Suite.__qualname__ = "".join(p.title() for p in fam.name.split("_"))
     Suite.__doc__ = fam.summary

@@ -111,6 +111,13 @@ def test_sizes_past_the_index_and_shared_memory_limits_are_out_of_range():
     huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (2**20, 4096, 64), (0, 0, 0))
     with pytest.raises(OutOfRange, match="2\\^32"):
         ATTENTION["v07"].module.validate(huge, huge, huge)
+    v07 = ATTENTION["v07"].module
+    rows = 16 * v07.WARPS  # v07's grid: the heads in x, the query blocks in y
+    most = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 65535 * rows, 64), (0, 0, 0))
+    v07.validate(most, most, most)
+    past_y = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 65535 * rows + 1, 64), (0, 0, 0))
+    with pytest.raises(OutOfRange, match="at most 65535 blocks"):
+        v07.validate(past_y, past_y, past_y)
     long = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 70_000, 64), (0, 0, 0))
     with pytest.raises(OutOfRange, match="BH n\\^2"):
         ATTENTION["v01"].module.validate(long, long, long)

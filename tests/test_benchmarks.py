@@ -58,17 +58,23 @@ def test_without_a_gpu_every_benchmark_skips():
     assert table == {}
     with pytest.raises(NotImplementedError, match="no GPU"):
         suite.setup(table, "v01_one_thread_per_element", "1048576")
-    with pytest.raises(NotImplementedError, match="no GPU"):
-        suite.time_launch.setup(table, "v01_one_thread_per_element", "1048576")
 
 
 def test_the_tracks_read_setup_caches_one_table():
     suite = common.family_suite("vector_add")()
     size = suite.params[1][0]
-    table = {("v02_grid_stride", size): (0.5, 3000.0), ("baseline", size): (1.0, 1500.0), ("v01_x", size): "too old"}
+    table = {
+        ("v02_grid_stride", size): (0.5, 3000.0, 0.6),  # device ms, GB/s, wall ms
+        ("baseline", size): (1.0, 1500.0, 1.1),
+        ("v01_x", size): "too old",  # why the row did not run
+        ("v01_y", size): {"error": "ValueError: broken"},
+    }
     suite.setup(table, "v02_grid_stride", size)  # measured: no skip
     assert suite.track_device_ms(table, "v02_grid_stride", size) == 0.5
     assert suite.track_rate(table, "v02_grid_stride", size) == 3000.0
     assert suite.track_ratio_to_baseline(table, "v02_grid_stride", size) == 2.0
+    assert suite.track_wall_ms(table, "v02_grid_stride", size) == 0.6
     with pytest.raises(NotImplementedError, match="too old"):  # a row that could not run is a skip, with its reason
         suite.setup(table, "v01_x", size)
+    with pytest.raises(RuntimeError, match="broken"):  # a row that raised is a failure
+        suite.setup(table, "v01_y", size)

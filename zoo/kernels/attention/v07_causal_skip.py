@@ -6,16 +6,18 @@ Changes:
     so the copies of the skipped blocks are never issued either. The
     per-score mask runs only on a block that crosses the diagonal
     (k0 + 63 > q0) or the end of the sequence; v06 masked every block of a
-    causal pass. The grid runs the query blocks last to first: the longest
-    rows (all keys) start first and the short ones fill in behind them.
+    causal pass. The grid runs the query blocks last to first across all
+    heads (x is the head, y the query block from the last): every head's
+    longest rows start first and the short ones fill in behind them.
 
 Why it is faster:
     Half the work: of the n / 64 key blocks a query block used, it skips
     those above its diagonal, on average half, and each skipped block took
     64 or 128 ``mma`` per warp, a softmax and 16 or 32 KB of copies. The blocks
     left are unmasked except one per query block (v06 ran the mask's
-    compares and selects on every block). Ordering the longest first keeps
-    the last wave from ending on a few long blocks while the SMs sit idle.
+    compares and selects on every block). Ordering the longest first (the
+    longest-processing-time rule) keeps the last wave from ending on a few
+    long blocks while the SMs sit idle.
 
 Measured:
     NVIDIA H100 80GB HBM3, size 32x4096x64: 237,357 GFLOP/s (579 us a call), 3585.0% of
@@ -49,7 +51,8 @@ from zoo.device.mma import (
     pack_half2,
 )
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.attention import check_aligned, check_limits
+from zoo.errors import OutOfRange
+from zoo.kernels.attention import MAX_HEADS, check_aligned, check_limits
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs, ldmatrix (sm_75 has m16n8k8 only), cp.async
 WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
@@ -88,8 +91,10 @@ def build(D, WARPS=WARPS, BK=BK):
         warp = tid // uint32(32)
         g = lane // uint32(4)  # this lane's rows: g and g + 8 of the warp's 16
         t = lane % uint32(4)  # this lane's keys and columns: 2t and 2t + 1 of every 8
-        head = uint32(cuda.blockIdx.y)
-        q_block = uint32(cuda.gridDim.x - 1 - cuda.blockIdx.x) if causal else uint32(cuda.blockIdx.x)  # longest first
+        # Blocks start in order of their linear index, x fastest: x is the head, so every head's block y starts
+        # before any head's block y + 1, and with causal, y counts the query blocks from the last (the longest).
+        head = uint32(cuda.blockIdx.x)
+        q_block = uint32(cuda.gridDim.y - 1 - cuda.blockIdx.y) if causal else uint32(cuda.blockIdx.y)
         q0 = q_block * uint32(BQ)
         row0 = q0 + warp * uint32(16) + g  # the two query rows of this lane
         row1 = row0 + uint32(8)
@@ -242,14 +247,20 @@ def build(D, WARPS=WARPS, BK=BK):
 
 
 def validate(Q, K, V, causal=False):
-    check_limits(Q, K, V)  # any length
+    check_limits(Q, K, V)
     check_aligned(Q, K, V)
+    blocks = -(-Q.shape[1] // (16 * WARPS))
+    if blocks > MAX_HEADS:  # the grid's y dimension holds the query blocks here, and y is as short as the heads' limit
+        raise OutOfRange(
+            f"{__name__.rsplit('.', 1)[-1]} puts a query block in the grid's y dimension: at most "
+            f"{MAX_HEADS} blocks of {16 * WARPS} rows, got {blocks}"
+        )
 
 
 def launch(Q, K, V, out, causal=False):
     bh, n, d = Q.shape
     kernel, rows, threads, shared_bytes = build(d)
     scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
-    grid = ((n + rows - 1) // rows, bh)
+    grid = (bh, (n + rows - 1) // rows)  # x: the head, y: the query block (see the kernel)
     flat = (a.reshape(a.size) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays
     kernel[grid, threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal))
