@@ -21,15 +21,39 @@ commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``/``_
 fall back to what a zoo from before INPUT_KINDS, EXTRA_BASELINES and KIND_PARAMS offers.
 """
 
+import importlib.util
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
-from numba.core.errors import NumbaPerformanceWarning
 
-import zoo
-from zoo import errors, harness
-from zoo.errors import OutOfRange
-from zoo.report import metric
-from zoo.results import size_key
+def _choose_target_in_a_child():
+    """Set ZOO_TARGET before zoo is imported, probing the driver in a short subprocess.
+
+    asv's forkserver (asv.conf.json) imports this suite once and forks every benchmark from that server, and a
+    forked child cannot use CUDA once its parent initialised it: zoo's own probe (cuInit) must not run here. The
+    child runs zoo/_target.py's driver_usable by path, without importing the package.
+    """
+    if os.environ.get("ZOO_TARGET"):
+        return
+    target = Path(importlib.util.find_spec("zoo").origin).with_name("_target.py")
+    probe = "import runpy, sys; print(runpy.run_path(sys.argv[1])['driver_usable']())"
+    answer = subprocess.run([sys.executable, "-c", probe, str(target)], capture_output=True, text=True).stdout.strip()
+    if answer in ("True", "False"):  # otherwise (a zoo without driver_usable) zoo decides for itself
+        os.environ["ZOO_TARGET"] = "gpu" if answer == "True" else "sim"
+
+
+_choose_target_in_a_child()
+
+from numba.core.errors import NumbaPerformanceWarning  # noqa: E402 (after the target is chosen)
+
+import zoo  # noqa: E402
+from zoo import errors, harness  # noqa: E402
+from zoo.errors import OutOfRange  # noqa: E402
+from zoo.report import metric  # noqa: E402
+from zoo.results import size_key  # noqa: E402
 
 BASELINE = "baseline"
 warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block sizes are small on purpose
@@ -189,6 +213,7 @@ def family_suite(fam):
     """The asv benchmark class for a family (a name or a zoo Family)."""
     if isinstance(fam, str):
         fam = zoo.family(fam)
+    caller = sys._getframe(1).f_globals["__name__"]  # benchmarks.bench_<family>, where asv finds the class
     sizes = _case_keys(fam)
     unit = unit_of(fam)
     rows = [v.name for v in fam] + list(_baselines(fam))
@@ -203,6 +228,9 @@ def family_suite(fam):
             return measure_family(fam, rows, sizes)
 
         setup_cache.timeout = 1800  # the whole family, every size: about what `zoo run FAMILY --all-sizes` takes
+        # asv keys a setup_cache by its function's module and line, the same here for every family: named after the
+        # calling bench_<family> module, each family's table is its own (one key would hand attention's to all).
+        setup_cache.__module__ = caller
 
         def setup(self, table, variant, size):
             row = table.get((variant, size), NO_GPU)

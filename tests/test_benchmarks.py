@@ -78,3 +78,19 @@ def test_the_tracks_read_setup_caches_one_table():
         suite.setup(table, "v01_x", size)
     with pytest.raises(RuntimeError, match="broken"):  # a row that raised is a failure
         suite.setup(table, "v01_y", size)
+
+
+def test_each_family_has_its_own_setup_cache_key():
+    """asv runs one setup_cache per key (module and line) and hands its table to every benchmark with that key."""
+    from asv_runner.benchmarks._base import get_setup_cache_key
+
+    from benchmarks import bench_reverse, bench_vector_add
+
+    keys = {
+        get_setup_cache_key(m.__dict__[n].setup_cache)
+        for m, n in ((bench_reverse, "Reverse"), (bench_vector_add, "VectorAdd"))
+    }
+    assert keys == {
+        k.replace("NNN", str(bench_reverse.Reverse.setup_cache.__code__.co_firstlineno))
+        for k in ("bench_reverse:NNN", "bench_vector_add:NNN")
+    }
