@@ -112,12 +112,13 @@ def test_sizes_past_the_index_and_shared_memory_limits_are_out_of_range():
     with pytest.raises(OutOfRange, match="2\\^32"):
         ATTENTION["v07"].module.validate(huge, huge, huge)
     v07 = ATTENTION["v07"].module
-    rows = 16 * v07.WARPS  # v07's grid: the heads in x, the query blocks in y
+    rows = 16 * v07.WARPS  # v07's causal grid: the heads in x, the query blocks in y
     most = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 65535 * rows, 64), (0, 0, 0))
-    v07.validate(most, most, most)
+    v07.validate(most, most, most, causal=True)
     past_y = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 65535 * rows + 1, 64), (0, 0, 0))
     with pytest.raises(OutOfRange, match="at most 65535 blocks"):
-        v07.validate(past_y, past_y, past_y)
+        v07.validate(past_y, past_y, past_y, causal=True)
+    v07.validate(past_y, past_y, past_y)  # the full pass keeps v06's grid: the query blocks in x
     long = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 70_000, 64), (0, 0, 0))
     with pytest.raises(OutOfRange, match="BH n\\^2"):
         ATTENTION["v01"].module.validate(long, long, long)

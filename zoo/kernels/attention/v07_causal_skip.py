@@ -6,7 +6,7 @@ Changes:
     so the copies of the skipped blocks are never issued either. The
     per-score mask runs only on a block that crosses the diagonal
     (k0 + 63 > q0) or the end of the sequence; v06 masked every block of a
-    causal pass. The grid runs the query blocks last to first across all
+    causal pass. A causal grid runs the query blocks last to first across all
     heads (x is the head, y the query block from the last): every head's
     longest rows start first and the short ones fill in behind them.
 
@@ -91,10 +91,15 @@ def build(D, WARPS=WARPS, BK=BK):
         warp = tid // uint32(32)
         g = lane // uint32(4)  # this lane's rows: g and g + 8 of the warp's 16
         t = lane % uint32(4)  # this lane's keys and columns: 2t and 2t + 1 of every 8
-        # Blocks start in order of their linear index, x fastest: x is the head, so every head's block y starts
-        # before any head's block y + 1, and with causal, y counts the query blocks from the last (the longest).
-        head = uint32(cuda.blockIdx.x)
-        q_block = uint32(cuda.gridDim.y - 1 - cuda.blockIdx.y) if causal else uint32(cuda.blockIdx.y)
+        # Blocks start in order of their linear index, x fastest. Causal: x is the head and y counts the query blocks
+        # from the last, so every head's longest block starts before any head's next one. Otherwise v06's grid: x is
+        # the query block, so the blocks running at once share a few heads' K and V in L2.
+        if causal:
+            head = uint32(cuda.blockIdx.x)
+            q_block = uint32(cuda.gridDim.y - 1 - cuda.blockIdx.y)
+        else:
+            head = uint32(cuda.blockIdx.y)
+            q_block = uint32(cuda.blockIdx.x)
         q0 = q_block * uint32(BQ)
         row0 = q0 + warp * uint32(16) + g  # the two query rows of this lane
         row1 = row0 + uint32(8)
@@ -250,9 +255,9 @@ def validate(Q, K, V, causal=False):
     check_limits(Q, K, V)
     check_aligned(Q, K, V)
     blocks = -(-Q.shape[1] // (16 * WARPS))
-    if blocks > MAX_HEADS:  # the grid's y dimension holds the query blocks here, and y is as short as the heads' limit
+    if causal and blocks > MAX_HEADS:  # a causal grid's y holds the query blocks, and y is as short as the heads' limit
         raise OutOfRange(
-            f"{__name__.rsplit('.', 1)[-1]} puts a query block in the grid's y dimension: at most "
+            f"{__name__.rsplit('.', 1)[-1]} puts a causal pass's query blocks in the grid's y dimension: at most "
             f"{MAX_HEADS} blocks of {16 * WARPS} rows, got {blocks}"
         )
 
@@ -261,6 +266,9 @@ def launch(Q, K, V, out, causal=False):
     bh, n, d = Q.shape
     kernel, rows, threads, shared_bytes = build(d)
     scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
-    grid = (bh, (n + rows - 1) // rows)  # x: the head, y: the query block (see the kernel)
+    q_blocks = (n + rows - 1) // rows
+    # causal: the heads in x (see the kernel). At 32 x 4096 x 64 this order took the causal pass from 1.76x v06's
+    # causal time (each head's blocks last to first, head after head) to 1.98x on the H100 and 2.01x on the H200.
+    grid = (bh, q_blocks) if causal else (q_blocks, bh)
     flat = (a.reshape(a.size) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays
     kernel[grid, threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal))
