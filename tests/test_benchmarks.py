@@ -78,6 +78,11 @@ def test_the_tracks_read_setup_caches_one_table():
         suite.setup(table, "v01_x", size)
     with pytest.raises(RuntimeError, match="broken"):  # a row that raised is a failure
         suite.setup(table, "v01_y", size)
+    failed_baseline = {**table, ("baseline", size): {"error": "ValueError: broken"}}
+    with pytest.raises(NotImplementedError, match="no baseline"):  # no ratio to a baseline that did not run
+        suite.track_ratio_to_baseline(failed_baseline, "v02_grid_stride", size)
+    with pytest.raises(NotImplementedError, match="no wall timer"):
+        suite.track_wall_ms({("v02_grid_stride", size): (0.5, 3000.0, None)}, "v02_grid_stride", size)
 
 
 def test_each_family_has_its_own_setup_cache_key():

@@ -52,11 +52,12 @@ from zoo.device.mma import (
 )
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
-from zoo.kernels.attention import MAX_HEADS, check_aligned, check_limits
+from zoo.kernels.attention import check_aligned, check_limits
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs, ldmatrix (sm_75 has m16n8k8 only), cp.async
 WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
 BK = 32 if SIMULATOR else 64  # keys per block of keys
+MAX_GRID_Y = 65535  # blocks along a grid's y dimension
 NEG_INF = np.float32(-np.inf)  # a masked score: exp2(-inf) is exactly 0
 LOG2E = math.log2(math.e)
 
@@ -254,11 +255,12 @@ def build(D, WARPS=WARPS, BK=BK):
 def validate(Q, K, V, causal=False):
     check_limits(Q, K, V)
     check_aligned(Q, K, V)
-    blocks = -(-Q.shape[1] // (16 * WARPS))
-    if causal and blocks > MAX_HEADS:  # a causal grid's y holds the query blocks, and y is as short as the heads' limit
+    rows = 16 * WARPS  # query rows per block
+    blocks = -(-Q.shape[1] // rows)
+    if causal and blocks > MAX_GRID_Y:  # a causal grid's y holds the query blocks
         raise OutOfRange(
             f"{__name__.rsplit('.', 1)[-1]} puts a causal pass's query blocks in the grid's y dimension: at most "
-            f"{MAX_HEADS} blocks of {16 * WARPS} rows, got {blocks}"
+            f"{MAX_GRID_Y} blocks of {rows} rows, got {blocks}"
         )
 
 
