@@ -6,6 +6,8 @@
     python3 .ci/gpu-attention.py tune       v07 with (warps, keys) in SHAPES, each also with launch bounds for
                                             one more block a SM: checked at 2 x 1000 x d, timed at
                                             32 x 4096 x d, both kinds, with registers and blocks a SM
+    python3 .ci/gpu-attention.py groups     v07's causal pass at each number of heads per group (GROUPS) against
+                                            v06's causal pass, at 32 x 4096 x {64, 128}
     python3 .ci/gpu-attention.py traffic    v01, v02 and v07 once each at 8 x 2048 x 64 (run it under ncu:
                                             .ci/gpu-attention.sh does, and sums DRAM bytes per step)
     python3 .ci/gpu-attention.py bytes FILE the table of an ncu --csv --print-units base log of `traffic`
@@ -49,7 +51,10 @@ def launch_shape(built, Q, K, V, out, causal):
     bh, n, d = Q.shape
     flat = (a.reshape(a.size) for a in (Q, K, V, out))
     scale_log2 = np.float32(math.log2(math.e) / math.sqrt(d))
-    kernel[((n + rows - 1) // rows, bh), threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal))
+    q_blocks = (n + rows - 1) // rows
+    grid = bh * q_blocks if causal else (q_blocks, bh)  # v07's causal grid: 1-D, in groups of heads
+    group = np.uint32(min(bh, ATT["v07"].module.heads_per_group(n, d)))
+    kernel[grid, threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal), group)
 
 
 def tflops(size, causal, ms):
@@ -166,6 +171,42 @@ def tune():
     return rows
 
 
+GROUPS = (1, 2, 4, 8, 12, 16, 32)  # heads per group of v07's causal grid
+
+
+def groups():
+    """v07's causal pass with each number of heads per group in GROUPS, against v06's causal pass (every block,
+    masked) and both full passes, at 32 x 4096 x {64, 128}: the skip's ratio for each."""
+    import cupy
+
+    module = ATT["v07"].module
+    rows = []
+    for size in SIZES:
+        Q, K, V = device_inputs(size)
+        out = cupy.empty(Q.shape, cupy.float16)
+        v06_full = timed(ATT["v06"].launch, (Q, K, V), out)
+        v07_full = timed(ATT["v07"].launch, (Q, K, V), out)
+        v06 = timed(ATT["v06"].launch, (Q, K, V), out, causal=True)
+        chosen = module.heads_per_group(size[1], size[2])
+        print(f"{size}: full v06 {v06_full:.3f} ms, v07 {v07_full:.3f} ms; causal v06 {v06:.3f} ms; group {chosen}")
+        for group in sorted(set(GROUPS) | {chosen}):
+            ms = timed(module.launch, Q, K, V, out, causal=True, group=group)
+            rows.append(
+                dict(
+                    size=size,
+                    group=group,
+                    v06_causal_ms=v06,
+                    v07_causal_ms=ms,
+                    v06_full_ms=v06_full,
+                    v07_full_ms=v07_full,
+                    skip=v06 / ms,
+                )
+            )
+            mark = " (default)" if group == chosen else ""
+            print(f"  group {group:2d}: v07 causal {ms:.3f} ms, skip {v06 / ms:.2f}x{mark}")
+    return rows
+
+
 def traffic():
     import cupy
 
@@ -213,7 +254,7 @@ def main(argv):
         if what == "bytes":
             found["bytes"] = table_of_bytes(argv[argv.index("bytes") + 1])
             break
-        found[what] = {"goals": goals, "tune": tune, "traffic": traffic}[what]()
+        found[what] = {"goals": goals, "tune": tune, "groups": groups, "traffic": traffic}[what]()
     if os.environ.get("OUT") and found:
         path = os.path.join(os.environ["OUT"], "attention-probe.json")
         old = json.load(open(path)) if os.path.exists(path) else {}

@@ -111,14 +111,6 @@ def test_sizes_past_the_index_and_shared_memory_limits_are_out_of_range():
     huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (2**20, 4096, 64), (0, 0, 0))
     with pytest.raises(OutOfRange, match="2\\^32"):
         ATTENTION["v07"].module.validate(huge, huge, huge)
-    v07 = ATTENTION["v07"].module
-    rows = 16 * v07.WARPS  # v07's causal grid: the heads in x, the query blocks in y
-    most = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 65535 * rows, 64), (0, 0, 0))
-    v07.validate(most, most, most, causal=True)
-    past_y = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 65535 * rows + 1, 64), (0, 0, 0))
-    with pytest.raises(OutOfRange, match="at most 65535 blocks"):
-        v07.validate(past_y, past_y, past_y, causal=True)
-    v07.validate(past_y, past_y, past_y)  # the full pass keeps v06's grid: the query blocks in x
     long = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (1, 70_000, 64), (0, 0, 0))
     with pytest.raises(OutOfRange, match="BH n\\^2"):
         ATTENTION["v01"].module.validate(long, long, long)
@@ -179,6 +171,26 @@ def test_reference_against_the_formula():
     s[np.triu_indices(5, 1)] = -np.inf
     p = np.exp(s) / np.exp(s).sum(axis=1, keepdims=True)
     np.testing.assert_allclose(ATTENTION.reference(Q, K, V, causal=True)[0], p @ v, rtol=1e-12)
+
+
+@pytest.mark.parametrize("group", [1, 2, 3, 5, 9])
+def test_the_causal_grid_visits_every_head_and_query_block_once(group):
+    """v07's causal 1-D grid in groups of heads, a smaller first group when they do not divide: five heads of three
+    query blocks each (80 positions) in groups of 1, 2 (1 + 2 + 2), 3 (2 + 3), 5 and more than the heads."""
+    Q, K, V = ATTENTION.make_inputs((5, 80 if zoo.SIMULATOR else 150, 64), seed=11)
+    out = cuda.to_device(np.full(Q.shape, np.nan, np.float16))  # poisoned: a block never run leaves NaN rows
+    ATTENTION["v07"].module.launch(*(cuda.to_device(a) for a in (Q, K, V)), out, causal=True, group=group)
+    ok, _, detail = harness.compare(
+        out.copy_to_host(), ATTENTION.reference(Q, K, V, causal=True), ATTENTION.tolerance(Q.shape)
+    )
+    assert ok, detail
+
+
+def test_a_causal_group_holds_half_the_l2s_worth_of_k_and_v():
+    v07 = ATTENTION["v07"].module
+    l2_bytes = zoo.device.properties().get("l2_bytes") or zoo.device.HOPPER["l2_bytes"]
+    assert v07.heads_per_group(4096, 128) == l2_bytes // 2 // (4096 * 128 * 4)  # 12 on an H100's 50 MiB
+    assert v07.heads_per_group(2**20, 128) == 1  # one head's K and V past half the L2: a head at a time
 
 
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="counts the emulated mma calls: the simulator's Python functions")

@@ -302,6 +302,36 @@ def fake_ncu(tmp_path, monkeypatch):
     return deny
 
 
+def test_the_profile_cap_counts_numbas_launches_and_the_zoos_once_each(monkeypatch):
+    """launch v01 and v02 launch through numba's dispatcher, not the zoo's launcher: they are capped too, and a zoo
+    launch that falls back to numba's launch is one launch, not two."""
+    from zoo import profile_target
+    from zoo.device import jit as zoo_jit
+
+    stops, calls = [], []
+
+    class Configured:  # numba's configured kernel, ``dispatcher[grid, block]``
+        def __call__(self, *args):
+            calls.append(args)
+
+    def zoo_getitem(kernel, config):
+        return lambda *args: Configured()(*args)  # the zoo's launcher falling back to numba's launch
+
+    monkeypatch.setattr(profile_target.numba_dispatcher, "_LaunchConfiguration", Configured, raising=False)
+    monkeypatch.setattr(zoo_jit.Kernel, "__getitem__", zoo_getitem)
+    monkeypatch.setattr(profile_target.cuda, "profile_stop", lambda: stops.append(len(calls)), raising=False)
+    numba_call = Configured.__call__
+    with profile_target._Cap(3) as cap:
+        for _ in range(2):
+            Configured()(1)  # numba's own launches
+        zoo_jit.Kernel.__getitem__(None, (1, 1))(2)  # a zoo launch
+        assert cap.count == 3 and not stops
+        Configured()(3)  # the fourth launch: the profiler stops before it
+        zoo_jit.Kernel.__getitem__(None, (1, 1))(4)
+    assert stops == [3] and len(calls) == 5  # every launch still ran
+    assert zoo_jit.Kernel.__getitem__ is zoo_getitem and Configured.__call__ is numba_call  # both put back
+
+
 def test_run_ncu_drops_a_metric_the_gpu_lacks_and_reads_each_step(fake_ncu):
     fam = zoo.family("transpose")
     messages = []

@@ -86,7 +86,7 @@ METRICS = (
 )
 MMA_FLOPS = 16 * 8 * 16 * 2  # one HMMA.16816 (mma.sync m16n8k16): a 16x8 tile over k = 16, an FMA counting 2
 MARKER = "zoo_profile_step_marker"  # the kernel zoo.profile_target launches before each step's call
-LAUNCHES_PER_STEP = 64  # zoo launches profiled per step at most (a loop of launches keeps the first ones)
+LAUNCHES_PER_STEP = 16  # launches profiled per step at most (a loop of launches keeps the first ones: same kernel)
 TARGET_LINE = "ZOO-PROFILE "  # how zoo.profile_target reports each step on its stdout
 
 

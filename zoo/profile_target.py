@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 from numba import cuda
+from numba.cuda import dispatcher as numba_dispatcher
 
 import zoo
 from zoo import harness, profile, results
@@ -37,32 +38,53 @@ def _report(**fields):
 
 
 class _Cap:
-    """Stops the profiler before a step's zoo launch number ``limit`` + 1 (the launches go on, unprofiled)."""
+    """Stops the profiler before a step's launch number ``limit`` + 1 (the launches go on, unprofiled). Counts the
+    zoo's kernels and the kernels a step launches through numba's own dispatcher (launch v01, v02) alike; a zoo
+    launch that falls back to numba's launch counts once."""
 
     def __init__(self, limit):
         self.limit = limit
         self.count = 0
+        self.inside_zoo_launch = False
         self.original = zoo_jit.Kernel.__getitem__
+        self.numba_call = getattr(numba_dispatcher, "_LaunchConfiguration", None)
+        self.numba_original = self.numba_call.__call__ if self.numba_call else None
+
+    def tick(self):
+        self.count += 1
+        if self.count == self.limit + 1:
+            cuda.profile_stop()
 
     def __enter__(self):
-        cap, original = self, self.original
+        cap, original, numba_original = self, self.original, self.numba_original
 
         def getitem(kernel, config):
             launcher = original(kernel, config)
 
             def counted(*args):
-                cap.count += 1
-                if cap.count == cap.limit + 1:
-                    cuda.profile_stop()
-                return launcher(*args)
+                cap.tick()
+                cap.inside_zoo_launch = True
+                try:
+                    return launcher(*args)
+                finally:
+                    cap.inside_zoo_launch = False
 
             return counted
 
+        def numba_counted(configured, *args):
+            if not cap.inside_zoo_launch:
+                cap.tick()
+            return numba_original(configured, *args)
+
         zoo_jit.Kernel.__getitem__ = getitem
+        if self.numba_call:  # a numba without this class: only the zoo's launches are capped
+            self.numba_call.__call__ = numba_counted
         return self
 
     def __exit__(self, *exc):
         zoo_jit.Kernel.__getitem__ = self.original
+        if self.numba_call:
+            self.numba_call.__call__ = self.numba_original
 
 
 def profile_step(variant, size, kind, flag, progress):

@@ -6,9 +6,9 @@ Changes:
     so the copies of the skipped blocks are never issued either. The
     per-score mask runs only on a block that crosses the diagonal
     (k0 + 63 > q0) or the end of the sequence; v06 masked every block of a
-    causal pass. A causal grid runs the query blocks last to first across all
-    heads (x is the head, y the query block from the last): every head's
-    longest rows start first and the short ones fill in behind them.
+    causal pass. A causal grid is 1-D and takes the heads in groups of
+    about half the L2's worth of K and V (``heads_per_group``): within a
+    group the query blocks run last to first, a block of each head in turn.
 
 Why it is faster:
     Half the work: of the n / 64 key blocks a query block used, it skips
@@ -17,7 +17,9 @@ Why it is faster:
     left are unmasked except one per query block (v06 ran the mask's
     compares and selects on every block). Ordering the longest first (the
     longest-processing-time rule) keeps the last wave from ending on a few
-    long blocks while the SMs sit idle.
+    long blocks while the SMs sit idle; doing it a group of heads at a time
+    keeps the K and V the running blocks share in L2 (all 32 heads at
+    d = 128 are 64 MiB, more than the L2, and ran 23% slower).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 32x4096x64: 237,357 GFLOP/s (579 us a call), 3585.0% of
@@ -38,6 +40,7 @@ from numba import cuda, float32, uint32
 from numba.core.types import float16
 
 from zoo import SIMULATOR
+from zoo.device import HOPPER, properties
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import jit
 from zoo.device.mma import (
@@ -51,13 +54,11 @@ from zoo.device.mma import (
     pack_half2,
 )
 from zoo.device.warp import FULL_MASK
-from zoo.errors import OutOfRange
 from zoo.kernels.attention import check_aligned, check_limits
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs, ldmatrix (sm_75 has m16n8k8 only), cp.async
 WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
 BK = 32 if SIMULATOR else 64  # keys per block of keys
-MAX_GRID_Y = 65535  # blocks along a grid's y dimension
 NEG_INF = np.float32(-np.inf)  # a masked score: exp2(-inf) is exactly 0
 LOG2E = math.log2(math.e)
 
@@ -82,7 +83,7 @@ def build(D, WARPS=WARPS, BK=BK):
     Q_REGS = D // 16 * 4  # the warp's Q rows as A fragments: four words per 16 columns
 
     @jit
-    def attention_kernel(Q, K, V, O, n, scale_log2, causal):
+    def attention_kernel(Q, K, V, O, n, scale_log2, causal, group):
         tiles = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)  # Q (BQ rows), 2 x (K and V, BK rows each)
         s = cuda.local.array(S_REGS, float32)  # scores, then probabilities: rows g, g + 8 of each 8-key group
         o = cuda.local.array(O_REGS, float32)  # O: rows g, g + 8, columns 2t, 2t + 1 of each 8-column group
@@ -92,12 +93,24 @@ def build(D, WARPS=WARPS, BK=BK):
         warp = tid // uint32(32)
         g = lane // uint32(4)  # this lane's rows: g and g + 8 of the warp's 16
         t = lane % uint32(4)  # this lane's keys and columns: 2t and 2t + 1 of every 8
-        # Blocks start in order of their linear index, x fastest. Causal: x is the head and y counts the query blocks
-        # from the last, so every head's longest block starts before any head's next one. Otherwise v06's grid: x is
-        # the query block, so the blocks running at once share a few heads' K and V in L2.
+        # Blocks start in order of their linear index. Causal: a 1-D grid, the heads in groups of `group` (a smaller
+        # group first if they do not divide evenly, so the grid ends on a whole group); within a group the query
+        # blocks run last to first, a block of each head in turn: a group's long blocks start before its short ones,
+        # and the blocks running at once read only a group or two's K and V. Otherwise v06's grid: x is the query
+        # block, y the head.
         if causal:
-            head = uint32(cuda.blockIdx.x)
-            q_block = uint32(cuda.gridDim.y - 1 - cuda.blockIdx.y)
+            q_blocks = (n + uint32(BQ - 1)) // uint32(BQ)
+            small = uint32(cuda.gridDim.x) // q_blocks % group  # heads in the first group, if it is the smaller
+            i = uint32(cuda.blockIdx.x)
+            if i < small * q_blocks:
+                first_head, members, within = uint32(0), small, i
+            else:
+                i -= small * q_blocks
+                first_head = small + i // (group * q_blocks) * group
+                members = group
+                within = i % (group * q_blocks)  # this block's place in its group: query block, then head
+            head = first_head + within % members
+            q_block = q_blocks - uint32(1) - within // members
         else:
             head = uint32(cuda.blockIdx.y)
             q_block = uint32(cuda.blockIdx.x)
@@ -255,22 +268,21 @@ def build(D, WARPS=WARPS, BK=BK):
 def validate(Q, K, V, causal=False):
     check_limits(Q, K, V)
     check_aligned(Q, K, V)
-    rows = 16 * WARPS  # query rows per block
-    blocks = -(-Q.shape[1] // rows)
-    if causal and blocks > MAX_GRID_Y:  # a causal grid's y holds the query blocks
-        raise OutOfRange(
-            f"{__name__.rsplit('.', 1)[-1]} puts a causal pass's query blocks in the grid's y dimension: at most "
-            f"{MAX_GRID_Y} blocks of {rows} rows, got {blocks}"
-        )
 
 
-def launch(Q, K, V, out, causal=False):
+def heads_per_group(n, d):
+    """Heads whose K and V fit in half the L2 together (at least 1): a causal pass's blocks running at once read a
+    group's K and V from L2, not DRAM. 4096 x 128 (2 MiB of K and V a head) on a 50 MiB L2: 12 heads."""
+    l2_bytes = properties().get("l2_bytes") or HOPPER["l2_bytes"]  # the simulator has no L2: Hopper's
+    return max(1, l2_bytes // 2 // (2 * n * d * 2))
+
+
+def launch(Q, K, V, out, causal=False, group=None):
     bh, n, d = Q.shape
     kernel, rows, threads, shared_bytes = build(d)
     scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
     q_blocks = (n + rows - 1) // rows
-    # causal: the heads in x (see the kernel). At 32 x 4096 x 64 this order took the causal pass from 1.76x v06's
-    # causal time (each head's blocks last to first, head after head) to 1.98x on the H100 and 2.01x on the H200.
-    grid = (bh, q_blocks) if causal else (q_blocks, bh)
+    group = min(bh, group or heads_per_group(n, d))  # ``group``: the tuning probe's other sizes (.ci/gpu-attention.py)
+    grid = bh * q_blocks if causal else (q_blocks, bh)  # causal: 1-D, in groups of heads (see the kernel)
     flat = (a.reshape(a.size) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays
-    kernel[grid, threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal))
+    kernel[grid, threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal), np.uint32(group))
