@@ -20,6 +20,10 @@ reinterprets the element's address as a pointer to a wider type (an LLVM
                                                 ``ld.u32``
 ``load_words4(arr, i)``                         the 16 bytes at arr[i] as four uint32: ``ld.v4.u32``
 ``store_word``, ``store_words4``                the reverse: ``st.u32``, ``st.v4.u32``
+``red_add_float4(arr, i, v0, v1, v2, v3)``      arr[i..i+3] += v0..v3 of a float32 array in global
+                                                memory, as one atomic: ``red.global.add.v4.f32``
+                                                (sm_90 on: ``REDG.E.ADD.F32x4``, where four scalar
+                                                atomics make four requests to the L2)
 =============================================  ===============================================
 
 The 128-bit forms need ``i`` to be a multiple of 4 elements (16 bytes) from an
@@ -65,7 +69,11 @@ def aligned(arr):
 
 
 if SIMULATOR:
+    import threading
+
     import numpy as np
+
+    _RED_LOCK = threading.Lock()  # the simulator's threads add into shared elements one at a time
 
     def _flat(arr):
         return arr if arr.ndim == 1 else arr.reshape(-1)  # a view: C-contiguous like the device arrays
@@ -130,6 +138,14 @@ if SIMULATOR:
         raw, b = _raw(arr, i, 16, "store")
         for k, w in enumerate((w0, w1, w2, w3)):
             _put_word(raw, b + 4 * k, w)
+
+    def red_add_float4(arr, i, v0, v1, v2, v3):
+        if i % 4:
+            raise IndexError(f"red_add_float4 at element {i}: not 16-byte aligned")
+        arr = _flat(arr)
+        for k, v in enumerate((v0, v1, v2, v3)):  # each of the four is atomic (on the GPU too), not the four together
+            with _RED_LOCK:
+                arr[i + k] += v
 
 else:
     from llvmlite import ir
@@ -292,6 +308,30 @@ else:
             for j in range(4):
                 vec = builder.insert_element(vec, args[2 + j], ir.Constant(_I32, j))
             builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def red_add_float4(typingctx, arr, index, v0, v1, v2, v3):
+        _check_lanes(arr, types.float32)
+        sig = types.void(arr, index, v0, v1, v2, v3)
+
+        def codegen(context, builder, sig, args):
+            element = element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            address = builder.ptrtoint(element, ir.IntType(64))
+            values = [context.cast(builder, args[2 + j], sig.args[2 + j], types.float32) for j in range(4)]
+            f32 = ir.FloatType()
+            # the vector form needs a .global address: numba's arrays hold generic ones (cvta converts; without
+            # .global ptxas emits a generic ATOM)
+            text = "{ .reg .u64 g; cvta.to.global.u64 g, $0; red.global.add.v4.f32 [g], {$1, $2, $3, $4}; }"
+            asm = ir.InlineAsm(
+                ir.FunctionType(ir.VoidType(), [ir.IntType(64)] + [f32] * 4),
+                text,
+                "l,f,f,f,f,~{memory}",
+                side_effect=True,
+            )
+            builder.call(asm, [address] + values)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -6,7 +6,9 @@ Changes:
     and ``launch`` runs v13's plan (``plan.last_wave``) on it: the tile rows
     that fill whole waves unsplit, the rows below split along K. The hot loop
     is v14's, unrolled, in both flavours. Shapes the plan does not split run
-    exactly as v14 runs them.
+    exactly as v14 runs them. On sm_90 the slices add four results with one
+    128-bit atomic (``red_add_float4``: ``REDG.E.ADD.F32x4``), and with it
+    the plan takes a split whenever it saves waves (``min_saved_us=0``).
 
 Why it is faster:
     The two lessons are independent, so they add up. v14 made every wave
@@ -15,8 +17,10 @@ Why it is faster:
     v14 still runs five waves of 128 x 128 tiles, the fifth holding 33 tiles
     for 264 slots (81.5% of cuBLAS on the H200 against 93.1% at 4096^3); v13
     turned the fifth wave into an eighth of one with v11's slower loop. The
-    plan's time test uses the rate ``zoo tune`` recorded for v11's loop, which
-    v14's beats by about 13%: a little generous near its threshold.
+    slices add into the output through the L2: scalar atomics are four L2
+    requests per float4 of results, and on the H100 they made 256 x 4096 x
+    4096 slower split (251 us) than not (234); one 128-bit atomic per float4
+    made the same split 213 us (84.8% of cuBLAS against 76.5%).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 4096: 47,598 GFLOP/s (2,887 us a call), 92.3% of cuBLAS,
@@ -32,8 +36,9 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
+from zoo.device import compute_capability
 from zoo.device.jit import jit, unrolled
-from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store_float4
+from zoo.device.memory import aligned, load_flat, load_float4, red_add_float4, store_flat, store_float4
 from zoo.errors import OutOfRange
 from zoo.kernels.sgemm.plan import last_wave, slices
 from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
@@ -41,6 +46,7 @@ from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
 LIMIT = 2**32  # elements per matrix addressable with uint32 indices
 TILES = SIMULATOR_TILES if SIMULATOR else DEFAULT  # the shape of the module-level kernels below
 SCALE_THREADS = 256
+VECTOR_ATOMICS = True  # the K slices add four results with one red.global.add.v4.f32 (sm_90 on)
 
 
 def warp_layout(tiles):
@@ -95,9 +101,10 @@ def make_tile_multiply(tiles):
     return multiply_tile
 
 
-def build_kernel(tiles, vec_a, vec_b, sliced):
+def build_kernel(tiles, vec_a, vec_b, sliced, vec_red=False):
     """The kernel for ``tiles``: float4 loads of A when ``vec_a``, of B and float4 stores when ``vec_b``; with
-    ``sliced``, block z takes the z-th of ``gridDim.z`` slices of K and adds its results with atomics."""
+    ``sliced``, block z takes the z-th of ``gridDim.z`` slices of K and adds its results with atomics, four at a
+    time (one 128-bit ``red``) when ``vec_red``."""
     BM, BN, BK, WM, WN, WN_ITER, TM, TN = tiles
     assert TN == 4 and TM % 4 == 0, "B values and results move as float4, A values in groups of four"
     THREADS = tiles.threads
@@ -225,6 +232,16 @@ def build_kernel(tiles, vec_a, vec_b, sliced):
                         col = col1 + uint32(wn * WSUB_N)
                         at = row * N + col
                         base = (wm * TM + i) * REG_N + wn * TN
+                        if vec_red and col + uint32(3) < N:  # four results in one atomic: at is a multiple of 4
+                            red_add_float4(
+                                out,
+                                at,
+                                alpha * acc[base],
+                                alpha * acc[base + 1],
+                                alpha * acc[base + 2],
+                                alpha * acc[base + 3],
+                            )
+                            continue
                         if col < N:
                             cuda.atomic.add(out, at, alpha * acc[base])
                         if col + uint32(1) < N:
@@ -337,11 +354,11 @@ def scale_c(C, out, beta, with_c):
 _kernels = {}
 
 
-def kernel_for(tiles, vec_a, vec_b, sliced):
+def kernel_for(tiles, vec_a, vec_b, sliced, vec_red=False):
     """The compiled-on-first-launch kernel for one tile shape, alignment case and flavour, built once."""
-    key = (tiles, vec_a, vec_b, sliced)
+    key = (tiles, vec_a, vec_b, sliced, vec_red)
     if key not in _kernels:
-        _kernels[key] = build_kernel(tiles, vec_a, vec_b, sliced)
+        _kernels[key] = build_kernel(tiles, vec_a, vec_b, sliced, vec_red)
     return _kernels[key]
 
 
@@ -381,8 +398,8 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
     scale_c[-(-(m * n) // SCALE_THREADS), SCALE_THREADS](
         C.reshape(m * n) if with_c else flat_out, flat_out, np.float32(beta), with_c
     )
-    vec_b = n % 4 == 0 and aligned(B)  # the output is written with 32-bit atomics: no condition on it
-    kernel = kernel_for(tiles, vec_a, vec_b, True)
+    vec_b = n % 4 == 0 and aligned(B)
+    kernel = kernel_for(tiles, vec_a, vec_b, True, vector_atomics(n, out))
     # the output goes in flat: numba's atomics take a 1-D array; C and beta are the unsliced flavour's (beta * C is
     # already in out)
     kernel[grid, tiles.threads](
@@ -408,8 +425,16 @@ def launch_plan(p, tiles, A, B, C, out, alpha, beta):
     launch_split(tiles, p["split"], A[cut:], B, C[cut:] if with_c else None, out[cut:], alpha, beta)
 
 
+def vector_atomics(n, out):
+    """Whether the K slices add with 128-bit atomics: sm_90 on (the simulator runs them as four scalar ones),
+    and rows of whole float4s from a 16-byte aligned start."""
+    return VECTOR_ATOMICS and (compute_capability() or (9, 0)) >= (9, 0) and n % 4 == 0 and aligned(out)
+
+
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
     m, k = A.shape
     n = B.shape[1]
     tiles = pick_tiles(m, n, k)
-    launch_plan(last_wave(m, n, k, tiles), tiles, A, B, C, out, alpha, beta)
+    # with 128-bit atomics a split costs about what the wave model leaves out: taken whenever it saves waves
+    p = last_wave(m, n, k, tiles, min_saved_us=0 if vector_atomics(n, out) else None)
+    launch_plan(p, tiles, A, B, C, out, alpha, beta)
