@@ -64,21 +64,18 @@ WORTH = 0.25  # waves the split plan must save over the unsplit grid before it i
 # us of host time (v15 on the H100), but the model overestimates what splitting saves where the tiles are
 # small: on the H100 at 1024^3 (64 x 128 tiles) S = 2 ran 82 us against 62 unsplit, though the model
 # promised 47 us saved, and at 256 x 4096 x 4096 251 against 236 (189 promised). At 4097^3 it promises
-# 662 us and the split pays (v15 94% of cuBLAS against v14's 81.5% on the H200). Those were scalar atomics,
-# four requests to the L2 per four results; with v15's 128-bit atomics (sm_90) the same splits on the H100 ran
-# 1024^3 in 61.1 us against 60.8 unsplit and 256 x 4096 x 4096 in 213 against 234: no gate is needed there.
+# 662 us and the split pays (v15 94% of cuBLAS against v14's 81.5% on the H200).
 SPLIT_HOST_US = 500
 
 
-def last_wave(m, n, k, tiles, sms=None, gflops=None, min_saved_us=None):
+def last_wave(m, n, k, tiles, sms=None, gflops=None):
     """v13's plan: whole waves of tile rows unsplit, the rows below split along K as ``split_k`` would.
 
     Returns a dict: ``rows`` tile rows unsplit (all of them when the plan is not worth it), ``split`` S for
     the rows below (1 when there are none), the waves each way (``waves`` for this plan, ``v11_waves``
     unsplit) and ``saved_us``, the kernel time the split saves at ``gflops`` (by default the tune table's
     rate for these tiles; where there is none, as in the simulator, or with ``gflops=0``, the plan goes by
-    waves alone). ``min_saved_us`` (default SPLIT_HOST_US) is the saving the model must promise: v15, whose
-    slices add with 128-bit atomics, passes 0.
+    waves alone).
     """
     sms = sm_count() if sms is None else sms
     gflops = tuned_gflops(tiles) if gflops is None else gflops
@@ -108,7 +105,6 @@ def last_wave(m, n, k, tiles, sms=None, gflops=None, min_saved_us=None):
         "saved_us": saved_us,
     }
     # not worth it: whole-wave shapes such as 4096^3 and 8192^3, and short calls such as 1025 x 4097 x 256
-    gate = SPLIT_HOST_US if min_saved_us is None else min_saved_us
-    if split < 2 or waves > plain - WORTH or (saved_us is not None and saved_us < gate):
+    if split < 2 or waves > plain - WORTH or (saved_us is not None and saved_us < SPLIT_HOST_US):
         p.update(rows=down, split=1, leftover_tiles=0, waves=plain)
     return p

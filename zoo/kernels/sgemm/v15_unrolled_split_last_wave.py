@@ -7,8 +7,7 @@ Changes:
     that fill whole waves unsplit, the rows below split along K. The hot loop
     is v14's, unrolled, in both flavours. Shapes the plan does not split run
     exactly as v14 runs them. On sm_90 the slices add four results with one
-    128-bit atomic (``red_add_float4``: ``REDG.E.ADD.F32x4``), and with it
-    the plan takes a split whenever it saves waves (``min_saved_us=0``).
+    128-bit atomic (``red_add_float4``: ``REDG.E.ADD.F32x4``).
 
 Why it is faster:
     The two lessons are independent, so they add up. v14 made every wave
@@ -18,9 +17,10 @@ Why it is faster:
     for 264 slots (81.5% of cuBLAS on the H200 against 93.1% at 4096^3); v13
     turned the fifth wave into an eighth of one with v11's slower loop. The
     slices add into the output through the L2: scalar atomics are four L2
-    requests per float4 of results, and on the H100 they made 256 x 4096 x
-    4096 slower split (251 us) than not (234); one 128-bit atomic per float4
-    made the same split 213 us (84.8% of cuBLAS against 76.5%).
+    requests per float4 of results. Forced splits on the H100 (64 x 128
+    tiles, 2 slices): 256 x 4096 x 4096 took 251 us with scalar atomics and
+    213 with 128-bit ones (unsplit 234); 1024^3 81 and 61 (unsplit 61). The
+    plan still splits only where its wave model promises SPLIT_HOST_US.
 
 Measured:
     NVIDIA H100 80GB HBM3, size 4096: 47,598 GFLOP/s (2,887 us a call), 92.3% of cuBLAS,
@@ -435,6 +435,4 @@ def launch(A, B, C, out, alpha=1.0, beta=0.0):
     m, k = A.shape
     n = B.shape[1]
     tiles = pick_tiles(m, n, k)
-    # with 128-bit atomics a split costs about what the wave model leaves out: taken whenever it saves waves
-    p = last_wave(m, n, k, tiles, min_saved_us=0 if vector_atomics(n, out) else None)
-    launch_plan(p, tiles, A, B, C, out, alpha, beta)
+    launch_plan(last_wave(m, n, k, tiles), tiles, A, B, C, out, alpha, beta)
