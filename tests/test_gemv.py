@@ -168,24 +168,98 @@ def test_bad_shapes_and_dtypes_are_refused_before_any_launch(no_launch, inputs, 
 
 
 # -- which kernel a shape gets -----------------------------------------------------------------------------------------
+V06, V07 = GEMV["v06"], GEMV["v07"]
+
+
+def _record_builds(monkeypatch, *steps):
+    """[(step, builder)] of every kernel the steps' launches build, in order."""
+    taken = []
+
+    def recording(build, what):
+        def build_and_record(*args):
+            taken.append(what)
+            return build(*args)
+
+        return build_and_record
+
+    for step in steps:
+        for name in ("build", "build_scalar"):
+            if hasattr(step.module, name):
+                monkeypatch.setattr(step.module, name, recording(getattr(step.module, name), (step.name[:3], name)))
+    return taken
+
+
 @pytest.mark.parametrize("kind", ["fp16", "int4"])
 def test_aligned_rows_take_the_16_byte_kernel_and_others_v02s(monkeypatch, kind):
-    step = LAST.module
-    taken = []
-    for name in ("build", "build_scalar"):
-        original = getattr(step, name)
-        monkeypatch.setattr(step, name, lambda *a, _f=original, _n=name: taken.append(_n) or _f(*a))
+    taken = _record_builds(monkeypatch, V06)
     for size in ((9, 320), (5, 77)):
-        assert harness.check(LAST, size, seed=2, kind=kind).ok
-    assert taken == ["build", "build_scalar"]
+        assert harness.check(V06, size, seed=2, kind=kind).ok
+    assert taken == [("v06", "build"), ("v06", "build_scalar")]
+
+
+@pytest.mark.parametrize("kind", ["int4", "int4_g64"])
+def test_int4_rows_of_whole_blocks_of_64_take_the_tensor_core_kernel(monkeypatch, kind):
+    """v07 builds its own kernel for int4 when in is a multiple of 64 (in = 320: five blocks, the last alone and, for
+    int4, half a group of 128; 3 rows split in across two warps, 33 rows do not), v06's for the rest; and the
+    tensor-core kernel writes every row of a poisoned output, right on a second call with other inputs."""
+    from numba import cuda
+
+    taken = _record_builds(monkeypatch, V07, V06)
+    for size in ((33, 320), (3, 320)):
+        for seed in (1, 2):
+            inputs = GEMV.inputs(size, seed, kind)
+            out = cuda.to_device(np.full(size[0], np.nan, np.float32))
+            got = V07(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
+            ok, err, detail = harness.compare(got, GEMV.reference(*inputs), GEMV.tolerance(size))
+            assert ok, (size, seed, detail)
+    assert taken == [("v07", "build")] * 4
+    taken.clear()
+    assert harness.check(V07, (5, 96), seed=3, kind=kind).ok  # 48 bytes a row: 16-byte aligned, not blocks of 64
+    assert harness.check(V07, (5, 77), seed=3, kind=kind).ok
+    assert harness.check(V07, (9, 320), seed=3, kind="fp16").ok
+    assert taken == [("v06", "build"), ("v06", "build_scalar"), ("v06", "build")]
+
+
+@pytest.mark.parametrize("kind", ["int4", "int4_g64"])
+def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
+    """in = 1088: 17 blocks of 64, four runs of four blocks and one last block; 3 rows, so two warps share the
+    columns (runs 0 and 2 and the last block to the first, 1 and 3 to the second); groups of 128 and 64."""
+    if zoo.SIMULATOR:
+        assert V07.module.slices_for(3) == 2  # one "SM", two warps a block
+    result = harness.check(V07, (3, 1088), seed=5, kind=kind)
+    assert result.ok, result.detail
+
+
+def test_dequant_gives_every_code_exactly_with_x_paired_to_match():
+    """dequant turns the eight codes of a word into float16 pairs (q0, q4), (q1, q5), (q2, q6), (q3, q7), exactly,
+    for every code -8 .. 7 in every nibble; pair_x pairs x's columns the same way."""
+    from zoo.device.jit import jit
+
+    dequant, pair_x = V07.module.dequant, V07.module.pair_x
+
+    @jit
+    def kernel(words, x, codes_out, x_out):
+        for i in range(words.size):
+            codes_out[4 * i], codes_out[4 * i + 1], codes_out[4 * i + 2], codes_out[4 * i + 3] = dequant(words[i])
+        x_out[0], x_out[1], x_out[2], x_out[3] = pair_x(x[0], x[1], x[2], x[3])
+
+    codes = np.array([[(c + k) % 16 - 8 for k in range(8)] for c in range(16)], np.int8)  # every code in every nibble
+    words = np.array([sum((int(q) & 0xF) << 4 * k for k, q in enumerate(row)) for row in codes], np.uint32)
+    x = np.arange(1, 9, dtype=np.float16).view(np.uint32)  # x0 .. x7 = 1 .. 8, two a word
+    codes_out, x_out = np.zeros(4 * len(words), np.uint32), np.zeros(4, np.uint32)
+    kernel[1, 1](words, x, codes_out, x_out)
+    halves = codes_out.view(np.float16).reshape(-1, 4, 2)  # [word][pair][low, high]
+    for row, got in zip(codes, halves, strict=True):
+        np.testing.assert_array_equal(got, [[row[k], row[k + 4]] for k in range(4)])
+    np.testing.assert_array_equal(x_out.view(np.float16).reshape(4, 2), [[1, 5], [2, 6], [3, 7], [4, 8]])
 
 
 def test_few_rows_split_in_across_the_warps_of_a_block(monkeypatch):
-    step = LAST.module
-    monkeypatch.setattr(step, "sm_count", lambda: 132)
-    monkeypatch.setattr(step, "WARPS_PER_SM", 16)
-    monkeypatch.setattr(step, "WARPS_PER_BLOCK", 8)
-    assert [step.slices_for(rows) for rows in (14336, 8192, 4096, 1000, 1)] == [1, 2, 4, 8, 8]
+    for step, warps_per_sm, want in ((V06, 16, [1, 2, 4, 8, 8]), (V07, 8, [4, 8, 8, 8, 8])):
+        monkeypatch.setattr(step.module, "sm_count", lambda: 132)
+        monkeypatch.setattr(step.module, "WARPS_PER_SM", warps_per_sm)
+        monkeypatch.setattr(step.module, "WARPS_PER_BLOCK", 8)
+        assert [step.module.slices_for(rows) for rows in (14336, 8192, 4096, 1000, 1)] == want, step.name
 
 
 # -- the machine code of each format (offline: NVVM and ptxas, no GPU) -------------------------------------------------
@@ -208,17 +282,26 @@ CASES = [f"{step}:64x4096:{kind}" for step in ("v03", "v05", "v06") for kind in 
 CASES += ["v06:8448x64:fp16", "v06:8448x64:int4"]
 
 
-@pytest.mark.skipif(
+NEEDS_PTXAS = pytest.mark.skipif(
     machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None, reason="ptxas or nvdisasm missing"
 )
-def test_every_format_loads_16_bytes_and_v05_converts_no_integer():
+
+
+def _compiled(cases):
+    """{case: [the kernels its launch compiles, each a dict of name, sass and ptxas's report]}, for sm_90."""
     env = dict(os.environ, ZOO_TARGET="gpu")
     r = subprocess.run(
-        [sys.executable, "-c", COMPILE, *CASES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200
+        [sys.executable, "-c", COMPILE, *cases], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200
     )
     assert r.returncode == 0, r.stderr[-3000:]
     compiled = json.loads(r.stdout.strip().splitlines()[-1])
-    assert set(compiled) == set(CASES)
+    assert set(compiled) == set(cases)
+    return compiled
+
+
+@NEEDS_PTXAS
+def test_every_format_loads_16_bytes_and_v05_converts_no_integer():
+    compiled = _compiled(CASES)
     for case, kernels in compiled.items():
         (k,) = kernels  # one kernel at these sizes: the 16-byte one
         assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
@@ -226,6 +309,26 @@ def test_every_format_loads_16_bytes_and_v05_converts_no_integer():
         assert ("BAR.SYNC" in k["sass"]) == case.startswith("v06:64x4096"), f"{case}: the split's barrier"
         i2f = "I2F" in k["sass"].replace("I2F.F64", "")  # I2F.F64: index arithmetic outside the loop, if any
         assert i2f == (case in ("v03:64x4096:int8", "v03:64x4096:int4")), f"{case}: int-to-float conversions {i2f}"
+
+
+# v07 at 64 x 4096: in split across the eight warps of a block; 33792 x 64: 1056 warps of 32 rows, one per slice;
+# fp16: v06's kernel
+V07_CASES = ["v07:64x4096:int4", "v07:64x4096:int4_g64", "v07:33792x64:int4", "v07:64x4096:fp16"]
+
+
+@NEEDS_PTXAS
+def test_v07_multiplies_int4_on_tensor_cores_from_8_byte_loads():
+    for case, kernels in _compiled(V07_CASES).items():
+        (k,) = kernels
+        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        if case.endswith("fp16"):  # v06's kernel: 16-byte loads, FFMA
+            assert k["name"] == "gemv_float" and "HMMA" not in k["sass"] and "LDG.E.128" in k["sass"], case
+            continue
+        assert k["name"] == "gemv_int4_mma", case
+        for instruction in ("HMMA.16816.F32", "LDG.E.64", "LOP3.LUT", "HFMA2", "PRMT"):
+            assert instruction in k["sass"], f"{case}: no {instruction}"
+        assert "I2F" not in k["sass"].replace("I2F.F64", ""), f"{case}: an int-to-float conversion"
+        assert ("BAR.SYNC" in k["sass"]) == case.startswith("v07:64x4096"), f"{case}: the split's barrier"
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------

@@ -24,6 +24,17 @@ constants 0xF0, 0xCC and 0xAA standing for a, b and c: ``(a & b) ^ c`` is
 ``(w & C2) ^ (C1 & C2)``, two constants that one LOP3 cannot both hold as
 immediates, and ptxas then emits two instructions; written as ``lop3`` the
 operation stays one (as CUTLASS writes its int4-to-float16 conversions).
+
+Two for float16 pairs kept in words, as tensor-core fragments hold them:
+
+``prmt(a, b, selector)`` is PTX's ``prmt.b32`` (default mode): byte i of the result is
+byte ``(selector >> 4i) & 0xF`` of the eight bytes of a (bytes 0-3) and b (bytes 4-7);
+``selector`` is a constant of four nibbles 0-7 (the sign-replicating 8-15 are refused).
+``prmt(a, b, 0x5410)`` gives the low halves of a and b, ``prmt(a, b, 0x7632)`` the high
+halves, each in one instruction (SASS ``PRMT``).
+
+``hfma2(a, b, c)`` is PTX's ``fma.rn.f16x2``: a b + c on the two float16 of each word
+(bits 0-15 and 16-31 apart), rounded once to float16, as a word (SASS ``HFMA2``).
 """
 
 import numpy as np
@@ -58,6 +69,25 @@ if SIMULATOR:
             if (int(lut) >> index) & 1:
                 result |= (a if index & 4 else ~a) & (b if index & 2 else ~b) & (c if index & 1 else ~c)
         return np.uint32(result & 0xFFFFFFFF)
+
+    def prmt(a, b, selector):
+        """Byte i of the result is byte (selector >> 4i) & 0xF of b:a (a the low four bytes)."""
+        if int(selector) & 0x8888 or not 0 <= int(selector) <= 0xFFFF:
+            raise ValueError(f"prmt takes four selector nibbles 0-7, got {int(selector):#x}")
+        pool, result = int(a) & 0xFFFFFFFF | (int(b) & 0xFFFFFFFF) << 32, 0
+        for i in range(4):
+            result |= (pool >> 8 * ((int(selector) >> 4 * i) & 7) & 0xFF) << 8 * i
+        return np.uint32(result)
+
+    def _halves(word):
+        return np.array([int(word) & 0xFFFF, (int(word) >> 16) & 0xFFFF], dtype=np.uint16).view(np.float16)
+
+    def hfma2(a, b, c):
+        """a b + c on each float16 of the words: in float64 (a product of two float16 is exact there), then
+        rounded once to float16."""
+        fused = _halves(a).astype(np.float64) * _halves(b).astype(np.float64) + _halves(c).astype(np.float64)
+        bits = fused.astype(np.float16).view(np.uint16)
+        return np.uint32(int(bits[0]) | int(bits[1]) << 16)
 
 else:
     from llvmlite import ir
@@ -126,5 +156,35 @@ else:
             words = [context.cast(builder, v, t, types.uint32) for v, t in zip(args[:3], sig.args[:3], strict=True)]
             asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32] * 3), f"lop3.b32 $0, $1, $2, $3, {table:#x};", "=r,r,r,r")
             return builder.call(asm, words)  # no side effect: LLVM may schedule it like arithmetic
+
+        return sig, codegen
+
+    @intrinsic
+    def prmt(typingctx, a, b, selector):
+        # the selector is part of the instruction: a constant (numba retries with the literal type)
+        if not isinstance(selector, types.IntegerLiteral) or not all(isinstance(t, types.Integer) for t in (a, b)):
+            return None
+        chosen = selector.literal_value
+        if chosen & 0x8888 or not 0 <= chosen <= 0xFFFF:
+            raise ValueError(f"prmt takes four selector nibbles 0-7, got {chosen:#x}")
+        sig = types.uint32(a, b, selector)
+
+        def codegen(context, builder, sig, args):
+            words = [context.cast(builder, v, t, types.uint32) for v, t in zip(args[:2], sig.args[:2], strict=True)]
+            asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32] * 2), f"prmt.b32 $0, $1, $2, {chosen:#x};", "=r,r,r")
+            return builder.call(asm, words)  # registers only: LLVM may schedule it like arithmetic
+
+        return sig, codegen
+
+    @intrinsic
+    def hfma2(typingctx, a, b, c):
+        if not all(isinstance(t, types.Integer) for t in (a, b, c)):
+            return None
+        sig = types.uint32(a, b, c)
+
+        def codegen(context, builder, sig, args):
+            words = [context.cast(builder, v, t, types.uint32) for v, t in zip(args, sig.args, strict=True)]
+            asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32] * 3), "fma.rn.f16x2 $0, $1, $2, $3;", "=r,r,r,r")
+            return builder.call(asm, words)  # float16 pairs in 32-bit registers, as PTX's .f16x2 takes them
 
         return sig, codegen

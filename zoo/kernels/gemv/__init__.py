@@ -84,10 +84,13 @@ the quantized and float16 weights are widened to float32 once (a load step).
 The steps: one thread per row (v01), one warp per row with a shuffle reduction
 (v02), 128-bit loads of weights and x (v03), several rows per warp sharing each
 load of x (v04), dequantization by float16 magic numbers instead of integer
-conversions (v05), and the in dimension split across the warps of a block for
-shapes with too few rows to fill the GPU (v06). Steps v03 on read 16 bytes at a
-time and need every row 16-byte aligned: in a multiple of 4 (fp32), 8 (fp16),
-16 (int8) or 32 (int4); other shapes run v02's kernel.
+conversions (v05), the in dimension split across the warps of a block for
+shapes with too few rows to fill the GPU (v06), and int4 codes dequantized
+straight into float16 tensor-core fragments, multiplied by ``mma.sync`` (v07,
+for the int4 kinds with in a multiple of 64; everything else runs v06's
+kernels). Steps v03 on read 16 bytes at a time and need every row 16-byte
+aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other
+shapes run v02's kernel.
 
 Goals (the issue): at 8192 x 8192, 4096 x 14336 and 14336 x 4096, the fp16 kind
 at 90% of the copy bandwidth of its bytes and at least cuBLAS fp16; int4 at
