@@ -18,14 +18,14 @@ Why it is faster:
     that is 10.7 GB against the 67 MB that Q, K, V and O need.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 6,914 GFLOP/s (19,879 us a call), 104.4% of
+    NVIDIA H100 80GB HBM3, size 32x4096x64: 6,911 GFLOP/s (19,888 us a call), 104.4% of
     CuPy: matmul, softmax ops, matmul, 32 registers, occupancy bound 100%. Other sizes,
-    % of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 117.7%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 32x4096x64: 6,979 GFLOP/s (19,693 us a call), 105.1% of CuPy:
+    % of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 117.7%, 32x4096x128:
+    62.7%, 32x4096x128@causal: 69.8%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 32x4096x64: 6,976 GFLOP/s (19,701 us a call), 105.1% of CuPy:
     matmul, softmax ops, matmul, 32 registers, occupancy bound 100%. Other sizes, % of
-    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 118.5%. From
-    results/nvidia-h200.json.
+    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 118.4%, 32x4096x128: 62.6%,
+    32x4096x128@causal: 69.7%. From results/nvidia-h200.json.
 """
 
 import math
