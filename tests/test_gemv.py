@@ -311,9 +311,9 @@ def test_every_format_loads_16_bytes_and_v05_converts_no_integer():
         assert i2f == (case in ("v03:64x4096:int8", "v03:64x4096:int4")), f"{case}: int-to-float conversions {i2f}"
 
 
-# v07 at 64 x 4096: in split across the eight warps of a block; 33792 x 64: 1056 warps of 32 rows, one per slice;
+# v07 at 8192 x 4096: in split across the eight warps of a block (256 blocks); 33792 x 64: 1056 warps of 32 rows, one
 # fp16: v06's kernel
-V07_CASES = ["v07:64x4096:int4", "v07:64x4096:int4_g64", "v07:33792x64:int4", "v07:64x4096:fp16"]
+V07_CASES = ["v07:8192x4096:int4", "v07:8192x4096:int4_g64", "v07:33792x64:int4", "v07:64x4096:fp16"]
 
 
 @NEEDS_PTXAS
@@ -328,7 +328,7 @@ def test_v07_multiplies_int4_on_tensor_cores_from_8_byte_loads():
         for instruction in ("HMMA.16816.F32", "LDG.E.64", "LOP3.LUT", "HFMA2", "PRMT"):
             assert instruction in k["sass"], f"{case}: no {instruction}"
         assert "I2F" not in k["sass"].replace("I2F.F64", ""), f"{case}: an int-to-float conversion"
-        assert ("BAR.SYNC" in k["sass"]) == case.startswith("v07:64x4096"), f"{case}: the split's barrier"
+        assert ("BAR.SYNC" in k["sass"]) == case.startswith("v07:8192x4096"), f"{case}: the split's barrier"
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------
