@@ -312,7 +312,7 @@ def test_every_format_loads_16_bytes_and_v05_converts_no_integer():
 
 
 # v07 at 8192 x 4096: in split across the eight warps of a block (256 blocks); 33792 x 64: 1056 warps of 32 rows, one
-# fp16: v06's kernel
+# per slice; fp16: v06's kernel
 V07_CASES = ["v07:8192x4096:int4", "v07:8192x4096:int4_g64", "v07:33792x64:int4", "v07:64x4096:fp16"]
 
 
