@@ -18,6 +18,7 @@ reinterprets the element's address as a pointer to a wider type (an LLVM
 ``load_word(arr, i)``                           the 4 bytes at arr[i] as one uint32 (little endian:
                                                 for a uint8 array, bytes[i..i+3], byte i in bits 0-7):
                                                 ``ld.u32``
+``load_words2(arr, i)``                         the 8 bytes at arr[i] as two uint32: ``ld.v2.u32``
 ``load_words4(arr, i)``                         the 16 bytes at arr[i] as four uint32: ``ld.v4.u32``
 ``store_word``, ``store_words4``                the reverse: ``st.u32``, ``st.v4.u32``
 ``red_add_float4(arr, i, v0, v1, v2, v3)``      arr[i..i+3] += v0..v3 of a float32 array in global
@@ -27,7 +28,7 @@ reinterprets the element's address as a pointer to a wider type (an LLVM
 =============================================  ===============================================
 
 The 128-bit forms need ``i`` to be a multiple of 4 elements (16 bytes) from an
-aligned start; the word forms need the element's *address* 4- (16-) byte aligned.
+aligned start; the word forms need the element's *address* 4- (8-, 16-) byte aligned.
 The word forms read raw bytes of any dtype: on a uint8 array ``i`` is a byte
 index, on a float16 array eight consecutive halves come back as four words
 (``zoo.device.bits.unpack_half2`` turns a word into two float32).
@@ -125,6 +126,10 @@ if SIMULATOR:
     def load_word(arr, i):
         raw, b = _raw(arr, i, 4, "load")
         return _word(raw, b)
+
+    def load_words2(arr, i):
+        raw, b = _raw(arr, i, 8, "load")
+        return _word(raw, b), _word(raw, b + 4)
 
     def load_words4(arr, i):
         raw, b = _raw(arr, i, 16, "load")
@@ -269,6 +274,19 @@ else:
         def codegen(context, builder, sig, args):
             ptr = pointer_as(context, builder, sig.args[0], args[0], args[1], sig.args[1], _I32)
             return builder.load(ptr, align=4)
+
+        return sig, codegen
+
+    @intrinsic
+    def load_words2(typingctx, arr, index):
+        _check_bytes(arr, "loads")
+        sig = types.UniTuple(types.uint32, 2)(arr, index)
+
+        def codegen(context, builder, sig, args):
+            ptr = pointer_as(context, builder, sig.args[0], args[0], args[1], sig.args[1], ir.VectorType(_I32, 2))
+            vec = builder.load(ptr, align=8)
+            parts = [builder.extract_element(vec, ir.Constant(_I32, j)) for j in range(2)]
+            return context.make_tuple(builder, sig.return_type, parts)
 
         return sig, codegen
 

@@ -37,10 +37,6 @@ The other intrinsics get 16- and 32-bit data into those registers:
 =========================================  =====================================================
 ``load_half2(arr, i)``                      arr[i], arr[i+1] as one 32-bit word (i even): ``ld.b32``
 ``load_half8(arr, i)``                      arr[i..i+7] as four words (i a multiple of 8): ``ld.v4.b32``
-``load_words2(arr, i)``                     the 8 bytes at element i of an array of any dtype (1-D or
-                                            C-contiguous, the address 8-byte aligned) as two words,
-                                            bytes 0-3 first: ``ld.v2.b32`` (packed 4-bit codes that
-                                            become A fragments)
 ``store_half8(arr, i, w0, w1, w2, w3)``     the reverse: ``st.v4.b32``
 ``pack_half2(lo, hi)``                      two 16-bit values into one word, ``lo`` in the low half
 ``ldmatrix_x4(tile, i)``                    ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``
@@ -163,16 +159,6 @@ if SIMULATOR:
         if i % 8:
             raise IndexError(f"load_half8 at element {i}: not 16-byte aligned")
         return tuple(pack_half2(arr[i + 2 * j], arr[i + 2 * j + 1]) for j in range(4))
-
-    def load_words2(arr, i):
-        flat = arr if arr.ndim == 1 else arr.reshape(-1)  # a view: C-contiguous like the device arrays
-        start = int(i) * flat.itemsize
-        if (flat.ctypes.data + start) % 8:
-            raise IndexError(f"load_words2 at element {i}: address not 8-byte aligned")
-        if start + 8 > flat.nbytes:
-            raise IndexError(f"load_words2 at element {i} runs past {flat.nbytes} bytes")
-        words = flat.view(np.uint8)[start : start + 8].view("<u4")  # little endian: bytes 0-3 in the first
-        return np.uint32(words[0]), np.uint32(words[1])
 
     def store_half8(arr, i, w0, w1, w2, w3):
         _check_elements(arr, "store_half8")
@@ -450,20 +436,6 @@ else:
             ptr = _word_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1], 4)
             vec = builder.load(ptr, align=16)
             parts = [builder.extract_element(vec, ir.Constant(_I32, j)) for j in range(4)]
-            return context.make_tuple(builder, sig.return_type, parts)
-
-        return sig, codegen
-
-    @intrinsic
-    def load_words2(typingctx, arr, index):
-        if not (isinstance(arr, types.Array) and (arr.ndim == 1 or arr.layout == "C")):
-            raise TypeError(f"load_words2 needs a 1-D or C-contiguous array, got {arr}")
-        sig = types.UniTuple(types.uint32, 2)(arr, index)
-
-        def codegen(context, builder, sig, args):
-            ptr = pointer_as(context, builder, sig.args[0], args[0], args[1], sig.args[1], ir.VectorType(_I32, 2))
-            vec = builder.load(ptr, align=8)
-            parts = [builder.extract_element(vec, ir.Constant(_I32, j)) for j in range(2)]
             return context.make_tuple(builder, sig.return_type, parts)
 
         return sig, codegen
