@@ -9,6 +9,7 @@ reinterprets the element's address as a pointer to a wider type (an LLVM
 =============================================  ===============================================
 ``load_float4(arr, i)``                         arr[i..i+3] of a float32 array: ``ld.v4.f32``
 ``store_float4(arr, i, v0, v1, v2, v3)``        the reverse: ``st.v4.f32``
+``store_float2(arr, i, v0, v1)``                arr[i], arr[i+1] of a float32 array: ``st.v2.f32`` (i even)
 ``load_int4(arr, i)``                           arr[i..i+3] of an int32 array: ``ld.v4.u32``
 ``store_int4(arr, i, v0, v1, v2, v3)``          the reverse: ``st.v4.u32``
 ``load4``, ``store4``                           either of the two, chosen by the array's dtype
@@ -21,13 +22,15 @@ reinterprets the element's address as a pointer to a wider type (an LLVM
 ``load_words2(arr, i)``                         the 8 bytes at arr[i] as two uint32: ``ld.v2.u32``
 ``load_words4(arr, i)``                         the 16 bytes at arr[i] as four uint32: ``ld.v4.u32``
 ``store_word``, ``store_words4``                the reverse: ``st.u32``, ``st.v4.u32``
+``red_add_flat(arr, i, v)``                     arr[i] += v of a float32 array of any rank, by flat
+                                                index, as one atomic with no result: ``red.global.add.f32``
 ``red_add_float4(arr, i, v0, v1, v2, v3)``      arr[i..i+3] += v0..v3 of a float32 array in global
                                                 memory, as one atomic: ``red.global.add.v4.f32``
                                                 (sm_90 on: ``REDG.E.ADD.F32x4``, where four scalar
                                                 atomics make four requests to the L2)
 =============================================  ===============================================
 
-The 128-bit forms need ``i`` to be a multiple of 4 elements (16 bytes) from an
+The 128-bit forms need ``i`` to be a multiple of 4 elements (16 bytes; ``store_float2``: of 2) from an
 aligned start; the word forms need the element's *address* 4- (8-, 16-) byte aligned.
 The word forms read raw bytes of any dtype: on a uint8 array ``i`` is a byte
 index, on a float16 array eight consecutive halves come back as four words
@@ -91,6 +94,12 @@ if SIMULATOR:
         arr = _flat(arr)
         arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = v0, v1, v2, v3
 
+    def store_float2(arr, i, v0, v1):
+        if i % 2:
+            raise IndexError(f"store_float2 at element {i}: not 8-byte aligned")
+        arr = _flat(arr)
+        arr[i], arr[i + 1] = v0, v1
+
     load_int4, store_int4 = load_float4, store_float4
     load4, store4 = load_float4, store_float4
 
@@ -144,6 +153,10 @@ if SIMULATOR:
         for k, w in enumerate((w0, w1, w2, w3)):
             _put_word(raw, b + 4 * k, w)
 
+    def red_add_flat(arr, i, v):
+        with _RED_LOCK:
+            _flat(arr)[i] += v
+
     def red_add_float4(arr, i, v0, v1, v2, v3):
         if i % 4:
             raise IndexError(f"red_add_float4 at element {i}: not 16-byte aligned")
@@ -154,7 +167,7 @@ if SIMULATOR:
 
 else:
     from llvmlite import ir
-    from numba.cuda import types
+    from numba.cuda import cgutils, types
     from numba.cuda.extending import intrinsic
 
     _I32 = ir.IntType(32)
@@ -213,6 +226,23 @@ else:
     @intrinsic
     def store_float4(typingctx, arr, index, v0, v1, v2, v3):
         return _store4(arr, index, types.float32)
+
+    @intrinsic
+    def store_float2(typingctx, arr, index, v0, v1):
+        _check_lanes(arr, types.float32)
+        sig = types.void(arr, index, v0, v1)
+
+        def codegen(context, builder, sig, args):
+            vec2 = ir.VectorType(ir.FloatType(), 2)
+            ptr = pointer_as(context, builder, sig.args[0], args[0], args[1], sig.args[1], vec2)
+            vec = ir.Constant(vec2, None)
+            for j in range(2):
+                value = context.cast(builder, args[2 + j], sig.args[2 + j], types.float32)
+                vec = builder.insert_element(vec, value, ir.Constant(_I32, j))
+            builder.store(vec, ptr, align=8)
+            return context.get_dummy_value()
+
+        return sig, codegen
 
     @intrinsic
     def load_int4(typingctx, arr, index):
@@ -326,6 +356,26 @@ else:
             for j in range(4):
                 vec = builder.insert_element(vec, args[2 + j], ir.Constant(_I32, j))
             builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def red_add_flat(typingctx, arr, index, value):
+        _check_flat(arr)
+        if arr.dtype != types.float32:
+            raise TypeError(f"red_add_flat adds into a float32 array, got {arr}")
+        sig = types.void(arr, index, value)
+
+        def codegen(context, builder, sig, args):
+            ptr = element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            f32 = ir.FloatType()
+            # NVVM's float atomic add (what numba's cuda.atomic.add calls); its old value is never read, so ptxas
+            # emits a RED: no round trip from the L2 back to the thread
+            add = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(f32, (ir.PointerType(f32), f32)), "llvm.nvvm.atomic.load.add.f32.p0f32"
+            )
+            builder.call(add, (ptr, context.cast(builder, args[2], sig.args[2], types.float32)))
             return context.get_dummy_value()
 
         return sig, codegen
