@@ -427,9 +427,26 @@ def test_last_wave_plan_on_an_h200():
     assert last_wave(512, 512, 65536) == (0, 16, 0.0625, 1)  # a long K: the split is worth its host time
     for m, n, k in ((4097, 4097, 4097), (5000, 3000, 100), (1, 1, 1), (4225, 128, 4096), (8193, 8193, 64)):
         p = plan.last_wave(m, n, k, tiles=DEFAULT, sms=132, gflops=41_476)
+        assert not p["sub_wave"]
         assert p["waves"] <= p["v11_waves"]
         assert p["split"] == 1 or p["waves"] <= p["v11_waves"] - plan.WORTH
         assert p["rows"] * -(-n // DEFAULT.BN) <= p["v11_waves"] * p["slots"]
+
+
+def test_a_grid_of_one_block_an_sm_splits_into_long_slices():
+    """SUBWAVE_MIN_STEPS: the skinny shape's 128 tiles of 64 x 128 on 132 SMs split in two slices of 128 steps, though
+    the waves promise less than SPLIT_HOST_US; 1024^3 (64 steps) and grids of more blocks than SMs stay whole."""
+
+    def last_wave(*mnk, gflops=47_000):
+        p = plan.last_wave(*mnk, tiles=tiles.SMALL, sms=132, gflops=gflops)
+        return p["rows"], p["split"], p["sub_wave"]
+
+    assert plan.last_wave(256, 4096, 4096, tiles.SMALL, 132, 47_000)["saved_us"] < plan.SPLIT_HOST_US
+    assert last_wave(256, 4096, 4096) == (0, 2, True)
+    assert last_wave(512, 512, 4096) == (0, 2, True)  # 32 tiles: S = 8 by slots, 2 by the slices' length
+    assert last_wave(1024, 1024, 1024) == (16, 1, False)  # slices of 32 steps: too short
+    assert last_wave(512, 4096, 4096) == (8, 1, False)  # 256 tiles: more blocks than SMs
+    assert last_wave(256, 4096, 4096, gflops=0) == (0, 2, False)  # by waves alone the split is taken anyway
 
 
 @pytest.mark.parametrize(

@@ -66,6 +66,13 @@ WORTH = 0.25  # waves the split plan must save over the unsplit grid before it i
 # promised 47 us saved, and at 256 x 4096 x 4096 251 against 236 (189 promised). At 4097^3 it promises
 # 662 us and the split pays (v15 94% of cuBLAS against v14's 81.5% on the H200).
 SPLIT_HOST_US = 500
+# A grid of at most one block an SM is the exception: each SM then runs one block of four warps, too few to
+# hide its own latencies, and slices of K give it two to run together. There the split pays on the SM, not
+# on the wave count, and the model above cannot see it; it is taken when each slice keeps SUBWAVE_MIN_STEPS
+# BK steps, which leaves the extra pass, the prologue and the atomics small. No table, H200, v15, device
+# time: 256 x 4096 x 4096 (128 tiles of 64 x 128, 256 steps) 236.7 us unsplit, 212.6 with S = 2; 1024^3 (128
+# tiles, 64 steps) 61.4 unsplit, no faster split (61.1 us with S = 2 on the H100).
+SUBWAVE_MIN_STEPS = 128
 
 
 def last_wave(m, n, k, tiles, sms=None, gflops=None):
@@ -75,7 +82,8 @@ def last_wave(m, n, k, tiles, sms=None, gflops=None):
     the rows below (1 when there are none), the waves each way (``waves`` for this plan, ``v11_waves``
     unsplit) and ``saved_us``, the kernel time the split saves at ``gflops`` (by default the tune table's
     rate for these tiles; where there is none, as in the simulator, or with ``gflops=0``, the plan goes by
-    waves alone).
+    waves alone), and ``sub_wave``: whether the split was taken as a grid of at most one block an SM with
+    long slices (SUBWAVE_MIN_STEPS), which the waves and ``saved_us`` would have refused.
     """
     sms = sm_count() if sms is None else sms
     gflops = tuned_gflops(tiles) if gflops is None else gflops
@@ -104,7 +112,14 @@ def last_wave(m, n, k, tiles, sms=None, gflops=None):
         "v11_waves": plain,
         "saved_us": saved_us,
     }
+    # a grid of at most one block an SM: as many slices (up to S) as keep SUBWAVE_MIN_STEPS BK steps each
+    sub_split = min(split, -(-k // tiles.BK) // SUBWAVE_MIN_STEPS) if rows == 0 and tiles_total <= sms else 1
+    p["sub_wave"] = False
     # not worth it: whole-wave shapes such as 4096^3 and 8192^3, and short calls such as 1025 x 4097 x 256
     if split < 2 or waves > plain - WORTH or (saved_us is not None and saved_us < SPLIT_HOST_US):
-        p.update(rows=down, split=1, leftover_tiles=0, waves=plain)
+        if sub_split >= 2:  # the exception: 256 x 4096 x 4096 in 2 slices of 128 steps
+            sub_split = slices(k, tiles.BK, sub_split)[1]
+            p.update(split=sub_split, waves=ceil(leftover * sub_split / slots) / sub_split, sub_wave=True)
+        else:
+            p.update(rows=down, split=1, leftover_tiles=0, waves=plain)
     return p

@@ -43,11 +43,11 @@ def launch_plan(p, tiles, A, B, C, out, alpha, beta):
     m = A.shape[0]
     cut = min(m, p["rows"] * tiles.BM)  # the first output row of the leftover
     with_c = C is not None and beta != 0
-    if cut == m:
-        launch_split(tiles, 1, A, B, C, out, alpha, beta)
+    if cut == m or cut == 0:  # one launch on the whole matrices: no views (numba builds each one on the host, ~30 us)
+        launch_split(tiles, 1 if cut else p["split"], A, B, C, out, alpha, beta)
         return
-    if cut > 0:  # whole waves: the top rows, as if they were the whole problem
-        launch_split(tiles, 1, A[:cut], B, C[:cut] if with_c else None, out[:cut], alpha, beta)
+    # whole waves: the top rows, as if they were the whole problem; then the rows below
+    launch_split(tiles, 1, A[:cut], B, C[:cut] if with_c else None, out[:cut], alpha, beta)
     launch_split(tiles, p["split"], A[cut:], B, C[cut:] if with_c else None, out[cut:], alpha, beta)
 
 

@@ -38,7 +38,7 @@ from numba import cuda, float32, uint32
 from zoo import SIMULATOR
 from zoo.device import compute_capability
 from zoo.device.jit import jit, unrolled
-from zoo.device.memory import aligned, load_flat, load_float4, red_add_float4, store_flat, store_float4
+from zoo.device.memory import aligned, load_flat, load_float4, red_add_flat, red_add_float4, store_flat, store_float4
 from zoo.errors import OutOfRange
 from zoo.kernels.sgemm.plan import last_wave, slices
 from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
@@ -222,8 +222,8 @@ def build_kernel(tiles, vec_a, vec_b, sliced, vec_red=False):
 
     @jit(device=True, forceinline=True)
     def add_results(out, acc, M, N, row1, col1, alpha):
-        """out += alpha * acc, with float32 atomics, for this thread's rows from row1 and columns from col1
-        that lie inside M and N: the other slices of K add into the same elements."""
+        """out += alpha * acc, with float32 atomics by flat index, for this thread's rows from row1 and columns
+        from col1 that lie inside M and N: the other slices of K add into the same elements."""
         for wm in range(WM_ITER):
             for i in range(TM):
                 row = row1 + uint32(wm * WSUB_M + i)
@@ -243,13 +243,13 @@ def build_kernel(tiles, vec_a, vec_b, sliced, vec_red=False):
                             )
                             continue
                         if col < N:
-                            cuda.atomic.add(out, at, alpha * acc[base])
+                            red_add_flat(out, at, alpha * acc[base])
                         if col + uint32(1) < N:
-                            cuda.atomic.add(out, at + uint32(1), alpha * acc[base + 1])
+                            red_add_flat(out, at + uint32(1), alpha * acc[base + 1])
                         if col + uint32(2) < N:
-                            cuda.atomic.add(out, at + uint32(2), alpha * acc[base + 2])
+                            red_add_flat(out, at + uint32(2), alpha * acc[base + 2])
                         if col + uint32(3) < N:
-                            cuda.atomic.add(out, at + uint32(3), alpha * acc[base + 3])
+                            red_add_flat(out, at + uint32(3), alpha * acc[base + 3])
 
     multiply_tile = make_tile_multiply(tiles)
 
@@ -344,11 +344,11 @@ def build_kernel(tiles, vec_a, vec_b, sliced, vec_red=False):
 
 
 @jit
-def scale_c(C, out, beta, with_c):
-    """out = beta * C (or zeros): where the K slices' atomics start from. Flat arrays, one thread each."""
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = beta * C[i] if with_c else float32(0.0)
+def scale_c(C, out, size, beta, with_c):
+    """out = beta * C (or zeros): where the K slices' atomics start from. One thread an element, by flat index."""
+    i = uint32(cuda.grid(1))
+    if i < size:
+        store_flat(out, i, beta * load_flat(C, i) if with_c else float32(0.0))
 
 
 _kernels = {}
@@ -393,17 +393,16 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
             A, B, source, out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(beta)
         )
         return
-    flat_out = out.reshape(m * n)
     with_c = beta != 0 and C is not None
+    # 2-D arrays indexed by flat index (load_flat, red_add_flat): a reshaped view costs about 30 us of host time
     scale_c[-(-(m * n) // SCALE_THREADS), SCALE_THREADS](
-        C.reshape(m * n) if with_c else flat_out, flat_out, np.float32(beta), with_c
+        C if with_c else out, out, np.uint32(m * n), np.float32(beta), with_c
     )
     vec_b = n % 4 == 0 and aligned(B)
     kernel = kernel_for(tiles, vec_a, vec_b, True, vector_atomics(n, out))
-    # the output goes in flat: numba's atomics take a 1-D array; C and beta are the unsliced flavour's (beta * C is
-    # already in out)
+    # C and beta are the unsliced flavour's: beta * C is already in out
     kernel[grid, tiles.threads](
-        A, B, flat_out, flat_out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(0.0)
+        A, B, out, out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(0.0)
     )
 
 
@@ -417,11 +416,11 @@ def launch_plan(p, tiles, A, B, C, out, alpha, beta):
     m = A.shape[0]
     cut = min(m, p["rows"] * tiles.BM)  # the first output row of the leftover
     with_c = C is not None and beta != 0
-    if cut == m:
-        launch_split(tiles, 1, A, B, C, out, alpha, beta)
+    if cut == m or cut == 0:  # one launch on the whole matrices: no views (numba builds each one on the host, ~30 us)
+        launch_split(tiles, 1 if cut else p["split"], A, B, C, out, alpha, beta)
         return
-    if cut > 0:  # whole waves: the top rows, as if they were the whole problem
-        launch_split(tiles, 1, A[:cut], B, C[:cut] if with_c else None, out[:cut], alpha, beta)
+    # whole waves: the top rows, as if they were the whole problem; then the rows below
+    launch_split(tiles, 1, A[:cut], B, C[:cut] if with_c else None, out[:cut], alpha, beta)
     launch_split(tiles, p["split"], A[cut:], B, C[cut:] if with_c else None, out[cut:], alpha, beta)
 
 
