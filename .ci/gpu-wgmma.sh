@@ -15,6 +15,7 @@ else
   export PYTHONPATH=$PWD
 fi
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 ZOO_TARGET=gpu
 steps=${*:-tests check sanitize time}
 failed=()

@@ -168,12 +168,13 @@ def test_a_tile_refilled_before_the_wait_is_caught():
 
 # -- TMA and mbarriers ----------------------------------------------------------------------------------------
 BOX_ROWS, BOX_COLS = 64, 64
+BOX_TILE_HALVES = (TILE_ALIGN + BOX_ROWS * BOX_COLS * 2) // 2  # a constant: numba sizes shared arrays by literals
 
 
 @jit(arch_specific=True)
 def tma_box(tmap, row, col, out):
     """One TMA box at (row, col) into swizzled shared memory, read back through swizzle_128b by every thread."""
-    tiles = cuda.shared.array((TILE_ALIGN + BOX_ROWS * BOX_COLS * 2) // 2, np.float16, alignment=SWIZZLE_ALIGN)
+    tiles = cuda.shared.array(BOX_TILE_HALVES, np.float16, alignment=SWIZZLE_ALIGN)
     bars = cuda.shared.array(1, np.uint64)
     tid = uint32(cuda.threadIdx.x)
     tile0, base = first_tile(tiles)
@@ -215,6 +216,7 @@ def test_tensor_maps_are_checked_before_encoding():
     "step,size",
     [
         ("v09", (5, 7, 270)),  # 5 k steps through 4 stages
+        ("v11", (100, 250, 330)),  # 6 k steps: two batches of MMAs in flight, each buffer refilled behind them
     ],
 )
 def test_the_pipelines_rotate_their_stages(step, size):
@@ -249,6 +251,8 @@ TOOLS = pytest.mark.skipif(
     [
         ("v09", ("HGMMA.64x128x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS", "FENCE.VIEW.ASYNC.S")),
         ("v10", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS")),
+        ("v11", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "LDGSTS")),
+        ("v12", ("HGMMA.64x256x16.F32", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "STG.E.64")),
     ],
 )
 def test_the_sass_for_sm90a_shows_hgmma(step, wanted):
