@@ -466,8 +466,10 @@ def run_ncu(fam, steps, size, kind=None, echo=None):
     for r in reported:
         if r.get("skipped"):
             entries[r["step"]] = {"skipped": r["skipped"]}
-        elif r["step"] in by_step:
+        elif by_step.get(r["step"]):
             entries[r["step"]] = step_entry(fam, size, by_step[r["step"]], r.get("zoo_launches"))
+        else:  # its call ran no kernel here (an all-reduce of one rank, on a one-GPU machine, exchanges nothing)
+            entries[r["step"]] = {"skipped": "its call launched no kernel at this size on this machine"}
     silent = sorted({m for m in metrics if all(row["metrics"].get(m) is None for row in rows)})
     info = {
         "unavailable": sorted(set(unavailable)),

@@ -33,6 +33,17 @@ def zoo_profile_step_marker(flag):
         flag[0] = 1
 
 
+def _profiler(on):
+    """Open (or close) the profiler on every GPU: cuProfilerStart and Stop act on the current context only, and a
+    step spread over several GPUs (collectives) launches on each one's."""
+    for gpu in cuda.gpus:
+        with gpu:
+            if on:
+                cuda.profile_start()
+            else:
+                cuda.profile_stop()
+
+
 def _report(**fields):
     print(profile.TARGET_LINE + json.dumps(fields), flush=True)
 
@@ -53,7 +64,7 @@ class _Cap:
     def tick(self):
         self.count += 1
         if self.count == self.limit + 1:
-            cuda.profile_stop()
+            _profiler(False)
 
     def __enter__(self):
         cap, original, numba_original = self, self.original, self.numba_original
@@ -100,13 +111,15 @@ def profile_step(variant, size, kind, flag, progress):
     cuda.synchronize()
     before = zoo_jit.launch_count()
     with _Cap(profile.LAUNCHES_PER_STEP) as cap:
-        cuda.profile_start()
+        _profiler(True)
         zoo_profile_step_marker[1, 1](flag)
         progress["marked"] = True  # ncu has this step's marker: its rows (if any) follow it
         cap.count = 0  # the marker is not the step's
         variant.launch(sets[0], out)
-        cuda.synchronize()
-        cuda.profile_stop()
+        for gpu in cuda.gpus:  # every GPU's kernels have run before the profiler closes
+            with gpu:
+                cuda.synchronize()
+        _profiler(False)
     _report(step=variant.name, zoo_launches=zoo_jit.launch_count() - before - 1)
 
 
@@ -128,7 +141,7 @@ def main(argv=None):
         try:
             profile_step(variant, size, kind, flag, progress)
         except Exception as e:  # one step failing (out of memory, an old GPU) leaves the others' rows
-            cuda.profile_stop()
+            _profiler(False)
             why = f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             _report(step=variant.name, skipped=why, marked=progress.get("marked", False))
     return 0
