@@ -11,8 +11,9 @@ The input is a stack x of shape (ranks, n): row r is rank r's buffer. The family
 HOST_INPUTS: a step's ``launch`` places row r on rank r's GPU (rank r on device
 r % D, D the GPUs present; ``world``), all-reduces, and copies *every rank's* result
 back, so out has x's shape and each row must equal the sum (an all-reduce is only
-right when every rank holds it). The ranks are one a GPU, at most ZOO_RANKS; in the
-simulator three simulated ranks share the one simulated device.
+right when every rank holds it). The ranks are one a GPU, or ZOO_RANKS of them (sharing
+GPUs where there are fewer); in the simulator three simulated ranks share the one
+simulated device.
 
 ``zoo run`` times that whole host-to-host call on the wall clock (WALL_TIME), the
 placement included; the all-reduce alone, on buffers already on the GPUs, is timed by

@@ -38,7 +38,7 @@ GOAL_BYTES = 256 << 20  # the ring's goal is stated from this size up
 
 
 def add_arguments(parser):
-    parser.add_argument("--ranks", type=int, help="ranks (default: one a GPU, at most ZOO_RANKS; 3 in the simulator)")
+    parser.add_argument("--ranks", type=int, help="ranks (default: one a GPU, or ZOO_RANKS; 3 in the simulator)")
     parser.add_argument("--min-mb", type=float, default=1.0, help="smallest buffer a rank, MB (default 1)")
     parser.add_argument("--max-mb", type=float, default=1024.0, help="largest buffer a rank, MB (default 1024)")
     parser.add_argument(

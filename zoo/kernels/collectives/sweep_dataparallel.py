@@ -49,7 +49,7 @@ GOAL = 0.8  # the overlap step should hide at least this much of the all-reduce
 
 
 def add_arguments(parser):
-    parser.add_argument("--ranks", type=int, help="ranks (default: one a GPU, at most ZOO_RANKS; 2 in the simulator)")
+    parser.add_argument("--ranks", type=int, help="ranks (default: one a GPU, or ZOO_RANKS; 2 in the simulator)")
     parser.add_argument("--layers", type=int, help="layers, a gradient bucket each (default 16; 3 in the simulator)")
     parser.add_argument("--width", type=int, help="layer width d, a multiple of 8 (default 2048; 8 in the simulator)")
     parser.add_argument(

@@ -41,7 +41,7 @@ from zoo import SIMULATOR
 from zoo import device as zoo_device
 from zoo.device.memory import address
 
-ENV = "ZOO_RANKS"  # ranks the family's inputs have (default: one a GPU; 3 in the simulator)
+ENV = "ZOO_RANKS"  # ranks the family's inputs have (default: one a GPU; 3 in the simulator), sharing GPUs if need be
 SIMULATED_RANKS = 3  # ranks on the simulator's one device, and in an offline compile
 
 
@@ -56,12 +56,14 @@ def device_count():
 
 
 def ranks():
-    """How many ranks the family's inputs have: ZOO_RANKS if set, at most one a GPU on a real device."""
+    """How many ranks the family's inputs have: ZOO_RANKS if set (ranks beyond the GPU count share GPUs, rank r on
+    device r % D: on one GPU, ``ZOO_RANKS=2 python -m zoo profile collectives`` profiles the exchange's kernels),
+    else one a GPU."""
     asked = os.environ.get(ENV, "").strip()
     if asked:
         if not asked.isdigit() or int(asked) < 1:
             raise ValueError(f"{ENV} must be a whole number of ranks >= 1, got {asked!r}")
-        return min(int(asked), device_count()) if _real() else int(asked)
+        return int(asked)
     return device_count() if _real() else SIMULATED_RANKS
 
 
