@@ -19,7 +19,7 @@ next tile while the current one is multiplied (v04), larger warp tiles
 (v05), a third stage in tiles swizzled instead of padded (v06), fragments
 double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
 ``mma`` (v07), and blocks ordered in groups for the L2 (v08), then Hopper's
-own path (v09-v10, below). Every step
+own path (v09-v12, below). Every step
 runs in the simulator too, where ``zoo.device.mma`` emulates each instruction
 over the warp (see its docstring), so the tests check every step's index
 arithmetic there, and ``tests/test_hgemm.py`` checks on a GPU that the
@@ -119,12 +119,15 @@ the FlashAttention-3 paper reports that ``mma.sync`` reaches only about two
 thirds of an H100's peak tensor-core rate. Steps v09 and v10 take that path
 from numba (``zoo.device.wgmma``: the instructions as inline assembly, and an
 emulation that decodes descriptors and swizzles as the hardware does, so the
-simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v09) and two
-warpgroups on 128 x 256 tiles (v10). The device package also holds the
+simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v09), two
+warpgroups on 128 x 256 tiles (v10), a batch of MMAs left running while the next
+step is prepared (v11: ``wait_group 1``) and the epilogue's pairs stored as one
+64-bit store (v12). The device package also holds the
 mbarriers and TMA copies that a producer warpgroup and persistent tiles would
 build on; the steps that used them are not here yet, because on the H100 the
 mbarrier pipeline gave wrong results and the TMA steps a misaligned-address
-error that the simulator did not show. wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
+error that the simulator did not show (a single TMA box load does work on the
+GPU: tests/test_wgmma.py). wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
 adds the "a" when it compiles for the GPU it runs on, not for ``compile_ptx(cc=(9,
 0))``); those kernels are ``jit(arch_specific=True)``: always compiled for
 ``sm_90a`` and loaded by the lean launch (``zoo.device.launch``). The tensor maps TMA reads live in global memory,

@@ -16,10 +16,12 @@ Why it is faster:
     tensor cores' read of A over the most columns.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 491,734 GFLOP/s (279 us a call), 73.2% of cuBLAS
-    GemmEx, 164 registers, occupancy bound 12%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 499,154 GFLOP/s (275 us a call), 68.7% of cuBLAS GemmEx, 164
-    registers, occupancy bound 12%. From results/nvidia-h200.json.
+    NVIDIA H100 80GB HBM3, size 4096: 483,142 GFLOP/s (284 us a call), 70.0% of cuBLAS
+    GemmEx, 164 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
+    69.4%, 2048: 60.9%, 8192: 66.7%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 4096: 496,758 GFLOP/s (277 us a call), 70.4% of cuBLAS GemmEx, 164
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 63.5%, 2048:
+    63.4%, 8192: 71.8%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -17,7 +17,12 @@ Why it is faster:
     write-out that no MMA hides takes about half as long.
 
 Measured:
-    not yet measured on a GPU
+    NVIDIA H100 80GB HBM3, size 4096: 553,324 GFLOP/s (248 us a call), 80.2% of cuBLAS
+    GemmEx, 166 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
+    70.7%, 2048: 74.8%, 8192: 80.7%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 4096: 612,211 GFLOP/s (224 us a call), 86.8% of cuBLAS GemmEx, 166
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 50.7%, 2048:
+    88.0%, 8192: 81.6%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

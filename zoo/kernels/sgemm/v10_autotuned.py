@@ -20,12 +20,12 @@ Why it is faster:
     95 us where v09's takes 139 us (see the comments in ``launch``).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 42,471 GFLOP/s (3,236 us a call), 82.3% of cuBLAS,
-    212 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.2%, 2048:
-    83.5%, 8192: 83.5%, 256x4096x4096: 53.8%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 42,408 GFLOP/s (3,241 us a call), 82.6% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 70.0%, 2048: 83.5%,
-    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 256x4096x4096: 54.1%, 3000x5000x2000: 80.2%.
+    NVIDIA H100 80GB HBM3, size 4096: 42,409 GFLOP/s (3,241 us a call), 82.2% of cuBLAS,
+    212 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.4%, 2048:
+    83.8%, 8192: 82.2%, 256x4096x4096: 52.3%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 4096: 42,503 GFLOP/s (3,234 us a call), 82.7% of cuBLAS, 212
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.9%, 2048: 83.4%,
+    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 256x4096x4096: 54.3%, 3000x5000x2000: 80.2%.
     From results/nvidia-h200.json.
 """
 

@@ -5,30 +5,30 @@ Changes:
     slice of K and adds its results with atomics, after a ``beta * C`` pass),
     and ``launch`` runs v13's plan (``plan.last_wave``) on it: the tile rows
     that fill whole waves unsplit, the rows below split along K. The hot loop
-    is v14's, unrolled, in both flavours. Shapes the plan does not split run
-    exactly as v14 runs them. On sm_90 the slices add four results with one
-    128-bit atomic (``red_add_float4``: ``REDG.E.ADD.F32x4``).
+    is v14's, unrolled, in both flavours. On sm_90 the slices add four results
+    with one 128-bit atomic (``red_add_float4``: ``REDG.E.ADD.F32x4``), else
+    one (``red_add_flat``); both index the 2-D output by flat index, so a split
+    call builds no reshaped view on the host.
 
 Why it is faster:
     The two lessons are independent, so they add up. v14 made every wave
     shorter (the hot loop as straight-line code); v13 removed most of a wave
-    where the tile count is just past a multiple of the block slots. At 4097^3
-    v14 still runs five waves of 128 x 128 tiles, the fifth holding 33 tiles
-    for 264 slots (81.5% of cuBLAS on the H200 against 93.1% at 4096^3); v13
-    turned the fifth wave into an eighth of one with v11's slower loop. The
-    slices add into the output through the L2: scalar atomics are four L2
-    requests per float4 of results. Forced splits on the H100 (64 x 128
-    tiles, 2 slices): 256 x 4096 x 4096 took 251 us with scalar atomics and
-    213 with 128-bit ones (unsplit 234); 1024^3 81 and 61 (unsplit 61). The
-    plan still splits only where its wave model promises SPLIT_HOST_US.
+    where the tile count is just past a multiple of the block slots: at 4097^3
+    v14 runs a fifth wave of 33 tiles for 264 slots (81.5% of cuBLAS on the
+    H200), v15 an eighth of one (94.0%). A grid of at most one block an SM
+    with a long K splits too (SUBWAVE_MIN_STEPS): 256 x 4096 x 4096 makes 128
+    tiles of 64 x 128 for 132 SMs, one block of four warps an SM; two slices
+    give each SM two blocks to overlap (H200, no table: 212.6 us against
+    236.7). Scalar atomics would cost four L2 requests per float4 (251 us on
+    the H100), and each numba view ~30 us of host time (1024^3 split: 84 us).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 47,598 GFLOP/s (2,887 us a call), 92.3% of cuBLAS,
+    NVIDIA H100 80GB HBM3, size 4096: 47,642 GFLOP/s (2,885 us a call), 92.3% of cuBLAS,
     242 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.1%, 2048:
-    91.3%, 8192: 95.4%, 256x4096x4096: 76.8%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 47,666 GFLOP/s (2,883 us a call), 92.8% of cuBLAS, 242
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.4%, 2048: 91.0%,
-    4095: 90.0%, 4097: 94.0%, 8192: 95.1%, 256x4096x4096: 77.0%, 3000x5000x2000: 98.0%.
+    91.6%, 8192: 94.0%, 256x4096x4096: 83.5%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 4096: 47,553 GFLOP/s (2,890 us a call), 92.6% of cuBLAS, 242
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 98.5%, 2048: 91.0%,
+    4095: 90.0%, 4097: 94.0%, 8192: 95.1%, 256x4096x4096: 85.5%, 3000x5000x2000: 98.0%.
     From results/nvidia-h200.json.
 """
 
