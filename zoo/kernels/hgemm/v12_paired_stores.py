@@ -13,8 +13,8 @@ Why it is faster:
     wrote it with 128 32-bit stores a thread; in each warp store the four
     lanes of a row wrote 4 bytes every 8, so a store half-filled 8 sectors
     and two stores completed them. Paired, one warp store fills its 8
-    sectors whole and a thread issues 64 stores, half as many, so the
-    write-out that no MMA hides takes about half as long.
+    sectors whole and a thread issues 64 stores, half as many: at 4096^3
+    the call went from 270 to 248 us on the H100 (260 to 224 on the H200).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 4096: 553,324 GFLOP/s (248 us a call), 80.2% of cuBLAS
