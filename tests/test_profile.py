@@ -379,6 +379,21 @@ def test_saved_profiles_merge_by_step_and_reach_the_page(tmp_path, monkeypatch):
     assert "**Profile** on A GPU" in section
     assert "| transpose_kernel | 1 | 1 |" in section
     assert "v01 writes 32 sectors per request, v02 4: coalesced" in section
+    assert "setting" not in data["sizes"][key]  # transpose's runs depend on nothing but size and GPU
+
+
+def test_a_family_setting_is_saved_with_its_profile_and_shown(tmp_path, monkeypatch):
+    """collectives' setting(): the ranks a profile ran with and the GPUs they shared, on the page beside it."""
+    monkeypatch.setattr(results, "PROFILES_DIR", tmp_path)
+    monkeypatch.setattr("zoo.device.slug", lambda: "a-gpu")
+    monkeypatch.setenv("ZOO_RANKS", "2")
+    fam = zoo.family("collectives")
+    entry = {"kernels": [], "total": {}, "zoo_launches": 1}
+    path = profile.save(fam, "4194304", {"v02_reduce_broadcast": entry}, {"ncu": "2099.1"}, {"name": "A GPU"}, "abc")
+    setting = json.loads(path.read_text())["sizes"]["4194304"]["setting"]
+    assert setting == fam.module.setting() and setting.startswith("2 ranks on ")
+    text = walkthrough.page(fam, all_results={}, profiles=results.load_profiles("collectives"))
+    assert f"**Profile** on A GPU, size 4194304, {setting} (" in text
 
 
 # -- the pictures ------------------------------------------------------------------

@@ -590,6 +590,9 @@ def save(fam, size_key, entries, info, device, commit=None):
         commit=commit,
         updated=data["updated"],
     )
+    setting = getattr(fam.module, "setting", None)
+    if setting is not None:  # what the run depended on besides size and GPU (collectives: ranks on how many GPUs)
+        at["setting"] = setting()
     results.write(path, data)
     return path
 
@@ -895,7 +898,11 @@ def _gpu_command(fam, steps, args, console):
     key = results.size_key(size, kind, fam.kinds)
     console.print(f"profiling {len(steps)} step(s) of {fam.name} at {key} under Nsight Compute ...")
     entries, info = run_ncu(fam, steps, size, kind, echo=console.print)
-    table = Table(title=f"{fam.name} at {key} on {properties()['name']} (Nsight Compute; times at its locked clocks)")
+    setting = getattr(fam.module, "setting", None)
+    world = f", {setting()}" if setting else ""  # collectives: how many ranks on how many GPUs
+    table = Table(
+        title=f"{fam.name} at {key}{world} on {properties()['name']} (Nsight Compute; times at its locked clocks)"
+    )
     for col in (
         "step",
         "kernel",

@@ -104,6 +104,8 @@ OPTIONAL_SPEC = {
     "fusion's four float64 sines of 2^28 elements take a minute on one core",
     "PROFILE_SIZE": "the size `zoo profile` runs Nsight Compute at on a GPU (default: HEADLINE_SIZE), for a family "
     "whose slow steps make the headline size too long to profile",
+    "setting": "setting() -> short text: what a run depended on besides its size and GPU (collectives: its ranks "
+    "and the GPUs they share), recorded with a saved profile and shown beside it on the walkthrough page",
 }
 
 

@@ -120,8 +120,9 @@ def _profiles(fam, v, profiles):
             continue
         at = data["sizes"][key]
         text = (
-            f"**Profile** on {data['device']['name']}, size {key} (Nsight Compute {at.get('ncu', '?')}, commit "
-            f"{at.get('commit') or '?'}; durations at ncu's locked clocks):\n\n{profile.markdown_table(fam, entry)}"
+            f"**Profile** on {data['device']['name']}, size {key}{', ' + at['setting'] if at.get('setting') else ''} "
+            f"(Nsight Compute {at.get('ncu', '?')}, commit {at.get('commit') or '?'}; durations at ncu's locked "
+            f"clocks):\n\n{profile.markdown_table(fam, entry)}"
         )
         summary = profile.gpu_summary(entry)
         notes = [profile.flops_note(summary)]

@@ -27,7 +27,7 @@ baseline row is CuPy's reduce-to-one-GPU and a warning says so.
 
 import numpy as np
 
-from zoo.kernels.collectives.world import ranks
+from zoo.kernels.collectives.world import device_count, ranks
 
 ORDER = 200  # last: many GPUs after one GPU's every lesson (copies, streams, overlap: pipeline, ORDER 100)
 INPUTS = ("x",)
@@ -44,6 +44,12 @@ PROFILE_SIZE = 1 << 22
 BASELINE = "NCCL all-reduce (cupy.cuda.nccl)"
 HOST_INPUTS = True  # each rank's row goes to its own GPU: the steps place the stack themselves
 WALL_TIME = True  # the call spans several GPUs and the host: time it as nccl-tests do, on the host's clock
+
+
+def setting():
+    """The world a run had: its ranks and the GPUs they are spread over (saved with a profile)."""
+    r, gpus = ranks(), min(ranks(), device_count())
+    return f"{r} rank{'s' * (r != 1)} on {gpus} GPU{'s' * (gpus != 1)}"
 
 
 def make_inputs(size, seed):
