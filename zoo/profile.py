@@ -572,6 +572,13 @@ def gpu_summary(entry, metrics=None):
 
 
 # -- the profile files ----------------------------------------------------------------------------
+def run_setting(fam):
+    """The spec's ``setting()``, what a run depended on besides its size and GPU (collectives: how many ranks on
+    how many GPUs), or None for a family without one."""
+    setting = getattr(fam.module, "setting", None)
+    return setting() if setting is not None else None
+
+
 def save(fam, size_key, entries, info, device, commit=None):
     """Merge one run's step entries into results/profiles/<gpu>-<family>.json; returns its path."""
     from zoo.device import slug
@@ -590,9 +597,9 @@ def save(fam, size_key, entries, info, device, commit=None):
         commit=commit,
         updated=data["updated"],
     )
-    setting = getattr(fam.module, "setting", None)
-    if setting is not None:  # what the run depended on besides size and GPU (collectives: ranks on how many GPUs)
-        at["setting"] = setting()
+    setting = run_setting(fam)
+    if setting:
+        at["setting"] = setting
     results.write(path, data)
     return path
 
@@ -898,8 +905,8 @@ def _gpu_command(fam, steps, args, console):
     key = results.size_key(size, kind, fam.kinds)
     console.print(f"profiling {len(steps)} step(s) of {fam.name} at {key} under Nsight Compute ...")
     entries, info = run_ncu(fam, steps, size, kind, echo=console.print)
-    setting = getattr(fam.module, "setting", None)
-    world = f", {setting()}" if setting else ""  # collectives: how many ranks on how many GPUs
+    setting = run_setting(fam)
+    world = f", {setting}" if setting else ""  # collectives: how many ranks on how many GPUs
     table = Table(
         title=f"{fam.name} at {key}{world} on {properties()['name']} (Nsight Compute; times at its locked clocks)"
     )

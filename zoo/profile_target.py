@@ -33,15 +33,17 @@ def zoo_profile_step_marker(flag):
         flag[0] = 1
 
 
-def _profiler(on):
-    """Open (or close) the profiler on every GPU: cuProfilerStart and Stop act on the current context only, and a
-    step spread over several GPUs (collectives) launches on each one's."""
+def _on_every_gpu(action):
+    """``action()`` with each GPU's context current in turn: cuProfilerStart, cuProfilerStop and synchronize act on
+    the current context only, and a step spread over several GPUs (collectives) launches on each one's."""
     for gpu in cuda.gpus:
         with gpu:
-            if on:
-                cuda.profile_start()
-            else:
-                cuda.profile_stop()
+            action()
+
+
+def _profiler(on):
+    """Open (or close) the profiler on every GPU."""
+    _on_every_gpu(cuda.profile_start if on else cuda.profile_stop)
 
 
 def _report(**fields):
@@ -116,9 +118,7 @@ def profile_step(variant, size, kind, flag, progress):
         progress["marked"] = True  # ncu has this step's marker: its rows (if any) follow it
         cap.count = 0  # the marker is not the step's
         variant.launch(sets[0], out)
-        for gpu in cuda.gpus:  # every GPU's kernels have run before the profiler closes
-            with gpu:
-                cuda.synchronize()
+        _on_every_gpu(cuda.synchronize)  # every GPU's kernels have run before the profiler closes
         _profiler(False)
     _report(step=variant.name, zoo_launches=zoo_jit.launch_count() - before - 1)
 

@@ -160,10 +160,8 @@ if SIMULATOR:
     def red_add_float4(arr, i, v0, v1, v2, v3):
         if i % 4:
             raise IndexError(f"red_add_float4 at element {i}: not 16-byte aligned")
-        arr = _flat(arr)
         for k, v in enumerate((v0, v1, v2, v3)):  # each of the four is atomic (on the GPU too), not the four together
-            with _RED_LOCK:
-                arr[i + k] += v
+            red_add_flat(arr, i + k, v)
 
 else:
     from llvmlite import ir

@@ -111,10 +111,10 @@ def last_wave(m, n, k, tiles, sms=None, gflops=None):
         "waves": waves,
         "v11_waves": plain,
         "saved_us": saved_us,
+        "sub_wave": False,
     }
     # a grid of at most one block an SM: as many slices (up to S) as keep SUBWAVE_MIN_STEPS BK steps each
     sub_split = min(split, -(-k // tiles.BK) // SUBWAVE_MIN_STEPS) if rows == 0 and tiles_total <= sms else 1
-    p["sub_wave"] = False
     # not worth it: whole-wave shapes such as 4096^3 and 8192^3, and short calls such as 1025 x 4097 x 256
     if split < 2 or waves > plain - WORTH or (saved_us is not None and saved_us < SPLIT_HOST_US):
         if sub_split >= 2:  # the exception: 256 x 4096 x 4096 in 2 slices of 128 steps
