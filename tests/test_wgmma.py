@@ -217,6 +217,7 @@ def test_tensor_maps_are_checked_before_encoding():
     [
         ("v09", (5, 7, 270)),  # 5 k steps through 4 stages
         ("v11", (100, 250, 330)),  # 6 k steps: two batches of MMAs in flight, each buffer refilled behind them
+        ("v13", (100, 250, 330)),  # 6 k steps through 4 stages: the producer runs ahead, mbarriers hand over
     ],
 )
 def test_the_pipelines_rotate_their_stages(step, size):
@@ -253,6 +254,7 @@ TOOLS = pytest.mark.skipif(
         ("v10", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS")),
         ("v11", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "LDGSTS")),
         ("v12", ("HGMMA.64x256x16.F32", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "STG.E.64")),
+        ("v13", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE", "FENCE.VIEW.ASYNC.S")),
     ],
 )
 def test_the_sass_for_sm90a_shows_hgmma(step, wanted):
