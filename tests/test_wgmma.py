@@ -218,6 +218,8 @@ def test_tensor_maps_are_checked_before_encoding():
         ("v09", (5, 7, 270)),  # 5 k steps through 4 stages
         ("v11", (100, 250, 330)),  # 6 k steps: two batches of MMAs in flight, each buffer refilled behind them
         ("v13", (100, 250, 330)),  # 6 k steps through 4 stages: the producer runs ahead, mbarriers hand over
+        ("v14", (100, 250, 330)),  # the same through TMA boxes, the bytes counted on the full barriers
+        ("v15", (130, 257, 130)),  # 4 tiles of 3 k steps in one persistent block: the stages run on across tiles
     ],
 )
 def test_the_pipelines_rotate_their_stages(step, size):
@@ -255,6 +257,8 @@ TOOLS = pytest.mark.skipif(
         ("v11", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "LDGSTS")),
         ("v12", ("HGMMA.64x256x16.F32", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "STG.E.64")),
         ("v13", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE", "FENCE.VIEW.ASYNC.S")),
+        ("v14", ("HGMMA.64x256x16.F32", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT")),
+        ("v15", ("HGMMA.64x256x16.F32", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "STG.E.64")),
     ],
 )
 def test_the_sass_for_sm90a_shows_hgmma(step, wanted):

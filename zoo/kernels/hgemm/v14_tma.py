@@ -1,0 +1,200 @@
+"""TMA: one producer thread copies a stage with five bulk tensor copies, and the mbarrier counts the bytes.
+
+Changes:
+    From v13: the producer warpgroup's 128 threads and their 12 ``cp.async``
+    each a stage give way to one thread issuing ``cp.async.bulk.tensor``
+    (TMA): one 128 x 64 box of A and four 64 x 64 boxes of B. Each box is
+    described by a ``CUtensorMap`` that the host encodes once
+    (``tensor_map_2d``: cuTensorMapEncodeTiled, 128-byte swizzle, the layout
+    v13 built by hand) and passes in global memory. ``full`` now expects one
+    arrival, which also announces the stage's 48 KiB as its transaction
+    count; the copy engine counts those bytes down as they land. No proxy
+    fence: TMA writes through the async proxy that wgmma reads through.
+
+Why it is faster:
+    A stage is six instructions instead of 1,536 16-byte copies with their
+    address and swizzle arithmetic: the copy engine walks the boxes and
+    swizzles on its own. The producer's issue slots, registers and the
+    LAG steps it held copies open are gone, so it runs STAGES - 1 steps
+    ahead at no cost to the consumers, and the L2 sees whole 128-byte rows.
+
+Measured:
+    not yet measured on a GPU
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import cuda, float32, uint32, uint64
+from numba.core.types import float16
+
+from zoo.device.jit import jit
+from zoo.device.memory import store_float2
+from zoo.device.wgmma import (
+    SWIZZLE_128B,
+    SWIZZLE_ALIGN,
+    TILE_ALIGN,
+    commit_group,
+    descriptor,
+    fence,
+    fence_mbarrier_init,
+    first_tile,
+    mbarrier_arrive,
+    mbarrier_arrive_expect_tx,
+    mbarrier_init,
+    mbarrier_wait,
+    mma_async,
+    tensor_map_2d,
+    tensormap_acquire,
+    tma_load_2d,
+    wait_group,
+)
+from zoo.errors import OutOfRange
+from zoo.kernels.hgemm.padding import check_uint32, run_tiled
+
+MIN_CC = (9, 0)  # wgmma.mma_async needs sm_90a, Hopper's arch-specific target (H100, H200)
+MAX_CC = (9, 0)  # sm_90a code is arch-specific: it runs on 9.0 GPUs only, not on later ones
+
+ROW_BYTES = 128  # a swizzled row: 64 float16, the width of the 128-byte swizzle pattern
+GROUP_BYTES = 8 * ROW_BYTES  # 8 rows: one turn of the pattern, the descriptors' stride byte offset
+PRODUCERS = 128  # warpgroup 0, of which thread 0 issues the copies (the consumers' warpgroups start at warp 4)
+BOX = 64  # columns of a TMA box: 128 bytes, the widest row the 128-byte swizzle takes
+
+
+class Tiles(NamedTuple):
+    """Block tile BM x BN x BK, 64 rows for each of BM / 64 warpgroups, STAGES buffers of each."""
+
+    BM: int = 128  # two consumer warpgroups of one m64 MMA each
+    BN: int = 256  # m64n256k16: 128 accumulators a thread
+    BK: int = 64  # one 128-byte swizzled row of A, four k16 slices
+    STAGES: int = 4  # 48 KiB a stage: 192 KiB, one block an SM
+
+    @property
+    def threads(self):
+        return PRODUCERS + self.BM // 64 * 128  # the producer warpgroup, then a consumer for every 64 rows
+
+    def shared_bytes(self):
+        # dynamic: the stages, and 1 KiB to start them on a 1024-byte boundary (first_tile); the mbarriers are static
+        return TILE_ALIGN + 2 * self.STAGES * (self.BM * self.BK + self.BK * self.BN)
+
+
+def build(tiles):
+    """The kernel for one tile shape (closure variables are compile-time constants to numba)."""
+    BM, BN, BK, STAGES = tiles
+    if BK != 64 or BM % 64 or BN % 64 or not 64 <= BN <= 256 or STAGES < 2 or tiles.shared_bytes() > 227 * 1024:
+        raise ValueError(f"tile shape {tiles} is not valid for this kernel")
+    THREADS = tiles.threads
+    CONSUMERS = THREADS - PRODUCERS
+    FULL, EMPTY = 0, STAGES  # bars[FULL + s]: stage s has landed; bars[EMPTY + s]: stage s may be refilled
+    BARS = 2 * STAGES
+    ACC = BN // 2  # m64nBNk16: each of a warpgroup's 128 threads holds 64 x BN / 128 float32
+    WARPGROUP_A_BYTES = 64 * ROW_BYTES  # the next warpgroup's 64 rows of A start 8 KiB further
+    A_TILE = BM * BK  # elements
+    B_TILE = BK * BN
+    STAGE = A_TILE + B_TILE
+    STAGE_BYTES = 2 * STAGE  # a multiple of 1024: every tile starts a swizzle pattern
+    B_ATOM_BYTES = BK * ROW_BYTES  # B is stored as BN / 64 column blocks of BK rows of 128 bytes
+    B_BOXES = BN // BOX  # B's column blocks, one box each
+    SLICES = BK // 16
+
+    @jit(device=True, forceinline=True)
+    def copy_stage(tiles, tile0, tmap_a, tmap_b, bars, buffer, k0, row0, col0):
+        """The producer thread's TMA copies of the A and B tiles at k0 into ``buffer``: each box lands swizzled on
+        a 1024-byte boundary and counts its bytes down on full[buffer]."""
+        at = tile0 + buffer * uint32(STAGE)
+        tma_load_2d(tiles, at, tmap_a, k0, row0, bars, FULL + buffer)  # A: BM rows x BK columns at (row0, k0)
+        for j in range(B_BOXES):  # B: BK rows x 64 columns at (k0, col0 + 64 j), column block j, 8 KiB apart
+            dst = at + uint32(A_TILE + j * B_ATOM_BYTES // 2)
+            tma_load_2d(tiles, dst, tmap_b, col0 + uint32(j * BOX), k0, bars, FULL + buffer)
+
+    @jit(arch_specific=True, launch_bounds=(THREADS, 1))  # 384 threads: at most 168 registers each
+    def hgemm_kernel(tmap_a, tmap_b, out, M, N, K):
+        tiles = cuda.shared.array(0, float16, alignment=SWIZZLE_ALIGN)  # STAGES x (A tile, B tile) from tiles[tile0]
+        bars = cuda.shared.array(BARS, uint64)  # the mbarriers: full[STAGES], then empty[STAGES]
+        tile0, base = first_tile(tiles)  # stage 0 starts at tiles[tile0], shared address base
+        tid = uint32(cuda.threadIdx.x)
+        warpgroup = tid // uint32(128)  # 0: the producer; w = 1, 2: the consumer of rows 64 (w - 1) ..
+        row0 = uint32(cuda.blockIdx.y) * uint32(BM)  # the block tile's top-left corner in out
+        col0 = uint32(cuda.blockIdx.x) * uint32(BN)
+        if tid == uint32(0):
+            for s in range(STAGES):
+                mbarrier_init(bars, FULL + s, 1)  # the producer thread's arrival, then STAGE_BYTES from TMA
+                mbarrier_init(bars, EMPTY + s, CONSUMERS)  # every consumer thread, once its MMAs have retired
+            fence_mbarrier_init()  # the copy engine, which counts bytes down on them, sees them set up too
+        cuda.syncthreads()  # the barriers are set up before anyone uses them (the block's only barrier)
+        steps = K // uint32(BK)
+
+        if warpgroup == uint32(0):  # the producer: thread 0 copies each step into the stage the consumers released
+            if tid != uint32(0):
+                return
+            tensormap_acquire(tmap_a)  # the maps were written by a copy from the host: fetch them afresh
+            tensormap_acquire(tmap_b)
+            stage, phase = uint32(0), uint32(0)  # the stage of `step`, and the parity of its round
+            for step in range(steps):
+                # the consumers have released this stage (parity phase ^ 1: the first round passes at once)
+                mbarrier_wait(bars, EMPTY + stage, phase ^ uint32(1))
+                mbarrier_arrive_expect_tx(bars, FULL + stage, STAGE_BYTES)  # arrive; STAGE_BYTES are to land
+                copy_stage(tiles, tile0, tmap_a, tmap_b, bars, stage, uint32(step) * uint32(BK), row0, col0)
+                stage += uint32(1)
+                if stage == uint32(STAGES):
+                    stage, phase = uint32(0), phase ^ uint32(1)
+            return
+
+        acc = cuda.local.array(ACC, float32)
+        # descriptors of stage 0, slice 0 (the fields drop 4 bits: an offset of x bytes adds x >> 4)
+        a_at = base + (warpgroup - uint32(1)) * uint32(WARPGROUP_A_BYTES)  # this warpgroup's first row of A
+        a_desc = descriptor(a_at, uint32(16), uint32(GROUP_BYTES), SWIZZLE_128B)  # 8-row groups 1024 B apart
+        # N-major: the next 64 columns are B_ATOM_BYTES on (leading), the next 8 k rows 1024 B (stride)
+        b_desc = descriptor(base + uint32(2 * A_TILE), uint32(B_ATOM_BYTES), uint32(GROUP_BYTES), SWIZZLE_128B)
+        for i in range(ACC):
+            acc[i] = float32(0.0)
+        stage, phase = uint32(0), uint32(0)
+        previous = uint32(0)  # the stage of step - 1, released once its MMAs have retired
+        for step in range(steps):
+            mbarrier_wait(bars, FULL + stage, phase)  # this step's bytes have landed (TMA writes as wgmma reads)
+            fence(acc, ACC)  # wgmma.fence: the accumulators' last writes come before the MMAs read them
+            offset = uint64(stage * uint32(STAGE_BYTES) >> uint32(4))
+            for kk in range(SLICES):  # k slice kk: A 32 bytes further along its rows, B 16 rows (2048 B) down
+                mma_async(acc, 0, BN, a_desc + offset + uint64(kk * 2), b_desc + offset + uint64(kk * 128), 1, 0, 1)
+            commit_group()
+            wait_group(1, acc, ACC)  # the MMAs of step - 1 have retired (this step's may still run) ...
+            if step > 0:
+                mbarrier_arrive(bars, EMPTY + previous)  # ... so their stage may be refilled
+            previous = stage
+            stage += uint32(1)
+            if stage == uint32(STAGES):
+                stage, phase = uint32(0), phase ^ uint32(1)
+        wait_group(0, acc, ACC)  # the last MMAs have retired: acc holds the block's sums
+
+        # thread (warp w of its warpgroup, lane 4g + q) holds D[16 w + g + 8 h, 8 j + 2 q + c] in acc[4 j + 2 h + c]
+        lane, warp = tid % uint32(32), tid % uint32(128) // uint32(32)
+        row = row0 + (warpgroup - uint32(1)) * uint32(64) + warp * uint32(16) + lane // uint32(4)
+        col = col0 + lane % uint32(4) * uint32(2)
+        for j in range(BN // 8):
+            for h in range(2):
+                at = (row + uint32(8 * h)) * N + col + uint32(8 * j)
+                store_float2(out, at, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1])  # at is even: 8-byte aligned
+
+    return hgemm_kernel
+
+
+TILES = Tiles()
+hgemm_kernel = build(TILES)
+
+
+def validate(A, B):
+    if A.dtype == np.uint16:  # the bfloat16 kind: wgmma has a .bf16 form, but these steps issue .f16 only
+        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} takes float16 only (its wgmma is .f16), not bfloat16")
+    check_uint32(__name__, A, B, TILES.BM, TILES.BN, TILES.BK)
+
+
+def launch(A, B, out):
+    def launch_tiles(a, b, result, M, N, K):
+        grid = (N // TILES.BN, M // TILES.BM)
+        tmap_a = tensor_map_2d(a.reshape(M, K), TILES.BM, TILES.BK)  # boxes of BM rows and BK columns
+        tmap_b = tensor_map_2d(b.reshape(K, N), TILES.BK, BOX)  # boxes of BK rows and 64 columns
+        hgemm_kernel[grid, TILES.threads, 0, TILES.shared_bytes()](
+            tmap_a, tmap_b, result, np.uint32(M), np.uint32(N), np.uint32(K)
+        )
+
+    run_tiled(launch_tiles, A, B, out, TILES.BM, TILES.BN, TILES.BK)
