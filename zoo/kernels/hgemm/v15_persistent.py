@@ -32,7 +32,6 @@ from zoo.device.jit import jit
 from zoo.device.memory import store_float2
 from zoo.device.wgmma import (
     SWIZZLE_128B,
-    SWIZZLE_ALIGN,
     TILE_ALIGN,
     commit_group,
     descriptor,
@@ -109,7 +108,9 @@ def build(tiles):
 
     @jit(arch_specific=True, launch_bounds=(THREADS, 1))  # 384 threads: at most 168 registers each
     def hgemm_kernel(tmap_a, tmap_b, out, M, N, K):
-        tiles = cuda.shared.array(0, float16, alignment=SWIZZLE_ALIGN)  # STAGES x (A tile, B tile) from tiles[tile0]
+        # the mbarriers are static, and dynamic shared memory starts after them, 16-byte aligned: no declared
+        # alignment, so that first_tile measures the skew to the first 1024-byte boundary when the kernel runs
+        tiles = cuda.shared.array(0, float16)  # STAGES x (A tile, B tile) from tiles[tile0]
         bars = cuda.shared.array(BARS, uint64)  # the mbarriers: full[STAGES], then empty[STAGES]
         tile0, base = first_tile(tiles)  # stage 0 starts at tiles[tile0], shared address base
         tid = uint32(cuda.threadIdx.x)
