@@ -134,8 +134,10 @@ from zoo.device.jit import jit
 SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3  # the descriptor's bits 62-63
 SWIZZLE_BYTES = {SWIZZLE_NONE: 16, SWIZZLE_128B: 128, SWIZZLE_64B: 64, SWIZZLE_32B: 32}  # a row of the pattern
 TILE_ALIGN = 1024  # bytes: a 128B-swizzled tile starts where the XOR pattern (8 rows of 128 bytes) starts
-# Pass as cuda.shared.array(..., alignment=SWIZZLE_ALIGN). The simulator refuses the argument (its own
-# addresses are 1024-aligned anyway).
+# cuda.shared.array(0, ..., alignment=SWIZZLE_ALIGN) promises the compiler a 1024-byte-aligned dynamic array, so
+# first_tile's skew folds to 0. Only a kernel with no static shared array may pass it: the driver starts dynamic
+# shared memory right after the static arrays (measured on an H100: 64 bytes of mbarriers at 0x400, the dynamic
+# array at 0x440), whatever alignment it declares. The simulator refuses the argument (first_tile is exact there).
 SWIZZLE_ALIGN = None if SIMULATOR else TILE_ALIGN
 TENSOR_MAP_WORDS = 16  # a CUtensorMap is 128 bytes
 

@@ -121,13 +121,22 @@ from numba (``zoo.device.wgmma``: the instructions as inline assembly, and an
 emulation that decodes descriptors and swizzles as the hardware does, so the
 simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v09), two
 warpgroups on 128 x 256 tiles (v10), a batch of MMAs left running while the next
-step is prepared (v11: ``wait_group 1``) and the epilogue's pairs stored as one
-64-bit store (v12). The device package also holds the
-mbarriers and TMA copies that a producer warpgroup and persistent tiles would
-build on; the steps that used them are not here yet, because on the H100 the
-mbarrier pipeline gave wrong results and the TMA steps a misaligned-address
-error that the simulator did not show (a single TMA box load does work on the
-GPU: tests/test_wgmma.py). wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
+step is prepared (v11: ``wait_group 1``), the epilogue's pairs stored as one
+64-bit store (v12), a producer warpgroup handing stages to two consumer
+warpgroups through full and empty mbarriers (v13), TMA copies of whole boxes,
+their bytes counted on the mbarrier (v14), and persistent blocks that walk the
+tiles with the pipeline running on from one tile to the next (v15).
+
+From v13 on a kernel has static shared memory (the mbarriers) beside the dynamic
+stages, and the driver starts dynamic shared memory right after the static
+arrays, 16-byte aligned: measured on an H100, 64 bytes of mbarriers at 0x400
+put the stages at 0x440. An alignment declared on the dynamic array does not
+move it; it only lets the compiler assume it, fold ``first_tile``'s skew to 0 and
+swizzle from the wrong origin (wrong products with ``cp.async``, a misaligned
+address with TMA, which is what stopped these steps on an earlier branch). So
+v13-v15 declare none and measure the skew when they run.
+
+wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
 adds the "a" when it compiles for the GPU it runs on, not for ``compile_ptx(cc=(9,
 0))``); those kernels are ``jit(arch_specific=True)``: always compiled for
 ``sm_90a`` and loaded by the lean launch (``zoo.device.launch``). The tensor maps TMA reads live in global memory,

@@ -9,7 +9,8 @@ Changes:
     ``empty``, copies, and signals ``full`` LAG steps later, when those
     copies have landed; a consumer waits on ``full``, issues its MMAs, and
     after ``wait_group(1)`` releases the previous stage. No block barrier
-    after the set-up.
+    after the set-up. The stages' dynamic array declares no alignment: the
+    static mbarriers now come before it (the spec says why that matters).
 
 Why it is faster:
     In v12 every thread of both warpgroups stopped at a barrier each step,
