@@ -365,6 +365,7 @@ def test_sweep_findings_state_the_goals():
             graph_us=graph_us,
             eager_us=eager_us,
             gweights_per_s=weights / graph_us / 1e3,
+            copy_us=copy_us,
             of_copy=copy_us / graph_us,
             over_cublas_fp16=cublas_us / graph_us,
         )
@@ -372,9 +373,10 @@ def test_sweep_findings_state_the_goals():
     rows = [row("fp16", 36.0, 33.0, 37.0, 40.0), row("int4", 10.0, 9.0, 37.0, 16.0)]
     text = "\n".join(sweep.findings(rows))
     assert "fp16 at 92% of the copy bandwidth" in text and "1.03x cuBLAS fp16 (goal: 90% and 1x, met)" in text
-    assert "int4 3.60x the fp16 weights per second (goal 3.5x, met)" in text
+    assert "int4 3.60x the fp16 weights per second (goal 3.5x, met; a kernel that only copied int4's bytes" in text
+    assert "would reach 4.00x)" in text  # fp16's 36 us over the 9 us copy of int4's bytes: the goal's ceiling
     rows[1] = row("int4", 11.0, 9.0, 37.0, 16.0)
-    assert "(goal 3.5x, not met)" in "\n".join(sweep.findings(rows))
+    assert "(goal 3.5x, not met;" in "\n".join(sweep.findings(rows))
     fig = sweep.plot(rows, "a GPU")  # rows as a GPU run writes them: a bar per kind and one for cuBLAS
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fp16", "int4", "cuBLAS fp16"]
