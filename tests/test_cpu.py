@@ -58,6 +58,12 @@ def test_a_case_made_ahead_in_the_background_is_the_case_made_in_place():
     assert list(harness._cases) == [(fam.name, 33, 0, kind)]
 
 
+def test_a_kernel_is_host_bound_once_its_launch_call_takes_half_its_time():
+    assert harness.host_bound(host_us=10.0, device_ms=0.016)  # a 16 us kernel behind 10 us calls
+    assert not harness.host_bound(host_us=20.0, device_ms=0.2)  # a 200 us kernel hides 20 us calls
+    assert harness.host_bound(host_us=101.0, device_ms=0.2) and not harness.host_bound(100.0, 0.2)  # the edge
+
+
 def test_an_error_made_in_the_background_is_raised_where_the_case_is_used():
     fam = zoo.family("reduce")
     harness.prepare_ahead((fam, 1000, "no such kind"))
