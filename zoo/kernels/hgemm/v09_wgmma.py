@@ -20,12 +20,12 @@ Why it is faster:
     copies, the barrier each step, and the wait after each step's MMAs.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 342,624 GFLOP/s (401 us a call), 49.7% of cuBLAS
+    NVIDIA H100 80GB HBM3, size 4096: 336,563 GFLOP/s (408 us a call), 50.2% of cuBLAS
     GemmEx, 90 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
-    67.8%, 2048: 53.2%, 8192: 31.6%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 396,892 GFLOP/s (346 us a call), 56.3% of cuBLAS GemmEx, 90
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 44.4%, 2048:
-    59.3%, 8192: 45.1%. From results/nvidia-h200.json.
+    64.5%, 2048: 52.5%, 8192: 32.8%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 4096: 396,343 GFLOP/s (347 us a call), 55.7% of cuBLAS GemmEx, 90
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 100.1%, 2048:
+    59.7%, 8192: 46.2%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -16,12 +16,12 @@ Why it is faster:
     tensor cores' read of A over the most columns.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 483,142 GFLOP/s (284 us a call), 70.0% of cuBLAS
+    NVIDIA H100 80GB HBM3, size 4096: 464,396 GFLOP/s (296 us a call), 69.3% of cuBLAS
     GemmEx, 164 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
-    69.4%, 2048: 60.9%, 8192: 66.7%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 496,758 GFLOP/s (277 us a call), 70.4% of cuBLAS GemmEx, 164
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 63.5%, 2048:
-    63.4%, 8192: 71.8%. From results/nvidia-h200.json.
+    62.1%, 2048: 59.6%, 8192: 65.7%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 4096: 493,835 GFLOP/s (278 us a call), 69.4% of cuBLAS GemmEx, 164
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 96.1%, 2048:
+    63.8%, 8192: 75.9%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -20,12 +20,12 @@ Why it is faster:
     the tensor pipe sees back-to-back batches, as CUTLASS's mainloops keep it.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 508,360 GFLOP/s (270 us a call), 73.7% of cuBLAS
+    NVIDIA H100 80GB HBM3, size 4096: 506,283 GFLOP/s (271 us a call), 75.6% of cuBLAS
     GemmEx, 166 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
-    70.0%, 2048: 64.5%, 8192: 77.0%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 527,637 GFLOP/s (260 us a call), 74.8% of cuBLAS GemmEx, 166
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 61.0%, 2048:
-    67.8%, 8192: 79.5%. From results/nvidia-h200.json.
+    66.4%, 2048: 63.7%, 8192: 76.0%. From results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 4096: 517,674 GFLOP/s (265 us a call), 72.8% of cuBLAS GemmEx, 166
+    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 60.2%, 2048:
+    67.9%, 8192: 78.5%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple
