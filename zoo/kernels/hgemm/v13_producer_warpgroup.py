@@ -163,7 +163,7 @@ def build(tiles):
                 )
                 cp_async_commit()  # one group a step
                 if uint32(step) >= uint32(LAG):  # the copies of step - LAG have landed: their stage is full
-                    cp_async_wait_group(LAG)
+                    cp_async_wait_group(LAG)  # this thread's copies of step - LAG have landed (LAG groups may run on)
                     signal_full(bars, signalled)
                     signalled = uint32(0) if signalled == uint32(STAGES - 1) else signalled + uint32(1)
                 stage += uint32(1)
