@@ -8,6 +8,7 @@ the hardware agrees. The machine-code tests compile for sm_90a offline (no GPU).
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -225,6 +226,17 @@ def test_tensor_maps_are_checked_before_encoding():
 def test_the_pipelines_rotate_their_stages(step, size):
     result = harness.check(HGEMM[step], size, seed=11)
     assert result.ok, result.detail
+
+
+def test_no_step_declares_an_alignment_its_dynamic_shared_memory_does_not_have():
+    # A static shared array (the mbarriers) pushes dynamic shared memory off the 1024-byte boundary (measured:
+    # 0x440 after 64 bytes at 0x400), and alignment=SWIZZLE_ALIGN would let the compiler fold first_tile's
+    # skew to 0: wrong products with cp.async, a misaligned TMA. The simulator cannot see the fold.
+    for v in WGMMA_STEPS:
+        shared = re.findall(r"cuda\.shared\.array\(([^)]*)\)", v.source)
+        static = [args for args in shared if not args.startswith("0,")]
+        declared = [args for args in shared if args.startswith("0,") and "alignment=SWIZZLE_ALIGN" in args]
+        assert not (static and declared), f"{v.name}: static shared arrays {static} beside an aligned dynamic one"
 
 
 def test_every_wgmma_step_declares_hopper():
