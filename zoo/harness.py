@@ -201,8 +201,8 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
 
     A kernel shorter than about twice the host time of its launch call is timed at the host's pace, so
     the case being made in the background for the next row (``prepare_ahead``: a float64 reference on
-    every core) is waited for first (``host_bound``). Measured before this rule: hgemm v15, the last row
-    of each size, read 45 us at 1024^3 on an H200 while the next case was made, against 16.5 us for v14.
+    every core) is waited for first (``host_bound``): the host's pace must not depend on what else it
+    runs. (This was suspected, not shown, of hgemm v15's slow small sizes: they stayed slow with it.)
 
     The first launch of a batch has no kernel before it to hide behind: the
     device would record the start event, then wait while the host prepares
