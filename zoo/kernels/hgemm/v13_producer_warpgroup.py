@@ -19,7 +19,7 @@ Why it is faster:
     the stage they need, so one slow warp no longer holds the block, and the
     producer runs up to STAGES - 1 steps ahead where v12 ran 2: copies of
     three steps are in flight while the tensor cores work on the fourth.
-    Measured, that is not yet a gain: within 3 points of v12 either way at
+    Measured, that is not yet a gain: within 4 points of v12 either way at
     4096^3 and 8192^3 on both GPUs, since one warpgroup's 24 copies a thread
     and their swizzles now pace the stage. v14 hands that work to TMA.
 
