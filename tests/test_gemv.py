@@ -230,6 +230,54 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
     assert result.ok, result.detail
 
 
+V08 = GEMV["v08"]
+
+
+@pytest.mark.parametrize("kind", ["int4", "int4_g64"])
+def test_the_ring_turns_through_every_run_and_the_last_blocks(kind):
+    """v08: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no split): the
+    two-slot ring turns five times. in = 1216 is four runs and three last blocks: 3 rows, so two warps take two runs
+    each and the last blocks in turn. A poisoned output, right on a second call with other inputs."""
+    from numba import cuda
+
+    if zoo.SIMULATOR:
+        assert V08.module.slices_for(33) == 1 and V08.module.slices_for(3) == 2
+    for size in ((33, 1344), (3, 1216)):
+        out = cuda.to_device(np.full(size[0], np.nan, np.float32))
+        for seed in (1, 2):
+            inputs = GEMV.inputs(size, seed, kind)
+            got = V08(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
+            ok, err, detail = harness.compare(got, GEMV.reference(*inputs), GEMV.tolerance(size))
+            assert ok, (size, seed, detail)
+
+
+def _wavefronts(addresses):
+    """Shared-memory wavefronts of one warp-wide access: the most distinct 4-byte words any one bank serves."""
+    words = {}
+    for a in addresses:
+        for w in range(a // 4, (a + 7) // 4 + 1):  # an 8-byte read: two words
+            words.setdefault(w % 32, set()).add(w)
+    return max(len(v) for v in words.values())
+
+
+def test_the_rings_swizzle_reads_without_bank_conflicts():
+    """Each LDS.64 of read_run (lane (g, t): 8 bytes of chunk 2b + t // 2 of row 8j + g, the chunk swizzled to
+    (2b + t // 2) ^ g) takes 2 wavefronts, the least 256 bytes can; unswizzled it would take 8. And the swizzle is a
+    permutation of each row's chunks, so copy_run's stores and read_run's loads meet."""
+    m = V08.module
+    for swizzled, want in ((True, 2), (False, 8)):
+        for j in range(4):
+            for b in range(m.RUN_BLOCKS):
+                addresses = []
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    chunk = (2 * b + t // 2) ^ (g if swizzled else 0)
+                    addresses.append((8 * j + g) * m.RUN_BYTES + 16 * chunk + 8 * (t % 2))
+                assert _wavefronts(addresses) == want, (swizzled, j, b)
+    for g in range(8):
+        assert sorted(c ^ g for c in range(m.RUN_BYTES // 16)) == list(range(m.RUN_BYTES // 16))
+
+
 def test_dequant_gives_every_code_exactly_with_x_paired_to_match():
     """dequant turns the eight codes of a word into float16 pairs (q0, q4), (q1, q5), (q2, q6), (q3, q7), exactly,
     for every code -8 .. 7 in every nibble; pair_x pairs x's columns the same way."""
@@ -329,6 +377,32 @@ def test_v07_multiplies_int4_on_tensor_cores_from_8_byte_loads():
             assert instruction in k["sass"], f"{case}: no {instruction}"
         assert "I2F" not in k["sass"].replace("I2F.F64", ""), f"{case}: an int-to-float conversion"
         assert ("BAR.SYNC" in k["sass"]) == case.startswith("v07:8192x4096"), f"{case}: the split's barrier"
+
+
+# v08 at 8192 x 4096 (split across a block's eight warps) and 33792 x 256 (one run a warp, no split); fp16: v06's kernel
+V08_CASES = ["v08:8192x4096:int4", "v08:8192x4096:int4_g64", "v08:33792x256:int4", "v08:64x4096:fp16"]
+
+
+@NEEDS_PTXAS
+def test_v08_streams_the_codes_through_shared_memory_with_cp_async():
+    for case, kernels in _compiled(V08_CASES).items():
+        (k,) = kernels
+        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        if case.endswith("fp16"):
+            assert k["name"] == "gemv_float", case
+            continue
+        assert k["name"] == "gemv_int4_ring", case
+        for instruction in (
+            "LDGSTS.E.BYPASS.128",
+            "LDGDEPBAR",
+            "DEPBAR.LE",
+            "LDS.64",
+            "LDS.128",
+            "HMMA.16816.F32",
+            "HFMA2",
+        ):
+            assert instruction in k["sass"], f"{case}: no {instruction}"
+        assert k["sass"].count("LDGSTS") >= 9, f"{case}: a run is eight 16-byte copies of codes and one of x a lane"
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------

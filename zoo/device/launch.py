@@ -138,7 +138,10 @@ class Plan:
                 raise TypeError(f"no lean packing for {t}")
         self.kernel_handle, self.device_id = cufunc.handle, cufunc.device.id  # a CUkernel: launched as a function
         self.function = _driver().CUfunction(int(cufunc.handle))
-        self.shared_allowed = 48 * 1024  # dynamic shared bytes a launch may ask for without opting in
+        # dynamic shared bytes a launch may ask for without opting in: 48 KiB less the kernel's static shared memory
+        # (the limit counts both: 1 KiB static and 48 KiB dynamic fails). Unknown static size: opt in for any.
+        static = getattr(getattr(cufunc, "attrs", None), "shared", None)
+        self.shared_allowed = 0 if static is None else 48 * 1024 - static
         self.layout = struct.Struct("".join(codes))
         self.slots = (ctypes.c_uint64 * max(count, 1))()
         base = ctypes.addressof(self.slots)

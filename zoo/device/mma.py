@@ -51,8 +51,10 @@ The other intrinsics get 16- and 32-bit data into those registers:
 The half functions take 1-D float16 or uint16 (bfloat16 bits) arrays (a kernel
 indexes flat views of C-contiguous matrices); ``ldmatrix_x4`` and ``cp_async16``
 take float32 too. The ``tile`` of ``ldmatrix`` and ``cp_async16`` must be a
-``cuda.shared.array`` declared with ``alignment=SHARED_ALIGN`` (16 bytes on the
-GPU), and ``cp_async16`` copies between arrays of one dtype. Words are ``uint32``
+``cuda.shared.array`` declared with ``alignment=SHARED_ALIGN`` (16 bytes on the GPU);
+``cp_async16`` copies 16 bytes whatever the two arrays' element types (1, 2 or 4
+bytes: a float16 vector into a uint8 ring is fine, each index counting its own
+array's elements), from a 1-D or C-contiguous source indexed flat. Words are ``uint32``
 with the lower-indexed 16-bit element in bits 0-15, which is the order ``.f16x2``
 and ``.bf16x2`` registers use.
 
@@ -273,14 +275,12 @@ if SIMULATOR:
         return _ldmatrix(tile, i, True)
 
     def cp_async16(tile, i, src, j):
-        i, j = int(i), int(j)
-        if np.dtype(tile.dtype) != np.dtype(src.dtype):
-            raise TypeError(f"cp_async16 copies between arrays of one dtype, got {src.dtype} to {tile.dtype}")
-        per_copy = 16 // _check_elements(tile, "cp_async16", (2, 4))
-        if i % per_copy or j % per_copy:
+        at = int(i) * _check_elements(tile, "cp_async16", (1, 2, 4))  # byte offsets, each in its own elements
+        start = int(j) * _check_elements(src, "cp_async16 (source)", (1, 2, 4))
+        if at % 16 or start % 16:
             raise IndexError(f"cp_async16 from element {j} to {i}: not 16-byte aligned")
-        for e in range(per_copy):
-            tile[i + e] = src[j + e]
+        src = src if src.ndim == 1 else src.reshape(-1)  # a flat index into a C-contiguous source
+        tile.view(np.uint8)[at : at + 16] = src.view(np.uint8)[start : start + 16]
 
     def cp_async_commit():
         pass
@@ -301,6 +301,7 @@ else:
     _I32 = ir.IntType(32)
     _F32 = ir.FloatType()
     _SIXTEEN_BIT = (types.float16, types.uint16)  # float16, and bfloat16 carried as its bits
+    _COPYABLE = _SIXTEEN_BIT + (types.float32, types.uint32, types.uint8)  # what cp_async16 copies (bytes)
 
     def _check_array(arr, what, dtypes=_SIXTEEN_BIT):
         if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype in dtypes):
@@ -483,8 +484,9 @@ else:
 
     @intrinsic
     def cp_async16(typingctx, tile, index, src, src_index):
-        _check_array(tile, "cp_async16 (destination)", _SIXTEEN_BIT + (types.float32,))
-        _check_array(src, "cp_async16 (source)", (tile.dtype,))
+        _check_array(tile, "cp_async16 (destination)", _COPYABLE)
+        if not (isinstance(src, types.Array) and src.dtype in _COPYABLE and (src.ndim == 1 or src.layout == "C")):
+            raise TypeError(f"cp_async16 (source) needs a 1-D or C-contiguous array of {_COPYABLE}, got {src}")
         sig = types.void(tile, index, src, src_index)
 
         def codegen(context, builder, sig, args):

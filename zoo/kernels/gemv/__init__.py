@@ -85,10 +85,12 @@ The steps: one thread per row (v01), one warp per row with a shuffle reduction
 (v02), 128-bit loads of weights and x (v03), several rows per warp sharing each
 load of x (v04), dequantization by float16 magic numbers instead of integer
 conversions (v05), the in dimension split across the warps of a block for
-shapes with too few rows to fill the GPU (v06), and int4 codes dequantized
+shapes with too few rows to fill the GPU (v06), int4 codes dequantized
 straight into float16 tensor-core fragments, multiplied by ``mma.sync`` (v07,
 for the int4 kinds with in a multiple of 64; everything else runs v06's
-kernels). Steps v03 on read 16 bytes at a time and need every row 16-byte
+kernels), and those codes, x and the scales asked for a run ahead, into a
+double buffer of shared memory by ``cp.async`` (v08), so that a warp's next
+bytes are in flight during its math. Steps v03 on read 16 bytes at a time and need every row 16-byte
 aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other
 shapes run v02's kernel.
 
