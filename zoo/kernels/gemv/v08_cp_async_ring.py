@@ -193,7 +193,7 @@ def load_block(W, sources, at, x, lane_x, codes, xs):
     """v07's direct load of one block of 64 columns (8 bytes of each of the lane's four rows, and its x pairs) into
     codes[0 .. 7] and xs[0 .. 7]: the last blocks of a row, fewer than a run."""
     for j in range(4):
-        w0, w1 = load_words2(W, sources[j] + at - lane_x // 2)  # sources hold 16 t, a block's lane 8 t
+        w0, w1 = load_words2(W, sources[j] + at - lane_x // 2)  # sources[j]: the row + 16 t; the lane's bytes: + 8 t
         codes[2 * j] = w0
         codes[2 * j + 1] = w1
     pairs = x_pairs(x, 2 * at + lane_x)
