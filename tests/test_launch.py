@@ -49,6 +49,28 @@ def _affine_reference(x):
     return (x.astype(np.float64) * 1.5 - 0.25 - 7 + 5 + 1).astype(np.float32)
 
 
+@jit
+def static_and_dynamic_shared_kernel(out):
+    """out[i] = i + 3: through 1 KiB of static and the launch's dynamic shared memory (each thread its own word)."""
+    static = cuda.shared.array(256, float32)
+    dynamic = cuda.shared.array(0, float32)
+    i = cuda.threadIdx.x
+    static[i] = float32(i)
+    dynamic[i + 12000] = static[i] + float32(3)  # near the end of 48 KiB: 12,000 words in
+    out[i] = dynamic[i + 12000]
+
+
+@GPU
+def test_dynamic_shared_memory_past_48_kib_less_the_static_bytes_launches():
+    """1 KiB of static shared memory plus 48 KiB of dynamic is past the 48 KiB a kernel may use without opting in:
+    the lean launch opts in (it used to only above 48 KiB of dynamic, and this launch failed)."""
+    import cupy
+
+    out = cupy.full(256, np.nan, cupy.float32)
+    static_and_dynamic_shared_kernel[1, 256, 0, 48 * 1024](out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), np.arange(256, dtype=np.float32) + 3)
+
+
 @GPU
 @pytest.mark.parametrize("n", [1, 31, 4099])
 @pytest.mark.parametrize("library", ["cupy", "numba"])
