@@ -193,12 +193,17 @@ def tma_box(tmap, row, col, out):
         out[r, c] = tiles[tile0 + swizzle_128b(r * uint32(128) + c * uint32(2)) // uint32(2)]
 
 
-def test_a_tma_box_lands_swizzled_with_zeros_outside_the_matrix():
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_tma_box_lands_swizzled_with_zeros_outside_the_matrix(flat):
+    """A 2-D matrix, or a flat view of it with its shape (as v14 and v15 pass run_tiled's flat arrays)."""
     rng = np.random.default_rng(7)
     matrix = rng.standard_normal((100, 72)).astype(np.float16)
     row, col = 60, 40  # the box reaches 24 rows and 32 columns past the matrix
     out = cuda.to_device(np.full((BOX_ROWS, BOX_COLS), np.nan, np.float16))
-    tmap = tensor_map_2d(cuda.to_device(matrix), BOX_ROWS, BOX_COLS)
+    if flat:
+        tmap = tensor_map_2d(cuda.to_device(matrix.reshape(-1)), BOX_ROWS, BOX_COLS, shape=(100, 72))
+    else:
+        tmap = tensor_map_2d(cuda.to_device(matrix), BOX_ROWS, BOX_COLS)
     tma_box[1, 128](tmap, np.uint32(row), np.uint32(col), out)
     expected = np.zeros((BOX_ROWS, BOX_COLS), np.float16)
     expected[: 100 - row, : 72 - col] = matrix[row:, col:]
@@ -210,6 +215,8 @@ def test_tensor_maps_are_checked_before_encoding():
         tensor_map_2d(np.zeros((64, 64), np.float16), 64, 128)  # 256 bytes wide: more than the 128-byte swizzle
     with pytest.raises(ValueError, match="multiple of 8"):
         tensor_map_2d(np.zeros((64, 60), np.float16), 64, 64)  # rows not 16-byte aligned
+    with pytest.raises(ValueError, match="over an array of"):
+        tensor_map_2d(np.zeros(64 * 64, np.float16), 64, 64, shape=(64, 72))  # a shape the array does not hold
 
 
 # -- the steps' pipelines: more k steps than stages, several tiles a block ------------------------------------

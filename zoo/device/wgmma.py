@@ -48,8 +48,9 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
 ``setmaxnreg_inc(n)``, ``setmaxnreg_dec(n)``                  ``setmaxnreg``: a warpgroup's register budget
                                                               (needs ``jit(launch_bounds=...)``: without
                                                               it ptxas drops the instruction, silently)
-``tensor_map_2d(matrix, box_rows, box_cols)`` (host)          ``cuTensorMapEncodeTiled``, 128B swizzle: the
-                                                              map as a device array of 16 uint64
+``tensor_map_2d(matrix, box_rows, box_cols,`` (host)         ``cuTensorMapEncodeTiled``, 128B swizzle: the
+``              shape=None)``                                 map as a device array of 16 uint64 (shape:
+                                                              of a flat matrix, given as rows, cols)
 ===========================================================  =============================================
 
 ``acc`` is a ``cuda.local.array`` of float32 and ``first``, ``N``, ``n``, ``count``,
@@ -175,11 +176,16 @@ if not SIMULATOR:  # device functions on the GPU; in the simulator plain Python 
     first_tile = jit(device=True, forceinline=True)(first_tile)
 
 
-def tensor_map_2d(matrix, box_rows, box_cols):
+def tensor_map_2d(matrix, box_rows, box_cols, shape=None):
     """The TMA descriptor of a C-contiguous float16 matrix on the device: boxes of box_rows x box_cols
     (box_cols * 2 <= 128 bytes), 128-byte swizzled, zeros outside the matrix. Returns a device array of 16
-    uint64 (the 128-byte CUtensorMap, 64-byte aligned as cudaMalloc aligns), for ``tma_load_2d``."""
-    rows, cols = matrix.shape
+    uint64 (the 128-byte CUtensorMap, 64-byte aligned as cudaMalloc aligns), for ``tma_load_2d``.
+
+    ``shape`` is (rows, cols) when ``matrix`` is a flat view of it (the arrays a step's ``run_tiled`` hands
+    over are flat): the map needs the matrix's address and shape only, so no 2-D view is made each call."""
+    rows, cols = matrix.shape if shape is None else shape
+    if matrix.size != rows * cols:
+        raise ValueError(f"a {rows} x {cols} tensor map over an array of {matrix.size} elements")
     if matrix.dtype != np.float16 or box_cols * 2 > 128 or box_cols % 8 or not 0 < box_rows <= 256:
         raise ValueError(
             f"tensor_map_2d takes float16 and boxes of 1..256 rows of 8..64 columns, not {box_rows} x {box_cols}"
@@ -494,7 +500,7 @@ if SIMULATOR:
         key = next(_map_keys)
         if len(_TENSOR_MAPS) >= 256:  # a map lives as long as a few launches need it
             del _TENSOR_MAPS[next(iter(_TENSOR_MAPS))]
-        _TENSOR_MAPS[key] = (matrix, box_rows, box_cols)
+        _TENSOR_MAPS[key] = (matrix, rows, cols, box_rows, box_cols)
         words = np.zeros(TENSOR_MAP_WORDS, np.uint64)
         words[0] = key  # the simulator's map: a key to the matrix and the box
         return words
@@ -503,8 +509,8 @@ if SIMULATOR:
         pass
 
     def tma_load_2d(tile, index, tmap, col, row, bars, b):
-        matrix, box_rows, box_cols = _TENSOR_MAPS[int(tmap[0])]
-        matrix = np.asarray(getattr(matrix, "_ary", matrix))  # a simulator device array wraps a NumPy one
+        matrix, rows, cols, box_rows, box_cols = _TENSOR_MAPS[int(tmap[0])]
+        matrix = np.asarray(getattr(matrix, "_ary", matrix)).reshape(rows, cols)  # a device array wraps a NumPy one
         space = _space()
         dst = space.address(tile, index)
         if dst % TILE_ALIGN:

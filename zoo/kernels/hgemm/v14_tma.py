@@ -197,8 +197,8 @@ def validate(A, B):
 def launch(A, B, out):
     def launch_tiles(a, b, result, M, N, K):
         grid = (N // TILES.BN, M // TILES.BM)
-        tmap_a = tensor_map_2d(a.reshape(M, K), TILES.BM, TILES.BK)  # boxes of BM rows and BK columns
-        tmap_b = tensor_map_2d(b.reshape(K, N), TILES.BK, BOX)  # boxes of BK rows and 64 columns
+        tmap_a = tensor_map_2d(a, TILES.BM, TILES.BK, shape=(M, K))  # boxes of BM rows and BK columns
+        tmap_b = tensor_map_2d(b, TILES.BK, BOX, shape=(K, N))  # boxes of BK rows and 64 columns
         hgemm_kernel[grid, TILES.threads, 0, TILES.shared_bytes()](
             tmap_a, tmap_b, result, np.uint32(M), np.uint32(N), np.uint32(K)
         )
