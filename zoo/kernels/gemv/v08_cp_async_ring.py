@@ -225,6 +225,16 @@ def build(group, slices, stages=STAGES):
     newer = stages - 2  # groups that may still be in flight when a run is read: a constant of the instruction
     ring_bytes = stages * SLOT_BYTES  # a warp's ring
 
+    @jit(device=True)
+    def ask_for_run(W, x, scales, sources, at, group_at, ring, slot, lane, lane_dst, g, mine, ahead_scales, place):
+        """Ask for the run at byte ``at`` of the rows into ``slot`` and queue its scales (groups ``group_at`` ..) at
+        ahead_scales[place ..]: with the codes, so a run's math never waits for DRAM. Returns the next run's byte
+        and group."""
+        copy_run(W, x, sources, at, ring, slot, lane, lane_dst, g)
+        for k in range(per_run):
+            ahead_scales[place + k] = float32(scales[mine, group_at + uint32(k)])
+        return at + RUN_BYTES, group_at + uint32(per_run)
+
     @jit
     def gemv_int4_ring(W, x, scales, out):
         sources = cuda.local.array(4, int64)  # constant indices only: registers. Row j's first byte, plus 16 t
@@ -263,11 +273,23 @@ def build(group, slices, stages=STAGES):
             group_at = uint32(int64(piece) * per_slice * per_run)  # and its first group (unsigned: no wraparound check)
             for r in range(stages - 1):  # the first STAGES - 1 runs, before any math
                 if r < mine_runs:
-                    copy_run(W, x, sources, at, ring, ring_at + uint32(r * SLOT_BYTES), lane, lane_dst, g)
-                    for k in range(per_run):  # the scales with the codes: a run's math never waits for DRAM
-                        ahead_scales[r * per_run + k] = float32(scales[mine, group_at + uint32(k)])
-                    at += RUN_BYTES
-                    group_at += uint32(per_run)
+                    slot = ring_at + uint32(r * SLOT_BYTES)
+                    at, group_at = ask_for_run(
+                        W,
+                        x,
+                        scales,
+                        sources,
+                        at,
+                        group_at,
+                        ring,
+                        slot,
+                        lane,
+                        lane_dst,
+                        g,
+                        mine,
+                        ahead_scales,
+                        r * per_run,
+                    )
                 cp_async_commit()  # a group even when empty: wait_group counts groups, not copies
             reading = ring_at  # the slot of run r
             writing = ring_at + uint32((stages - 1) * SLOT_BYTES)  # the slot of run r + STAGES - 1: read at r - 1
@@ -280,12 +302,23 @@ def build(group, slices, stages=STAGES):
                         ahead_scales[k] = ahead_scales[k + per_run]
                 cp_async_wait_group(newer)  # run r has landed: only the STAGES - 2 newer groups may be in flight
                 cuda.syncwarp()  # run r's copies, made by every lane, are visible; every lane is done with slot r - 1
-                if r + stages - 1 < mine_runs:
-                    copy_run(W, x, sources, at, ring, writing, lane, lane_dst, g)
-                    for k in range(per_run):
-                        ahead_scales[queued - per_run + k] = float32(scales[mine, group_at + uint32(k)])
-                    at += RUN_BYTES
-                    group_at += uint32(per_run)
+                if r + stages - 1 < mine_runs:  # at the queue's end, the oldest having moved out
+                    at, group_at = ask_for_run(
+                        W,
+                        x,
+                        scales,
+                        sources,
+                        at,
+                        group_at,
+                        ring,
+                        writing,
+                        lane,
+                        lane_dst,
+                        g,
+                        mine,
+                        ahead_scales,
+                        queued - per_run,
+                    )
                 cp_async_commit()
                 read_run(ring, reading, lane_src, g, t, codes, xs)
                 total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
@@ -336,5 +369,5 @@ def launch(W, x, scales, out, stages=STAGES):
     slices = slices_for(out.size)
     rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
     blocks = (out.size + rows_per_block - 1) // rows_per_block
-    ring_bytes = WARPS_PER_BLOCK * stages * SLOT_BYTES  # 64 KB a block: past the 48 KB of static shared memory
-    build(group, slices, stages)[blocks, THREADS_PER_BLOCK, 0, ring_bytes](W, x, scales, out)
+    shared_bytes = WARPS_PER_BLOCK * stages * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (the launch opts in)
+    build(group, slices, stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
