@@ -154,11 +154,12 @@ def pick(tile0, tile1, upper, odd):
 # at 2b ^ g and chunk 2b + 1 at (2b + 1) ^ g, sixteen places over eight rows that cover every bank twice: 2
 # wavefronts, the least a warp's 256 bytes can take.
 @jit(device=True)
-def copy_run(W, x, sources, at, ring, slot, lane, lane_dst, g):
+def copy_run(W, x, sources, at, ring, slot, lane, g):
     """Ask for a run: 16-byte chunks t and t + 4 (bytes at + 16 t and at + 64 + 16 t of the row; ``sources`` holds
     each row's first byte plus 16 t) of the lane's four rows into the slot's codes, and 16 bytes of x's 256 columns
     (columns 2 at + 8 lane ..) into its x. Each instruction of the warp covers eight rows, 64 contiguous bytes each."""
     t = lane % uint32(4)
+    lane_dst = uint32(g * uint32(RUN_BYTES))  # where the lane's rows start in a slot
     for j in range(4):
         for c in range(2):
             dst = slot + lane_dst + uint32(j * 8 * RUN_BYTES) + ((t + uint32(4 * c)) ^ g) * uint32(16)
@@ -222,15 +223,16 @@ def build(group, slices, stages=STAGES):
     blocks_per_group = group // BLOCK  # 2 (int4) or 1 (int4_g64): the mma of a group add into one sum
     per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 2 (int4) or 4 (int4_g64)
     queued = (stages - 1) * per_run  # scales of the runs in flight, loaded when their copies are asked for
+    newest = queued - per_run  # where the newest run's scales go in the queue
     newer = stages - 2  # groups that may still be in flight when a run is read: a constant of the instruction
     ring_bytes = stages * SLOT_BYTES  # a warp's ring
 
     @jit(device=True)
-    def ask_for_run(W, x, scales, sources, at, group_at, ring, slot, lane, lane_dst, g, mine, ahead_scales, place):
+    def ask_for_run(W, x, scales, sources, at, group_at, ring, slot, lane, g, mine, ahead_scales, place):
         """Ask for the run at byte ``at`` of the rows into ``slot`` and queue its scales (groups ``group_at`` ..) at
         ahead_scales[place ..]: with the codes, so a run's math never waits for DRAM. Returns the next run's byte
         and group."""
-        copy_run(W, x, sources, at, ring, slot, lane, lane_dst, g)
+        copy_run(W, x, sources, at, ring, slot, lane, g)
         for k in range(per_run):
             ahead_scales[place + k] = float32(scales[mine, group_at + uint32(k)])
         return at + RUN_BYTES, group_at + uint32(per_run)
@@ -275,20 +277,7 @@ def build(group, slices, stages=STAGES):
                 if r < mine_runs:
                     slot = ring_at + uint32(r * SLOT_BYTES)
                     at, group_at = ask_for_run(
-                        W,
-                        x,
-                        scales,
-                        sources,
-                        at,
-                        group_at,
-                        ring,
-                        slot,
-                        lane,
-                        lane_dst,
-                        g,
-                        mine,
-                        ahead_scales,
-                        r * per_run,
+                        W, x, scales, sources, at, group_at, ring, slot, lane, g, mine, ahead_scales, r * per_run
                     )
                 cp_async_commit()  # a group even when empty: wait_group counts groups, not copies
             reading = ring_at  # the slot of run r
@@ -304,20 +293,7 @@ def build(group, slices, stages=STAGES):
                 cuda.syncwarp()  # run r's copies, made by every lane, are visible; every lane is done with slot r - 1
                 if r + stages - 1 < mine_runs:  # at the queue's end, the oldest having moved out
                     at, group_at = ask_for_run(
-                        W,
-                        x,
-                        scales,
-                        sources,
-                        at,
-                        group_at,
-                        ring,
-                        writing,
-                        lane,
-                        lane_dst,
-                        g,
-                        mine,
-                        ahead_scales,
-                        queued - per_run,
+                        W, x, scales, sources, at, group_at, ring, writing, lane, g, mine, ahead_scales, newest
                     )
                 cp_async_commit()
                 read_run(ring, reading, lane_src, g, t, codes, xs)
