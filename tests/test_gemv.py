@@ -8,11 +8,13 @@ import sys
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import zoo
 from tests.conftest import ROOT
 from zoo import harness, machine_code
-from zoo.device.jit import Kernel
+from zoo.device.jit import Kernel, jit
+from zoo.device.mma import cp_async_wait_all
 from zoo.kernels import int4
 
 GEMV = zoo.family("gemv")
@@ -251,6 +253,36 @@ def test_the_ring_turns_through_every_run_and_the_last_blocks(kind):
             assert ok, (size, seed, detail)
 
 
+@jit
+def _copy_one_run(W, x, at, slot_out):
+    """v08's copy_run for a warp whose first row is 0, its lines set up as the kernel sets them; then the wait."""
+    lane = np.uint32(cuda.threadIdx.x)
+    lines = cuda.local.array(8, np.uint32)
+    for i in range(8):
+        row = min(np.uint32((lane >> np.uint32(3)) + np.uint32(4 * i)), np.uint32(W.shape[0] - 1))
+        lines[i] = np.uint32(row * np.uint32(W.shape[1]) + (lane & np.uint32(7)) * np.uint32(16))
+    V08.module.copy_run(W, x, lines, at, slot_out, np.uint32(0), lane)
+    cp_async_wait_all()
+
+
+def test_copy_run_puts_every_chunk_of_the_run_at_its_swizzled_place():
+    """copy_run (one warp; instruction i, lane l: chunk l % 8 of row 4 i + l // 8) fills a slot with the 32 rows'
+    128 bytes at byte ``at``, row r's chunk c at r * 128 + (c ^ r % 8) * 16, rows past the last being the last again
+    (30 rows here), and x's 256 columns after them: every byte of the slot, checked against W and x."""
+    m = V08.module
+    rows, at = 30, 2 * m.RUN_BYTES  # the third run of a row of 768 bytes (1536 columns)
+    rng = np.random.default_rng(7)
+    W = rng.integers(0, 256, (rows, 768), dtype=np.uint8)
+    x = rng.standard_normal(1536).astype(np.float16)
+    slot = np.full(m.SLOT_BYTES, 0xA5, np.uint8)  # poisoned: a byte never written stays 0xA5 (or fails the match)
+    _copy_one_run[1, 32](W, x, at, slot)
+    for r in range(m.ROWS_PER_WARP):
+        for c in range(m.RUN_BYTES // 16):
+            got = slot[r * m.RUN_BYTES + 16 * (c ^ r % 8) :][:16]
+            assert np.array_equal(got, W[min(r, rows - 1), at + 16 * c :][:16]), (r, c)
+    assert np.array_equal(slot[m.CODE_BYTES :], x[2 * at :][:256].view(np.uint8))
+
+
 def _wavefronts(addresses):
     """Shared-memory wavefronts of one warp-wide access: the most distinct 4-byte words any one bank serves."""
     words = {}
@@ -403,6 +435,7 @@ def test_v08_streams_the_codes_through_shared_memory_with_cp_async():
         ):
             assert instruction in k["sass"], f"{case}: no {instruction}"
         assert k["sass"].count("LDGSTS") >= 9, f"{case}: a run is eight 16-byte copies of codes and one of x a lane"
+        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------

@@ -5,13 +5,14 @@ Changes:
     registers. Each warp owns a ring of STAGES slots of shared memory (two:
     a double buffer), one run each: 256 columns (four blocks of 64) of its
     32 rows, 4 KB, and x of those columns. Before any math a warp asks for
-    its first run (``copy_run``: nine 16-byte ``cp_async16`` a lane); at
-    each run it waits for it (``cp_async_wait_group``), asks for the next
-    into the other slot, and reads this one back (``read_run``, LDS.64 and
-    LDS.128) into v07's fragments. A warp's runs are a contiguous range of
-    its rows, not every slices-th run; a row's 16-byte chunks are swizzled
-    in a slot so the reads have no bank conflict; the scales are loaded
-    with the copies, a run ahead. The math (dequant, mma, pick) is v07's.
+    its first run (``copy_run``: nine 16-byte ``cp_async16`` a lane, each
+    instruction four rows' whole 128-byte lines); at each run it waits for
+    it (``cp_async_wait_group``), asks for the next into the other slot,
+    and reads this one back (``read_run``, LDS.64 and LDS.128) into v07's
+    fragments. A warp's runs are a contiguous range of its rows; a row's
+    16-byte chunks are swizzled in a slot so the reads have no bank
+    conflict; the scales are loaded with the copies, a run ahead, and stay
+    float16 until used. The math (dequant, mma, pick) is v07's.
 
 Why it is faster:
     v07 asks for a run (16 LDG.64 a lane), waits for all of it, does its
@@ -47,6 +48,7 @@ Measured:
 import functools
 
 from numba import cuda, float32, int64, uint8, uint32
+from numba.core.types import float16
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
@@ -154,16 +156,17 @@ def pick(tile0, tile1, upper, odd):
 # at 2b ^ g and chunk 2b + 1 at (2b + 1) ^ g, sixteen places over eight rows that cover every bank twice: 2
 # wavefronts, the least a warp's 256 bytes can take.
 @jit(device=True)
-def copy_run(W, x, sources, at, ring, slot, lane, g):
-    """Ask for a run: 16-byte chunks t and t + 4 (bytes at + 16 t and at + 64 + 16 t of the row; ``sources`` holds
-    each row's first byte plus 16 t) of the lane's four rows into the slot's codes, and 16 bytes of x's 256 columns
-    (columns 2 at + 8 lane ..) into its x. Each instruction of the warp covers eight rows, 64 contiguous bytes each."""
-    t = lane % uint32(4)
-    lane_dst = uint32(g * uint32(RUN_BYTES))  # where the lane's rows start in a slot
-    for j in range(4):
-        for c in range(2):
-            dst = slot + lane_dst + uint32(j * 8 * RUN_BYTES) + ((t + uint32(4 * c)) ^ g) * uint32(16)
-            cp_async16(ring, dst, W, sources[j] + at + 64 * c)
+def copy_run(W, x, lines, at, ring, slot, lane):
+    """Ask for a run: the 32 rows' 128 bytes at byte ``at`` into the slot's codes, and 16 bytes of x's 256 columns
+    (columns 2 at + 8 lane ..) into its x. Instruction i, lane l: chunk l % 8 of the warp's row 4 i + l // 8
+    (``lines[i]``: where that row's chunk starts in W, less ``at``), so each instruction asks L2 for four whole
+    128-byte lines: 32 rows in eight instructions, 36 requests a run with x's four."""
+    quad = lane >> uint32(3)  # the lane's row in each group of four
+    chunk = lane & uint32(7)  # its 16 bytes of those rows' 128
+    for i in range(8):
+        swizzle = quad + uint32(4 * (i % 2))  # (4 i + quad) % 8: the row's g, which its chunks are xored with
+        dst = slot + (quad + uint32(4 * i)) * uint32(RUN_BYTES) + (chunk ^ swizzle) * uint32(16)
+        cp_async16(ring, dst, W, int64(lines[i]) + at)
     cp_async16(ring, slot + uint32(CODE_BYTES) + lane * uint32(16), x, 2 * at + int64(8 * lane))  # 8 float16 a lane
 
 
@@ -211,7 +214,7 @@ def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
         tile0 = mma_block(codes, 8 * b, xs, 8 * b, tile0)  # rows j = 0, 1
         tile1 = mma_block(codes, 8 * b + 4, xs, 8 * b, tile1)  # rows j = 2, 3
         if b % blocks_per_group == blocks_per_group - 1:  # the group's sum, scaled once in float32
-            total += pick(tile0, tile1, upper, odd) * run_scales[b // blocks_per_group]
+            total += pick(tile0, tile1, upper, odd) * float32(run_scales[b // blocks_per_group])
             tile0 = tile1 = (zero, zero, zero, zero)  # the next group starts from 0
     return total
 
@@ -228,22 +231,23 @@ def build(group, slices, stages=STAGES):
     ring_bytes = stages * SLOT_BYTES  # a warp's ring
 
     @jit(device=True)
-    def ask_for_run(W, x, scales, sources, at, group_at, ring, slot, lane, g, mine, ahead_scales, place):
+    def ask_for_run(W, x, scales, lines, at, group_at, ring, slot, lane, mine, ahead_scales, place):
         """Ask for the run at byte ``at`` of the rows into ``slot`` and queue its scales (groups ``group_at`` ..) at
         ahead_scales[place ..]: with the codes, so a run's math never waits for DRAM. Returns the next run's byte
         and group."""
-        copy_run(W, x, sources, at, ring, slot, lane, g)
+        copy_run(W, x, lines, at, ring, slot, lane)
         for k in range(per_run):
-            ahead_scales[place + k] = float32(scales[mine, group_at + uint32(k)])
+            ahead_scales[place + k] = scales[mine, group_at + uint32(k)]  # float16: no use before it is needed
         return at + RUN_BYTES, group_at + uint32(per_run)
 
     @jit
     def gemv_int4_ring(W, x, scales, out):
-        sources = cuda.local.array(4, int64)  # constant indices only: registers. Row j's first byte, plus 16 t
+        lines = cuda.local.array(8, uint32)  # constant indices only: registers. copy_run's 16 bytes of 8 rows
+        sources = cuda.local.array(4, int64)  # the last blocks' rows (load_block): row j's first byte, plus 16 t
         codes = cuda.local.array(RUN_WORDS, uint32)  # a run's codes: [block][row j][word]
         xs = cuda.local.array(RUN_WORDS, uint32)  # a run's x pairs: [block][pair]
-        ahead_scales = cuda.local.array(queued, float32)  # the scales of the runs in flight, oldest first
-        run_scales = cuda.local.array(per_run, float32)  # the scales of the run in hand
+        ahead_scales = cuda.local.array(queued, float16)  # the scales of the runs in flight, oldest first
+        run_scales = cuda.local.array(per_run, float16)  # the scales of the run in hand
         partials = cuda.shared.array(PARTIALS, float32)  # [warp][row of its 32]: the slices' sums
         ring = cuda.shared.array(0, uint8, alignment=SHARED_ALIGN)  # [warp][slot][codes, x], sized by launch
         # every index is uint32, cast back after each operation: numba widens the result of two uint32 to 64 bits
@@ -260,6 +264,11 @@ def build(group, slices, stages=STAGES):
             for j in range(4):  # row j = 2 tile + half of the warp: first + 16 tile + 8 half + g
                 row = min(uint32(first + uint32(8 * j) + g), uint32(rows - uint32(1)))  # past the last: the last again
                 sources[j] = int64(row) * int64(W.shape[1]) + int64(16 * t)  # rows 16-byte aligned (launch)
+            for i in range(
+                8
+            ):  # copy_run's rows: 4 i + lane // 8 of the warp's, its chunk lane % 8; past the last, the last
+                row = min(uint32(first + (lane >> uint32(3)) + uint32(4 * i)), uint32(rows - uint32(1)))
+                lines[i] = uint32(row * uint32(W.shape[1]) + (lane & uint32(7)) * uint32(16))  # W under 2^31 (validate)
             mine = min(uint32(first + uint32(8) * t + g), uint32(rows - uint32(1)))  # the row whose scales it applies
             upper, odd = t >= uint32(2), (t & uint32(1)) != uint32(0)
             lane_x = int64(t * uint32(16))  # the lane's first column in a block
@@ -276,8 +285,9 @@ def build(group, slices, stages=STAGES):
             for r in range(stages - 1):  # the first STAGES - 1 runs, before any math
                 if r < mine_runs:
                     slot = ring_at + uint32(r * SLOT_BYTES)
+                    place = r * per_run  # the run's place in the scales' queue
                     at, group_at = ask_for_run(
-                        W, x, scales, sources, at, group_at, ring, slot, lane, g, mine, ahead_scales, r * per_run
+                        W, x, scales, lines, at, group_at, ring, slot, lane, mine, ahead_scales, place
                     )
                 cp_async_commit()  # a group even when empty: wait_group counts groups, not copies
             reading = ring_at  # the slot of run r
@@ -293,7 +303,7 @@ def build(group, slices, stages=STAGES):
                 cuda.syncwarp()  # run r's copies, made by every lane, are visible; every lane is done with slot r - 1
                 if r + stages - 1 < mine_runs:  # at the queue's end, the oldest having moved out
                     at, group_at = ask_for_run(
-                        W, x, scales, sources, at, group_at, ring, writing, lane, g, mine, ahead_scales, newest
+                        W, x, scales, lines, at, group_at, ring, writing, lane, mine, ahead_scales, newest
                     )
                 cp_async_commit()
                 read_run(ring, reading, lane_src, g, t, codes, xs)
