@@ -21,20 +21,22 @@ Why it is faster:
     while 16 warps an SM do their math, and every group's scale is a DRAM
     load the math waits for. Here the next run is in flight during this
     one's math, and registers do not bound it (a slot is shared memory):
-    18.2 -> 15.0 us at 8192 x 8192 on the H100 (graph time), 55 -> 68% of
-    the copy of the same bytes. What is left (ncu, H200): a kernel that only
-    reads those bytes runs at the copy's speed, this one at 57% of DRAM
-    bandwidth, issuing every 8 cycles a warp: 477 instructions a run, 288
-    of them dequantizing (see STAGES for the ring's depth).
+    18.2 -> 14.7 us at 8192 x 8192 on the H100 (graph time), 55 -> 68% of
+    the copy of the same bytes; copies of half lines (eight rows x 64 bytes
+    an instruction: twice the L2 requests) took 15.1. What is left (ncu,
+    H100): a warp spends 7 of every 11 cycles at the wait for its run, and
+    this ring with the math taken out takes 13.0 us, 78% of the copy: the
+    pattern of 128-byte pieces of 32 rows, not the math, bounds it (see
+    STAGES for the ring's depth).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,853 GB/s (94.1 us a call), 118.6% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,845 GB/s (94.4 us a call), 118.4% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 102.8%, 14336x4096@fp16: 191.0%,
-    14336x4096@int4: 468.2%, 14336x4096@int4_g64: 518.8%, 14336x4096@int8: 325.7%,
-    4096x14336: 101.2%, 4096x14336@fp16: 195.6%, 4096x14336@int4: 549.2%,
-    4096x14336@int4_g64: 538.2%, 4096x14336@int8: 352.6%, 8192x8192@fp16: 232.1%,
-    8192x8192@int4: 665.4%, 8192x8192@int4_g64: 637.7%, 8192x8192@int8: 420.3%. From
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 103.3%, 14336x4096@fp16: 190.4%,
+    14336x4096@int4: 605.5%, 14336x4096@int4_g64: 529.7%, 14336x4096@int8: 333.6%,
+    4096x14336: 100.3%, 4096x14336@fp16: 198.7%, 4096x14336@int4: 410.3%,
+    4096x14336@int4_g64: 418.8%, 4096x14336@int8: 351.9%, 8192x8192@fp16: 232.9%,
+    8192x8192@int4: 690.1%, 8192x8192@int4_g64: 664.8%, 8192x8192@int8: 418.5%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 8192x8192: 4,078 GB/s (65.8 us a call), 136.5% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
