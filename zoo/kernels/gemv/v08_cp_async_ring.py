@@ -22,12 +22,11 @@ Why it is faster:
     load the math waits for. Here the next run is in flight during this
     one's math, and registers do not bound it (a slot is shared memory):
     18.2 -> 14.7 us at 8192 x 8192 on the H100 (graph time), 55 -> 68% of
-    the copy of the same bytes; copies of half lines (eight rows x 64 bytes
-    an instruction: twice the L2 requests) took 15.1. What is left (ncu,
-    H100): a warp spends 7 of every 11 cycles at the wait for its run, and
-    this ring with the math taken out takes 13.0 us, 78% of the copy: the
-    pattern of 128-byte pieces of 32 rows, not the math, bounds it (see
-    STAGES for the ring's depth).
+    the copy of the same bytes (15.1 us with copies of half lines, see
+    copy_run). What is left (ncu, H100): a warp spends 7 of every 11 cycles
+    at the wait for its run, and this ring with the math taken out takes
+    13.0 us, 78% of the copy: the pattern of 128-byte pieces of 32 rows, not
+    the math, bounds it (see STAGES for the ring's depth).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,845 GB/s (94.4 us a call), 118.4% of
@@ -162,7 +161,8 @@ def copy_run(W, x, lines, at, ring, slot, lane):
     """Ask for a run: the 32 rows' 128 bytes at byte ``at`` into the slot's codes, and 16 bytes of x's 256 columns
     (columns 2 at + 8 lane ..) into its x. Instruction i, lane l: chunk l % 8 of the warp's row 4 i + l // 8
     (``lines[i]``: where that row's chunk starts in W, less ``at``), so each instruction asks L2 for four whole
-    128-byte lines: 32 rows in eight instructions, 36 requests a run with x's four."""
+    128-byte lines: 32 rows in eight instructions, 36 requests a run with x's four. Eight rows' half lines an
+    instruction (twice the requests) took 15.1 us against 14.7 at 8192 x 8192 on the H100."""
     quad = lane >> uint32(3)  # the lane's row in each group of four
     chunk = lane & uint32(7)  # its 16 bytes of those rows' 128
     for i in range(8):
