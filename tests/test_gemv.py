@@ -109,8 +109,6 @@ def test_every_step_at_the_issues_shapes(variant, shape, kind):
 @pytest.mark.parametrize("kind", GEMV.kinds)
 def test_a_second_call_with_other_inputs_is_right_too(kind):
     """The same out for two inputs of one size, then a call at another size: each result is the new inputs'."""
-    from numba import cuda
-
     out = cuda.device_array(9, np.float32)
     for size, seed in (((9, 320), 1), ((9, 320), 2), ((5, 64), 3)):
         inputs = GEMV.inputs(size, seed, kind)
@@ -204,8 +202,6 @@ def test_int4_rows_of_whole_blocks_of_64_take_the_tensor_core_kernel(monkeypatch
     """v07 builds its own kernel for int4 when in is a multiple of 64 (in = 320: five blocks, the last alone and, for
     int4, half a group of 128; 3 rows split in across two warps, 33 rows do not), v06's for the rest; and the
     tensor-core kernel writes every row of a poisoned output, right on a second call with other inputs."""
-    from numba import cuda
-
     taken = _record_builds(monkeypatch, V07, V06)
     for size in ((33, 320), (3, 320)):
         for seed in (1, 2):
@@ -240,8 +236,6 @@ def test_the_ring_turns_through_every_run_and_the_last_blocks(kind):
     """v08: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no split): the
     two-slot ring turns five times. in = 1216 is four runs and three last blocks: 3 rows, so two warps take two runs
     each and the last blocks in turn. A poisoned output, right on a second call with other inputs."""
-    from numba import cuda
-
     if zoo.SIMULATOR:
         assert V08.module.slices_for(33) == 1 and V08.module.slices_for(3) == 2
     for size in ((33, 1344), (3, 1216)):
@@ -255,12 +249,10 @@ def test_the_ring_turns_through_every_run_and_the_last_blocks(kind):
 
 @jit
 def _copy_one_run(W, x, at, slot_out):
-    """v08's copy_run for a warp whose first row is 0, its lines set up as the kernel sets them; then the wait."""
+    """v08's copy_run for a warp whose first row is 0, its lines from set_copy_lines; then the wait."""
     lane = np.uint32(cuda.threadIdx.x)
     lines = cuda.local.array(8, np.uint32)
-    for i in range(8):
-        row = min(np.uint32((lane >> np.uint32(3)) + np.uint32(4 * i)), np.uint32(W.shape[0] - 1))
-        lines[i] = np.uint32(row * np.uint32(W.shape[1]) + (lane & np.uint32(7)) * np.uint32(16))
+    V08.module.set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
     V08.module.copy_run(W, x, lines, at, slot_out, np.uint32(0), lane)
     cp_async_wait_all()
 

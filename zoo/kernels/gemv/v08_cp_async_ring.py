@@ -173,6 +173,15 @@ def copy_run(W, x, lines, at, ring, slot, lane):
 
 
 @jit(device=True)
+def set_copy_lines(lines, first, rows, row_bytes, lane):
+    """copy_run's sources, once a warp: lines[i] is where chunk lane % 8 of row first + 4 i + lane // 8 starts in W
+    (a row past the last: the last again). uint32: W is under 2^31 bytes (validate)."""
+    for i in range(8):
+        row = min(uint32(first + (lane >> uint32(3)) + uint32(4 * i)), uint32(rows - uint32(1)))
+        lines[i] = uint32(row * row_bytes + (lane & uint32(7)) * uint32(16))
+
+
+@jit(device=True)
 def read_run(ring, slot, lane_src, g, t, codes, xs):
     """The lane's codes of a run out of its slot, in v07's order codes[8 b + 2 j + w] (block b, row j, word w), and
     its x pairs, xs[8 b ..], paired as v07's ``x_pairs`` pairs them.
@@ -266,11 +275,7 @@ def build(group, slices, stages=STAGES):
             for j in range(4):  # row j = 2 tile + half of the warp: first + 16 tile + 8 half + g
                 row = min(uint32(first + uint32(8 * j) + g), uint32(rows - uint32(1)))  # past the last: the last again
                 sources[j] = int64(row) * int64(W.shape[1]) + int64(16 * t)  # rows 16-byte aligned (launch)
-            for i in range(
-                8
-            ):  # copy_run's rows: 4 i + lane // 8 of the warp's, its chunk lane % 8; past the last, the last
-                row = min(uint32(first + (lane >> uint32(3)) + uint32(4 * i)), uint32(rows - uint32(1)))
-                lines[i] = uint32(row * uint32(W.shape[1]) + (lane & uint32(7)) * uint32(16))  # W under 2^31 (validate)
+            set_copy_lines(lines, first, rows, uint32(W.shape[1]), lane)
             mine = min(uint32(first + uint32(8) * t + g), uint32(rows - uint32(1)))  # the row whose scales it applies
             upper, odd = t >= uint32(2), (t & uint32(1)) != uint32(0)
             lane_x = int64(t * uint32(16))  # the lane's first column in a block
