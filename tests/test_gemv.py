@@ -228,21 +228,23 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
     assert result.ok, result.detail
 
 
-V08 = GEMV["v08"]
+V08, V09 = GEMV["v08"], GEMV["v09"]
 
 
 @pytest.mark.parametrize("kind", ["int4", "int4_g64"])
-def test_the_ring_turns_through_every_run_and_the_last_blocks(kind):
-    """v08: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no split): the
-    two-slot ring turns five times. in = 1216 is four runs and three last blocks: 3 rows, so two warps take two runs
-    each and the last blocks in turn. A poisoned output, right on a second call with other inputs."""
+@pytest.mark.parametrize("step", ["v08", "v09"])
+def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
+    """v08 and v09: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no
+    split): the two-slot ring turns five times. in = 1216 is four runs and three last blocks: 3 rows, so two warps
+    take two runs each and the last blocks in turn. A poisoned output, right on a second call with other inputs."""
+    ring = GEMV[step]
     if zoo.SIMULATOR:
-        assert V08.module.slices_for(33) == 1 and V08.module.slices_for(3) == 2
+        assert ring.module.slices_for(33) == 1 and ring.module.slices_for(3) == 2
     for size in ((33, 1344), (3, 1216)):
         out = cuda.to_device(np.full(size[0], np.nan, np.float32))
         for seed in (1, 2):
             inputs = GEMV.inputs(size, seed, kind)
-            got = V08(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
+            got = ring(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
             ok, err, detail = harness.compare(got, GEMV.reference(*inputs), GEMV.tolerance(size))
             assert ok, (size, seed, detail)
 
@@ -257,17 +259,30 @@ def _copy_one_run(W, x, at, slot_out):
     cp_async_wait_all()
 
 
-def test_copy_run_puts_every_chunk_of_the_run_at_its_swizzled_place():
-    """copy_run (one warp; instruction i, lane l: chunk l % 8 of row 4 i + l // 8) fills a slot with the 32 rows'
-    128 bytes at byte ``at``, row r's chunk c at r * 128 + (c ^ r % 8) * 16, rows past the last being the last again
-    (30 rows here), and x's 256 columns after them: every byte of the slot, checked against W and x."""
-    m = V08.module
+@jit
+def _copy_one_run_in_two(W, x, at, slot_out):
+    """v09's copy_codes, then its copy_x, as v08's copy_run does both; then the wait."""
+    lane = np.uint32(cuda.threadIdx.x)
+    lines = cuda.local.array(8, np.uint32)
+    V09.module.set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
+    V09.module.copy_codes(W, lines, at, slot_out, np.uint32(0), lane)
+    V09.module.copy_x(x, at, slot_out, np.uint32(0), lane)
+    cp_async_wait_all()
+
+
+@pytest.mark.parametrize("step", ["v08", "v09"])
+def test_copy_run_puts_every_chunk_of_the_run_at_its_swizzled_place(step):
+    """copy_run (v08; v09's copy_codes and copy_x; one warp; instruction i, lane l: chunk l % 8 of row 4 i + l // 8)
+    fills a slot with the 32 rows' 128 bytes at byte ``at``, row r's chunk c at r * 128 + (c ^ r % 8) * 16, rows
+    past the last being the last again (30 rows here), and x's 256 columns after them: every byte of the slot,
+    checked against W and x."""
+    m = GEMV[step].module
     rows, at = 30, 2 * m.RUN_BYTES  # the third run of a row of 768 bytes (1536 columns)
     rng = np.random.default_rng(7)
     W = rng.integers(0, 256, (rows, 768), dtype=np.uint8)
     x = rng.standard_normal(1536).astype(np.float16)
     slot = np.full(m.SLOT_BYTES, 0xA5, np.uint8)  # poisoned: a byte never written stays 0xA5 (or fails the match)
-    _copy_one_run[1, 32](W, x, at, slot)
+    (_copy_one_run if step == "v08" else _copy_one_run_in_two)[1, 32](W, x, at, slot)
     for r in range(m.ROWS_PER_WARP):
         for c in range(m.RUN_BYTES // 16):
             got = slot[r * m.RUN_BYTES + 16 * (c ^ r % 8) :][:16]
@@ -427,6 +442,29 @@ def test_v08_streams_the_codes_through_shared_memory_with_cp_async():
         ):
             assert instruction in k["sass"], f"{case}: no {instruction}"
         assert k["sass"].count("LDGSTS") >= 9, f"{case}: a run is eight 16-byte copies of codes and one of x a lane"
+        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+
+
+V09_CASES = [case.replace("v08", "v09") for case in V08_CASES]
+
+
+@NEEDS_PTXAS
+def test_v09_asks_for_its_first_codes_before_waiting_for_the_kernel_before_it():
+    """griddepcontrol.wait is ACQBULK in SASS and griddepcontrol.launch_dependents PREEXIT: the wait comes after the
+    first run's eight copies of codes a lane and before any copy of x or read of a slot; the ring is v08's."""
+    for case, kernels in _compiled(V09_CASES).items():
+        (k,) = kernels
+        sass = k["sass"]
+        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        if case.endswith("fp16"):  # v08's launch, v06's kernel: no dependency declared
+            assert k["name"] == "gemv_float" and "ACQBULK" not in sass, case
+            continue
+        assert k["name"] == "gemv_int4_ring", case
+        assert sass.count("ACQBULK") == 1 and "PREEXIT" in sass, f"{case}: the wait and the trigger"
+        wait = sass.index("ACQBULK")
+        assert sass.count("LDGSTS", 0, wait) == 8, f"{case}: the first run's codes before the wait, x after it"
+        before = sass[:wait].replace("@!PT LDS RZ, [RZ]", "")  # ptxas's never-executed filler
+        assert "LDS" not in before and "STG" not in before, f"{case}: nothing read or written before it"
         assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
 
 

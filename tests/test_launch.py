@@ -18,6 +18,7 @@ from numba import cuda, float32, float64, int64
 
 import zoo
 from zoo.device import launch as lean_launch
+from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit
 
 GPU = pytest.mark.skipif(zoo.SIMULATOR, reason="the lean launch and graphs run on a GPU")
@@ -69,6 +70,46 @@ def test_dynamic_shared_memory_past_48_kib_less_the_static_bytes_launches():
     out = cupy.full(256, np.nan, cupy.float32)
     static_and_dynamic_shared_kernel[1, 256, 0, 48 * 1024](out)
     np.testing.assert_array_equal(cupy.asnumpy(out), np.arange(256, dtype=np.float32) + 3)
+
+
+@jit(dependent_launch=True)
+def add_one_after_the_kernel_before(src, dst):
+    """dst[i] = src[i] + 1, src being the output of the kernel before: each launch lets the next start at once,
+    waits for the one before, and writes late, so a launch that read src without waiting would read it unwritten."""
+    let_next_kernel_start()  # the next launch's blocks may start now, while this one runs
+    wait_for_previous_kernel()  # the launch before has finished and written src
+    i = cuda.grid(1)
+    if i < dst.size:
+        value = src[i]
+        cuda.nanosleep(20000)  # the write comes late: the next launch, already started, must wait for it
+        dst[i] = value + float32(1)
+
+
+@GPU
+@pytest.mark.parametrize("graph", [False, True])
+def test_dependent_launches_each_read_what_the_one_before_wrote(graph):
+    """40 dependent launches in a chain (a -> b, b -> a, ...), eagerly and from a CUDA graph: each reads the one
+    before's output, so a launch that did not wait would leave a value short of 40."""
+    import cupy
+
+    from zoo.device import graphs
+
+    assert add_one_after_the_kernel_before.lean.dependent_launch
+    start = np.random.default_rng(3).standard_normal(4099).astype(np.float32).round(2)
+    a, b = cupy.asarray(start), cupy.full(4099, np.nan, cupy.float32)
+
+    def chain():
+        for _ in range(20):
+            add_one_after_the_kernel_before[33, 128](a, b)
+            add_one_after_the_kernel_before[33, 128](b, a)
+
+    if graph:
+        captured = graphs.capture(chain)
+        a.set(start)  # the capture ran nothing
+        graphs.replay(captured)
+    else:
+        chain()
+    np.testing.assert_array_equal(cupy.asnumpy(a), start + 40)
 
 
 @GPU

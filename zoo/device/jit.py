@@ -25,6 +25,12 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
   target (``sm_90a`` on an H100 or H200: ``wgmma``, ``setmaxnreg``) and always
   launches it through the lean launch (``zoo.device.launch.load_arch_specific``);
   ``python -m zoo show`` assembles it for that target too. The simulator ignores it.
+* ``jit(dependent_launch=True)`` launches the kernel with the driver's programmatic
+  stream serialization attribute, so that it may start before the kernel ahead of
+  it has finished: it must call ``zoo.device.dependent_launch.wait_for_previous_kernel``
+  before it touches what that kernel writes (that module says how). Only the lean
+  launch sets the attribute; numba's launch and the simulator run the kernel in
+  plain stream order, which is always correct.
 
 ``unrolled(count, body)`` is the ``#pragma unroll`` numba lacks: it returns a
 device function that runs ``body(0, ...)``, ``body(1, ...)``, ...,
@@ -117,11 +123,11 @@ def launched_since(count):
 class Kernel:
     """A compiled-on-first-launch kernel that records how it was launched."""
 
-    def __init__(self, dispatcher, arch_specific=False):
+    def __init__(self, dispatcher, arch_specific=False, dependent_launch=False):
         self.dispatcher = dispatcher
         self.arch_specific = arch_specific  # compiled for sm_90a and launched by the lean launch only
         lean = not SIMULATOR and (lean_launch.ENABLED or arch_specific)
-        self.lean = lean_launch.LeanLauncher(dispatcher, arch_specific) if lean else None
+        self.lean = lean_launch.LeanLauncher(dispatcher, arch_specific, dependent_launch) if lean else None
         self.last_launch = None
         self.launch_number = 0
         self._shared_opt_in = {}  # argument types -> dynamic shared bytes allowed so far
@@ -264,10 +270,11 @@ def jit(func=None, **options):
     if func is None:
         return functools.partial(jit, **options)
     arch_specific = options.pop("arch_specific", False)
+    dependent_launch = options.pop("dependent_launch", False)
     if SIMULATOR:
         options = {k: v for k, v in options.items() if k in _SIM_OPTIONS}
     dispatcher = cuda.jit(func, **options)
-    return dispatcher if options.get("device") else Kernel(dispatcher, arch_specific)
+    return dispatcher if options.get("device") else Kernel(dispatcher, arch_specific, dependent_launch)
 
 
 def unrolled(count, body):

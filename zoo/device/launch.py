@@ -153,11 +153,16 @@ class LeanLauncher:
     """The lean launch of one numba dispatcher: plans by argument layout, then one driver call per launch.
 
     ``arch_specific``: the kernel's code is compiled for the GPU's arch-specific target and loaded here
-    (``load_arch_specific``); arguments the plans cannot pack then raise instead of going to numba."""
+    (``load_arch_specific``); arguments the plans cannot pack then raise instead of going to numba.
+    ``dependent_launch``: every launch carries the programmatic stream serialization attribute
+    (``cuLaunchKernelEx``), so that the kernel may start before the one ahead of it in the stream has finished
+    (``zoo.device.dependent_launch``)."""
 
-    def __init__(self, dispatcher, arch_specific=False):
+    def __init__(self, dispatcher, arch_specific=False, dependent_launch=False):
         self.dispatcher = dispatcher
         self.arch_specific = arch_specific
+        self.dependent_launch = dependent_launch
+        self._configs = {}  # (dimensions, stream) -> the CUlaunchConfig of a dependent launch, made once
         self._plans = {}  # tuple of argument keys -> Plan (or None: numba launches these)
         self._refused = False
 
@@ -211,7 +216,10 @@ class LeanLauncher:
         else:
             handle = _driver().CUstream(capture_stream)
         plan.layout.pack_into(plan.slots, 0, *values)  # this call's values into the parameter slots
-        (err,) = _launch_kernel(plan.function, *launch.dimensions, handle, plan.address, 0)
+        if self.dependent_launch:
+            (err,) = _driver().cuLaunchKernelEx(self._dependent_config(launch, handle), plan.function, plan.address, 0)
+        else:
+            (err,) = _launch_kernel(plan.function, *launch.dimensions, handle, plan.address, 0)
         if err:
             grid, block = launch.grid, launch.block
             raise LaunchError(
@@ -219,6 +227,30 @@ class LeanLauncher:
                 f"{block}, {launch.shared_bytes} B of dynamic shared memory failed: {err!r}"
             )
         return True
+
+    def _dependent_config(self, launch, stream):
+        """cuLaunchKernelEx's configuration for ``launch`` on ``stream`` with the programmatic stream serialization
+        attribute: the kernel's blocks may start once every block of the kernel ahead of it has called
+        ``let_next_kernel_start`` or exited. Made once per configuration and stream, as building it costs host
+        time."""
+        key = (launch.dimensions, int(stream))
+        config = self._configs.get(key)
+        if config is None:
+            cu = _driver()
+            config = cu.CUlaunchConfig()
+            config.gridDimX, config.gridDimY, config.gridDimZ = launch.grid
+            config.blockDimX, config.blockDimY, config.blockDimZ = launch.block
+            config.sharedMemBytes = launch.shared_bytes
+            config.hStream = stream
+            attribute = cu.CUlaunchAttribute()
+            attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attribute.value.programmaticStreamSerializationAllowed = 1
+            config.attrs = [attribute]
+            config.numAttrs = 1
+            if len(self._configs) >= MAX_KEYS:
+                self._configs.clear()
+            self._configs[key] = config
+        return config
 
     def _plan(self, keys, args):
         """The plan for arguments laid out as ``keys`` (made and kept), or None when numba must launch them."""

@@ -90,7 +90,10 @@ straight into float16 tensor-core fragments, multiplied by ``mma.sync`` (v07,
 for the int4 kinds with in a multiple of 64; everything else runs v06's
 kernels), and those codes, x and the scales asked for a run ahead, into a
 double buffer of shared memory by ``cp.async`` (v08), so that a warp's next
-bytes are in flight during its math. Steps v03 on read 16 bytes at a time and need every row 16-byte
+bytes are in flight during its math, and that kernel launched to overlap the
+one before it in the stream (v09, programmatic dependent launch, Hopper): its
+first codes are asked for before the kernel before it has finished, and only x
+waits for it. Steps v03 on read 16 bytes at a time and need every row 16-byte
 aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other
 shapes run v02's kernel.
 
