@@ -249,13 +249,18 @@ def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
             assert ok, (size, seed, detail)
 
 
+# the device functions a test kernel calls, as globals: a kernel on the GPU cannot look them up through a Variant
+v08_set_copy_lines, v08_copy_run = V08.module.set_copy_lines, V08.module.copy_run
+v09_set_copy_lines, v09_copy_codes, v09_copy_x = V09.module.set_copy_lines, V09.module.copy_codes, V09.module.copy_x
+
+
 @jit
 def _copy_one_run(W, x, at, slot_out):
     """v08's copy_run for a warp whose first row is 0, its lines from set_copy_lines; then the wait."""
     lane = np.uint32(cuda.threadIdx.x)
     lines = cuda.local.array(8, np.uint32)
-    V08.module.set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
-    V08.module.copy_run(W, x, lines, at, slot_out, np.uint32(0), lane)
+    v08_set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
+    v08_copy_run(W, x, lines, at, slot_out, np.uint32(0), lane)
     cp_async_wait_all()
 
 
@@ -264,9 +269,9 @@ def _copy_one_run_in_two(W, x, at, slot_out):
     """v09's copy_codes, then its copy_x, as v08's copy_run does both; then the wait."""
     lane = np.uint32(cuda.threadIdx.x)
     lines = cuda.local.array(8, np.uint32)
-    V09.module.set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
-    V09.module.copy_codes(W, lines, at, slot_out, np.uint32(0), lane)
-    V09.module.copy_x(x, at, slot_out, np.uint32(0), lane)
+    v09_set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
+    v09_copy_codes(W, lines, at, slot_out, np.uint32(0), lane)
+    v09_copy_x(x, at, slot_out, np.uint32(0), lane)
     cp_async_wait_all()
 
 
