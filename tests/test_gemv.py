@@ -14,7 +14,7 @@ import zoo
 from tests.conftest import ROOT
 from zoo import harness, machine_code
 from zoo.device.jit import Kernel, jit
-from zoo.device.mma import cp_async_wait_all
+from zoo.device.mma import SHARED_ALIGN, cp_async_wait_all
 from zoo.kernels import int4
 
 GEMV = zoo.family("gemv")
@@ -249,30 +249,33 @@ def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
             assert ok, (size, seed, detail)
 
 
-# the device functions a test kernel calls, as globals: a kernel on the GPU cannot look them up through a Variant
+# the device functions and sizes a test kernel uses, as globals: a kernel on the GPU cannot reach them through a Variant
 v08_set_copy_lines, v08_copy_run = V08.module.set_copy_lines, V08.module.copy_run
 v09_set_copy_lines, v09_copy_codes, v09_copy_x = V09.module.set_copy_lines, V09.module.copy_codes, V09.module.copy_x
+SLOT_BYTES = V08.module.SLOT_BYTES  # v09's too
 
 
 @jit
-def _copy_one_run(W, x, at, slot_out):
-    """v08's copy_run for a warp whose first row is 0, its lines from set_copy_lines; then the wait."""
+def _copy_one_run(W, x, at, slot_out, in_two):
+    """One warp, its first row 0 and its lines from set_copy_lines: v08's copy_run (or v09's copy_codes, then its
+    copy_x) into a slot of shared memory, where cp.async writes; then the wait, and the slot copied out."""
+    slot = cuda.shared.array(SLOT_BYTES, np.uint8, alignment=SHARED_ALIGN)  # 16 bytes, for cp.async
     lane = np.uint32(cuda.threadIdx.x)
+    for i in range(lane, SLOT_BYTES, 32):
+        slot[i] = slot_out[i]  # the poison, so that a byte never written is seen
+    cuda.syncwarp()  # the poison is in before any copy lands
     lines = cuda.local.array(8, np.uint32)
-    v08_set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
-    v08_copy_run(W, x, lines, at, slot_out, np.uint32(0), lane)
+    if in_two:
+        v09_set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
+        v09_copy_codes(W, lines, at, slot, np.uint32(0), lane)
+        v09_copy_x(x, at, slot, np.uint32(0), lane)
+    else:
+        v08_set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
+        v08_copy_run(W, x, lines, at, slot, np.uint32(0), lane)
     cp_async_wait_all()
-
-
-@jit
-def _copy_one_run_in_two(W, x, at, slot_out):
-    """v09's copy_codes, then its copy_x, as v08's copy_run does both; then the wait."""
-    lane = np.uint32(cuda.threadIdx.x)
-    lines = cuda.local.array(8, np.uint32)
-    v09_set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
-    v09_copy_codes(W, lines, at, slot_out, np.uint32(0), lane)
-    v09_copy_x(x, at, slot_out, np.uint32(0), lane)
-    cp_async_wait_all()
+    cuda.syncwarp()  # every lane's copies have landed
+    for i in range(lane, SLOT_BYTES, 32):
+        slot_out[i] = slot[i]
 
 
 @pytest.mark.parametrize("step", ["v08", "v09"])
@@ -287,7 +290,9 @@ def test_copy_run_puts_every_chunk_of_the_run_at_its_swizzled_place(step):
     W = rng.integers(0, 256, (rows, 768), dtype=np.uint8)
     x = rng.standard_normal(1536).astype(np.float16)
     slot = np.full(m.SLOT_BYTES, 0xA5, np.uint8)  # poisoned: a byte never written stays 0xA5 (or fails the match)
-    (_copy_one_run if step == "v08" else _copy_one_run_in_two)[1, 32](W, x, at, slot)
+    out = cuda.to_device(slot)
+    _copy_one_run[1, 32](cuda.to_device(W), cuda.to_device(x), at, out, step == "v09")
+    slot = out.copy_to_host()
     for r in range(m.ROWS_PER_WARP):
         for c in range(m.RUN_BYTES // 16):
             got = slot[r * m.RUN_BYTES + 16 * (c ^ r % 8) :][:16]

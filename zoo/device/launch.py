@@ -138,6 +138,7 @@ class Plan:
                 raise TypeError(f"no lean packing for {t}")
         self.kernel_handle, self.device_id = cufunc.handle, cufunc.device.id  # a CUkernel: launched as a function
         self.function = _driver().CUfunction(int(cufunc.handle))
+        self.function_address = int(cufunc.handle)  # the same, for a launch through ctypes
         # dynamic shared bytes a launch may ask for without opting in: 48 KiB less the kernel's static shared memory
         # (the limit counts both: 1 KiB static and 48 KiB dynamic fails). Unknown static size: opt in for any.
         static = getattr(getattr(cufunc, "attrs", None), "shared", None)
@@ -217,7 +218,7 @@ class LeanLauncher:
             handle = _driver().CUstream(capture_stream)
         plan.layout.pack_into(plan.slots, 0, *values)  # this call's values into the parameter slots
         if self.dependent_launch:
-            (err,) = _driver().cuLaunchKernelEx(self._dependent_config(launch, handle), plan.function, plan.address, 0)
+            err = _launch_kernel_ex(self._dependent_config(launch, handle), plan.function_address, plan.address, None)
         else:
             (err,) = _launch_kernel(plan.function, *launch.dimensions, handle, plan.address, 0)
         if err:
@@ -231,26 +232,24 @@ class LeanLauncher:
     def _dependent_config(self, launch, stream):
         """cuLaunchKernelEx's configuration for ``launch`` on ``stream`` with the programmatic stream serialization
         attribute: the kernel's blocks may start once every block of the kernel ahead of it has called
-        ``let_next_kernel_start`` or exited. Made once per configuration and stream, as building it costs host
-        time."""
+        ``let_next_kernel_start`` or exited. A C struct made once per configuration and stream, passed by pointer:
+        cuda-python's CUlaunchConfig, converted on every call, cost about 7 us more a launch."""
         key = (launch.dimensions, int(stream))
         config = self._configs.get(key)
         if config is None:
-            cu = _driver()
-            config = cu.CUlaunchConfig()
-            config.gridDimX, config.gridDimY, config.gridDimZ = launch.grid
-            config.blockDimX, config.blockDimY, config.blockDimZ = launch.block
-            config.sharedMemBytes = launch.shared_bytes
-            config.hStream = stream
-            attribute = cu.CUlaunchAttribute()
-            attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            attribute.value.programmaticStreamSerializationAllowed = 1
-            config.attrs = [attribute]
-            config.numAttrs = 1
+            config = _LaunchConfig(
+                (ctypes.c_uint * 3)(*launch.grid), (ctypes.c_uint * 3)(*launch.block), launch.shared_bytes, key[1]
+            )
+            config.attribute.id = int(
+                _driver().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            )
+            config.attribute.value[0] = 1  # programmaticStreamSerializationAllowed: the union's first int
+            config.attrs = ctypes.pointer(config.attribute)
+            config.count = 1
             if len(self._configs) >= MAX_KEYS:
                 self._configs.clear()
             self._configs[key] = config
-        return config
+        return ctypes.byref(config)
 
     def _plan(self, keys, args):
         """The plan for arguments laid out as ``keys`` (made and kept), or None when numba must launch them."""
@@ -371,6 +370,37 @@ def _driver():
 
         _DRIVER = driver
     return _DRIVER
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding to 8 bytes, and a 64-byte union of values."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint64 * 8)]  # 8-aligned, as in C
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (grid, block, dynamic shared bytes, stream, attributes), followed by the one attribute it
+    points to, so that both live as long as the struct."""
+
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.POINTER(_LaunchAttribute)),
+        ("count", ctypes.c_uint),
+        ("attribute", _LaunchAttribute),  # not the driver's: the storage attrs points to
+    ]
+
+
+def _launch_kernel_ex(config, function, params, extra):
+    """cuLaunchKernelEx(config, f, kernelParams, extra) through ctypes: the error code (0 on success)."""
+    global _launch_kernel_ex
+    launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    launch.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    launch.restype = ctypes.c_int
+    _launch_kernel_ex = launch  # bound once: the first launch replaces this function
+    return launch(config, function, params, extra)
 
 
 def _launch_kernel(*args):
