@@ -112,6 +112,7 @@ class Plan:
 
     __slots__ = (
         "function",
+        "function_address",
         "kernel_handle",
         "device_id",
         "shared_allowed",
