@@ -14,7 +14,7 @@ import zoo
 from tests.conftest import ROOT
 from zoo import harness, machine_code
 from zoo.device.jit import Kernel, jit
-from zoo.device.mma import SHARED_ALIGN, cp_async_wait_all
+from zoo.device.mma import SHARED_ALIGN, cp_async_commit, cp_async_wait_all
 from zoo.kernels import int4
 
 GEMV = zoo.family("gemv")
@@ -272,6 +272,7 @@ def _copy_one_run(W, x, at, slot_out, in_two):
     else:
         v08_set_copy_lines(lines, np.uint32(0), np.uint32(W.shape[0]), np.uint32(W.shape[1]), lane)
         v08_copy_run(W, x, lines, at, slot, np.uint32(0), lane)
+    cp_async_commit()  # wait_group waits for committed groups only: uncommitted copies would not be waited for
     cp_async_wait_all()
     cuda.syncwarp()  # every lane's copies have landed
     for i in range(lane, SLOT_BYTES, 32):
