@@ -20,10 +20,11 @@ Why it is faster:
     and the last runs' math with no copy in flight: v08 spends 14.7 us where
     the same ring with the math taken out takes 13.0. With the dependency
     declared, the GPU places the next call's blocks as this call's blocks
-    leave, and their first copies go out before this call has ended: 14.8 ->
-    12.8 us at 8192 x 8192, 13.4 -> 11.9 at 4096 x 14336 (H100, graph time).
-    Triggering at a warp's start instead fills SMs with waiting blocks (13.9 us
-    at 4096 x 14336); see let_next_kernel_start below.
+    leave, and their first copies go out before this call has ended (H100,
+    graph time, v08 -> v09): 14.7 -> 13.0 us at 8192 x 8192, 13.4 -> 11.7 at
+    4096 x 14336 (the copy of the same bytes: 11.7), 13.1 -> 11.2 at
+    14336 x 4096. Where each warp lets the next kernel start matters: see
+    let_next_kernel_start's comment in the kernel.
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,843 GB/s (94.4 us a call), 118.3% of
@@ -304,9 +305,11 @@ def build(group, slices, stages=STAGES):
             r = int64(0)
             while r < mine_runs:
                 if r == mine_runs - 1:  # every copy of this warp is asked for: the next kernel may start
-                    # placing blocks as this kernel's leave (at its first run instead, 13.9 against 11.9 us at
-                    # 4096 x 14336 on the H100: one block an SM there, and the next kernel's waiting blocks fill
-                    # the room from the start while the kernel after them is held back)
+                    # placing blocks as this kernel's leave. At 4096 x 14336 on the H100 (one block an SM), us a
+                    # call: here 11.7; at the warp's first run 13.9 (the next kernel's blocks wait on every SM from
+                    # the start); a run earlier, right after the last copy is asked for, 12.3; after the last
+                    # run's math 14.1. At 14336 x 4096, where 40 SMs hold one block, not two, the first run does
+                    # as well (11.1)
                     let_next_kernel_start()
                 for k in range(queued):  # the oldest run's scales out of the queue, the others one place on
                     if k < per_run:
