@@ -173,11 +173,11 @@ def test_reference_against_the_formula():
     np.testing.assert_allclose(ATTENTION.reference(Q, K, V, causal=True)[0], p @ v, rtol=1e-12)
 
 
-@pytest.mark.parametrize("group", [1, 2, 3, 5, 9])
+@pytest.mark.parametrize("group", [1, 2, 3, 5])
 def test_the_causal_grid_visits_every_head_and_query_block_once(group):
-    """v07's causal 1-D grid in groups of heads, a smaller first group when they do not divide: five heads of three
-    query blocks each (80 positions) in groups of 1, 2 (1 + 2 + 2), 3 (2 + 3), 5 and more than the heads."""
-    Q, K, V = ATTENTION.make_inputs((5, 80 if zoo.SIMULATOR else 150, 64), seed=11)
+    """v07's causal 1-D grid in groups of heads, a smaller first group when they do not divide: three heads of three
+    query blocks each (80 positions) in groups of 1, 2 (1 + 2), 3 (all of them) and more than the heads."""
+    Q, K, V = ATTENTION.make_inputs((3, 80 if zoo.SIMULATOR else 150, 64), seed=11)
     out = cuda.to_device(np.full(Q.shape, np.nan, np.float16))  # poisoned: a block never run leaves NaN rows
     ATTENTION["v07"].module.launch(*(cuda.to_device(a) for a in (Q, K, V)), out, causal=True, group=group)
     ok, _, detail = harness.compare(

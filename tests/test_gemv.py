@@ -231,8 +231,8 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
 V08, V09 = GEMV["v08"], GEMV["v09"]
 
 
-@pytest.mark.parametrize("kind", ["int4", "int4_g64"])
-@pytest.mark.parametrize("step", ["v08", "v09"])
+# v09's ring and its scales' queue are v08's: v09 is turned with groups of 128 only (CI's time), v08 with both
+@pytest.mark.parametrize("step,kind", [("v08", "int4"), ("v08", "int4_g64"), ("v09", "int4")])
 def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
     """v08 and v09: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no
     split): the two-slot ring turns five times. in = 1216 is four runs and three last blocks: 3 rows, so two warps
@@ -456,7 +456,7 @@ def test_v08_streams_the_codes_through_shared_memory_with_cp_async():
         assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
 
 
-V09_CASES = [case.replace("v08", "v09") for case in V08_CASES]
+V09_CASES = ["v09:8192x4096:int4", "v09:8192x4096:int4_g64"]  # the ring kernel only: its other launches are v08's
 
 
 @NEEDS_PTXAS
@@ -467,9 +467,6 @@ def test_v09_asks_for_its_first_codes_before_waiting_for_the_kernel_before_it():
         (k,) = kernels
         sass = k["sass"]
         assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
-        if case.endswith("fp16"):  # v08's launch, v06's kernel: no dependency declared
-            assert k["name"] == "gemv_float" and "ACQBULK" not in sass, case
-            continue
         assert k["name"] == "gemv_int4_ring", case
         assert sass.count("ACQBULK") == 1 and "PREEXIT" in sass, f"{case}: the wait and the trigger"
         wait = sass.index("ACQBULK")
