@@ -11,8 +11,7 @@ Changes:
     Each warp calls ``let_next_kernel_start`` (griddepcontrol.launch_
     dependents) once it has asked for its last run: the next kernel's blocks
     may take the room its blocks leave while its last math runs. ``copy_run``
-    is split in two (``copy_codes``, ``copy_x``) for the wait between them, and
-    a launch of one block an SM gives the ring a third slot (see STAGES).
+    is split in two (``copy_codes``, ``copy_x``) for the wait between them.
 
 Why it is faster:
     At 8192 x 8192 the int4 GEMV reads 34 MB in about 12 us on an H100; in a
@@ -75,10 +74,6 @@ SLOT_BYTES = CODE_BYTES + X_BYTES  # one slot of a warp's ring: codes, then x
 # memory. Measured at 8192 x 8192 (graph time, H100 / H200): 3 slots 16.1 / 12.7 us against 15.2 / 11.9. With runs of
 # 2 blocks, 2 KB: 3 slots (64 KB in flight again) was the best of 3 to 8, and 4 to 8 slower with every slot added.
 STAGES = 2
-# With the dependency declared, a launch whose blocks each have an SM to themselves (4096 x 14336 on an H100: 128
-# blocks of 8 warps, 36 KB in flight an SM at 2 slots) takes STAGES + 1: twice the bytes in flight, 108 KB a block,
-# so that the next kernel's block still fits beside it. 11.7 -> 11.5 us there; at 2 blocks an SM 3 slots are slower
-# (12.9 -> 13.7 us at 8192 x 8192, 11.4 -> 12.6 at 14336 x 4096; H100, graph time).
 AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c
 # float16 pairs, two to a word: 0x6400 is 1024 (exponent 10, so a code in the low mantissa bits counts 1 or 16)
 LOW_MAGIC, HIGH_MAGIC = 0x64086408, 0x64806480  # 1024, and bit 3 of each nibble flipped: nibble ^ 8 = code + 8
@@ -372,14 +367,12 @@ def slices_for(rows):
     return slices
 
 
-def launch(W, x, scales, out, stages=None):
+def launch(W, x, scales, out, stages=STAGES):
     fmt, n, group = layout(W, x, scales)
     if fmt != "int4" or n % BLOCK or not (aligned(W) and aligned(x)):
         return v08.launch(W, x, scales, out)  # v08's launch: the other formats, and rows not whole blocks of 64
     slices = slices_for(out.size)
     rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
     blocks = (out.size + rows_per_block - 1) // rows_per_block
-    if stages is None:
-        stages = STAGES + 1 if blocks <= sm_count() else STAGES  # a block an SM: a third slot (see STAGES)
     shared_bytes = WARPS_PER_BLOCK * stages * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (the launch opts in)
     build(group, slices, stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
