@@ -233,8 +233,9 @@ class LeanLauncher:
     def _dependent_config(self, launch, stream):
         """cuLaunchKernelEx's configuration for ``launch`` on ``stream`` with the programmatic stream serialization
         attribute: the kernel's blocks may start once every block of the kernel ahead of it has called
-        ``let_next_kernel_start`` or exited. A C struct made once per configuration and stream, passed by pointer:
-        cuda-python's CUlaunchConfig, converted on every call, cost about 7 us more a launch."""
+        ``let_next_kernel_start`` or exited. A C struct made once per configuration and stream, passed by pointer
+        (cuda-python's CUlaunchConfig would be converted on every call). Measured on an H100: 13.6-13.8 us of host
+        time a launch call of gemv v09, against 14.1-14.4 for v08's plain cuLaunchKernel."""
         key = (launch.dimensions, int(stream))
         config = self._configs.get(key)
         if config is None:
