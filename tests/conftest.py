@@ -9,13 +9,22 @@ import pytest
 
 import zoo  # chooses the target before anything imports numba.cuda
 
-if zoo.SIMULATOR:
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    """In the simulator, each process that runs tests keeps its simulated threads on one CPU: xdist's worker
+    gwN takes the Nth CPU; a run without workers takes one. xdist's controller runs no test and stays
+    unpinned, or every worker it starts would inherit its one CPU."""
+    if not zoo.SIMULATOR:
+        return
     from zoo import simulator
 
-    # each xdist worker imports this: shorter GIL hand-offs between simulated threads
-    simulator.shorten_switch_interval()
-
-ROOT = Path(__file__).resolve().parent.parent
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is not None:
+        simulator.settle_process(int(worker.removeprefix("gw")))
+    elif not getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") == "no":
+        simulator.settle_process()
 
 
 def run_zoo(*args, env=None):

@@ -800,7 +800,7 @@ def main(argv=None):
     if zoo.SIMULATOR:
         from zoo import simulator
 
-        simulator.shorten_switch_interval()  # the simulator's threads hand over the GIL sooner: checks run faster
+        simulator.settle_process()  # the simulator's threads on one CPU, handing over the GIL sooner: checks run faster
     try:
         args = build_parser().parse_args(argv)
         return args.func(args) or 0

@@ -183,7 +183,7 @@ def regenerate():
         return
     from zoo import simulator
 
-    simulator.shorten_switch_interval()
+    simulator.settle_process()
     for fam, step, size in planned():
         path = draw(fam, step, size)
         if path is not None:

@@ -51,6 +51,7 @@ raise at once; a wait that lasts ``DEADLOCK_S`` (e.g. a lane stuck in
 ``syncthreads`` while its warp waits for it) raises too.
 """
 
+import os
 import sys
 import threading
 import time
@@ -283,9 +284,22 @@ _METHODS = (
 SWITCH_INTERVAL_S = 0.001
 
 
-def shorten_switch_interval():
-    """Shorten the interpreter's thread switch interval for simulator runs (tests and the CLI call it)."""
+def settle_process(slot=None):
+    """Set this process up for the simulator's threads: short GIL hand-offs, and all of them on one CPU.
+
+    Only the thread holding the GIL runs, so the simulator gains nothing from a second CPU, and pays for it:
+    every hand-off (a lane that waits in a warp rendezvous or at a barrier gives the GIL to the next) wakes
+    a thread the OS may have put on another CPU, an inter-processor wake-up, where on one CPU it is a plain
+    context switch. Measured on a 2-core machine, hgemm v08's check at 70 x 129 x 31: 4.8 s spread over both
+    CPUs, 3.8 s on one; two such checks at once (two pytest workers) 7.0 and 6.9 s each spread, 4.6 and 2.9
+    s each on a CPU of its own. ``slot`` picks the CPU among those the process may use (a pytest worker's
+    number, so that workers take different CPUs); None takes the process id. Tests and the CLI call it."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if not hasattr(os, "sched_setaffinity"):  # Linux only: elsewhere the threads stay where the OS puts them
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        os.sched_setaffinity(0, {cpus[(os.getpid() if slot is None else slot) % len(cpus)]})
 
 
 def install():

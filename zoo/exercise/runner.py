@@ -477,7 +477,7 @@ def main(argv):
         if zoo.SIMULATOR:
             from zoo import simulator
 
-            simulator.shorten_switch_interval()
+            simulator.settle_process()
         ex = exercise.by_key(key)
         events.alive("loading your file")
         module = load(path, ex.family, events)
