@@ -33,12 +33,12 @@ if SIMULATOR:
 else:
     from numba.cuda.extending import intrinsic
 
-    from zoo.device.mma import _bare  # one instruction, no operands, a memory clobber: no load or store crosses it
+    from zoo.device.mma import bare_instruction  # no operands, a memory clobber: no load or store crosses it
 
     @intrinsic
     def wait_for_previous_kernel(typingctx):
-        return _bare("griddepcontrol.wait;")
+        return bare_instruction("griddepcontrol.wait;")
 
     @intrinsic
     def let_next_kernel_start(typingctx):
-        return _bare("griddepcontrol.launch_dependents;")
+        return bare_instruction("griddepcontrol.launch_dependents;")

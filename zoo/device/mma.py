@@ -500,7 +500,11 @@ else:
 
         return sig, codegen
 
-    def _bare(text):
+    def bare_instruction(text):
+        """An intrinsic's (signature, codegen) for one PTX instruction with no operands, void, with a memory
+        clobber: the compiler moves no load or store across it (cp.async's commit and wait here; the
+        dependent-launch intrinsics of zoo.device.dependent_launch)."""
+
         def codegen(context, builder, sig, args):
             asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
             builder.call(asm, [])
@@ -510,11 +514,11 @@ else:
 
     @intrinsic
     def cp_async_commit(typingctx):
-        return _bare("cp.async.commit_group;")
+        return bare_instruction("cp.async.commit_group;")
 
     @intrinsic
     def cp_async_wait_all(typingctx):
-        return _bare("cp.async.wait_group 0;")
+        return bare_instruction("cp.async.wait_group 0;")
 
     @intrinsic
     def cp_async_wait_group(typingctx, n):
@@ -522,5 +526,5 @@ else:
         # (numba retries with the literal type when the plain one is refused)
         if not isinstance(n, types.IntegerLiteral):
             return None
-        sig, codegen = _bare(f"cp.async.wait_group {int(n.literal_value)};")
+        sig, codegen = bare_instruction(f"cp.async.wait_group {int(n.literal_value)};")
         return types.void(n), codegen
