@@ -47,7 +47,7 @@ Choices where CUDA says "undefined" or the simulator cannot see the hardware
 No hangs: a waiting lane polls its thread's ``abort`` flag (set when another
 thread of the block raised). When every live lane of a warp waits in a
 rendezvous that cannot complete, the warp is deadlocked and all of its waiters
-raise at once; a wait that lasts ``DEADLOCK_S`` (e.g. a lane stuck in
+raise at once; a wait that lasts ``DEADLOCK_S`` with no lane arriving (e.g. a lane stuck in
 ``syncthreads`` while its warp waits for it) raises too.
 """
 
@@ -61,7 +61,10 @@ import numpy as np
 from zoo.device.warp import FULL_MASK
 
 POLL_S = 0.05  # how often a waiting lane looks at the abort flag
-DEADLOCK_S = 60.0  # longest wait in one collective before giving up
+# Longest wait in one collective with no lane arriving before giving up (a true deadlock of the whole warp is caught
+# at once, above; this is for a lane stuck elsewhere, at a barrier say). 300 s, not 60: on a loaded 2-CPU machine, a
+# 1024-thread scan block whose process has one CPU waited over 60 s for a shuffle's last lanes and failed a test.
+DEADLOCK_S = 300.0
 
 
 def _lanes(mask):
@@ -112,14 +115,17 @@ class _Warp:
             rv.arrived |= 1 << lane
             rv.values[lane] = value
             self._settle()
+            arrived = rv.arrived
             while not rv.closed:
+                if rv.arrived != arrived:  # another lane came: the warp is slow, not stuck; the wait starts over
+                    arrived, deadline = rv.arrived, time.monotonic() + DEADLOCK_S
                 if self.deadlock:
                     raise RuntimeError(self.deadlock)
                 if me.abort:
                     raise RuntimeError(f"{kind} in {self.name}: aborted, another thread raised")
                 if time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"{kind} in {self.name}, mask 0x{mask:08x}: waited {DEADLOCK_S:.0f} s "
+                        f"{kind} in {self.name}, mask 0x{mask:08x}: waited {DEADLOCK_S:.0f} s with no lane arriving "
                         f"for lanes {_lanes(mask & self.live & ~rv.arrived)} (deadlock?)"
                     )
                 self.cond.wait(POLL_S)
