@@ -23,7 +23,7 @@ def pytest_configure(config):
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker is not None:
         simulator.settle_process(int(worker.removeprefix("gw")))
-    elif not getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") == "no":
+    elif not getattr(config.option, "numprocesses", None):  # no xdist, or -n 0: this process runs the tests
         simulator.settle_process()
 
 
