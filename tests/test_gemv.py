@@ -228,15 +228,17 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
     assert result.ok, result.detail
 
 
-V08, V09 = GEMV["v08"], GEMV["v09"]
+V08, V09, V10 = GEMV["v08"], GEMV["v09"], GEMV["v10"]
 
 
-# v09's ring and its scales' queue are v08's: v09 is turned with groups of 128 only (CI's time), v08 with both
-@pytest.mark.parametrize("step,kind", [("v08", "int4"), ("v08", "int4_g64"), ("v09", "int4")])
+# v09's ring and its scales' queue are v08's: v09 is turned with groups of 128 only (CI's time), v08 with both; v10's
+# kernel takes groups of 128 only (its launch gives groups of 64 to v09)
+@pytest.mark.parametrize("step,kind", [("v08", "int4"), ("v08", "int4_g64"), ("v09", "int4"), ("v10", "int4")])
 def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
-    """v08 and v09: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no
+    """v08, v09 and v10: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no
     split): the two-slot ring turns five times. in = 1216 is four runs and three last blocks: 3 rows, so two warps
-    take two runs each and the last blocks in turn. A poisoned output, right on a second call with other inputs."""
+    take two runs each and the last blocks in turn. A poisoned output, right on a second call with other inputs.
+    Each grid is one block: v10's own kernel in the simulator (one SM)."""
     ring = GEMV[step]
     if zoo.SIMULATOR:
         assert ring.module.slices_for(33) == 1 and ring.module.slices_for(3) == 2
@@ -247,6 +249,21 @@ def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
             got = ring(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
             ok, err, detail = harness.compare(got, GEMV.reference(*inputs), GEMV.tolerance(size))
             assert ok, (size, seed, detail)
+
+
+def test_v10_runs_its_kernel_where_an_sm_holds_one_block_and_v09s_elsewhere(monkeypatch):
+    """v10's kernel: int4 in groups of 128, rows in whole blocks of 64, a grid of at most a block an SM. Groups of 64,
+    two blocks an SM (here: more blocks than the simulator's one SM) and other formats take v09's launch."""
+    taken = _record_builds(monkeypatch, V10, V09)
+    assert harness.check(V10, (33, 320), seed=4, kind="int4").ok  # one block of two warps: v10's kernel
+    assert taken == [("v10", "build")]
+    taken.clear()
+    if zoo.SIMULATOR:
+        assert harness.check(V10, (70, 320), seed=4, kind="int4").ok  # three groups of 32 rows, two blocks: v09's
+        assert taken == [("v09", "build")]
+        taken.clear()
+    assert harness.check(V10, (33, 320), seed=4, kind="int4_g64").ok
+    assert taken == [("v09", "build")]
 
 
 # the device functions and sizes a test kernel uses, as globals: a kernel on the GPU cannot reach them through a Variant
@@ -474,6 +491,30 @@ def test_v09_asks_for_its_first_codes_before_waiting_for_the_kernel_before_it():
         before = sass[:wait].replace("@!PT LDS RZ, [RZ]", "")  # ptxas's never-executed filler
         assert "LDS" not in before and "STG" not in before, f"{case}: nothing read or written before it"
         assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+
+
+V10_CASES = ["v10:4096x14336:int4"]  # 128 blocks of 256 threads: a block an SM, v10's own kernel
+
+
+@NEEDS_PTXAS
+def test_v10_reads_a_run_before_asking_for_the_next_in_its_slot_within_128_registers():
+    """v10's kernel: the first run's codes before the wait (as v09), then in the loop a run's shared-memory reads come
+    before the copies into its slot, and the math after them; all in 128 registers with nothing spilled, so that two
+    blocks of 256 threads fit on an SM. (The syncwarp between the reads and the copies is a BRA.DIV to a WARPSYNC
+    taken only if the warp has diverged.)"""
+    for case, kernels in _compiled(V10_CASES).items():
+        (k,) = kernels
+        sass = k["sass"]
+        assert k["name"] == "gemv_int4_ring", case
+        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        wait = sass.index("ACQBULK")
+        assert sass.count("ACQBULK") == 1 and "PREEXIT" in sass, f"{case}: the wait and the trigger"
+        assert sass.count("LDGSTS", 0, wait) == 8, f"{case}: the first run's codes before the wait, x after it"
+        landed = sass.index("DEPBAR.LE")  # the loop's wait for run r; then its reads, the refill, the math
+        reads, copies = sass.index("LDS", landed), sass.index("LDGSTS", landed)
+        assert reads < copies, f"{case}: a slot refilled before it was read"
+        assert "HMMA" not in sass[landed:copies] and "HMMA" in sass[copies:], f"{case}: the math after the refill"
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------

@@ -93,9 +93,12 @@ double buffer of shared memory by ``cp.async`` (v08), so that a warp's next
 bytes are in flight during its math, and that kernel launched to overlap the
 one before it in the stream (v09, programmatic dependent launch, Hopper): its
 first codes are asked for before the kernel before it has finished, and only x
-waits for it. Steps v03 on read 16 bytes at a time and need every row 16-byte
-aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other
-shapes run v02's kernel.
+waits for it. v10 refills a slot as soon as its run is in registers, before
+the math, so that a warp keeps two runs in flight in the same shared memory:
+the grids of one block an SM (4096 x 14336) need the bytes in flight. Steps
+v03 on read 16 bytes at a time and need every row 16-byte aligned: in a
+multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other shapes run
+v02's kernel.
 
 Goals (the issue): at 8192 x 8192, 4096 x 14336 and 14336 x 4096, the fp16 kind
 at 90% of the copy bandwidth of its bytes and at least cuBLAS fp16; int4 at
