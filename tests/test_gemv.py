@@ -200,8 +200,9 @@ def test_aligned_rows_take_the_16_byte_kernel_and_others_v02s(monkeypatch, kind)
 @pytest.mark.parametrize("kind", ["int4", "int4_g64"])
 def test_int4_rows_of_whole_blocks_of_64_take_the_tensor_core_kernel(monkeypatch, kind):
     """v07 builds its own kernel for int4 when in is a multiple of 64 (in = 320: five blocks, the last alone and, for
-    int4, half a group of 128; 3 rows split in across two warps, 33 rows do not), v06's for the rest; and the
-    tensor-core kernel writes every row of a poisoned output, right on a second call with other inputs."""
+    int4, half a group of 128; 3 rows split in across two warps, 33 rows do not) and the grid has a block an SM or
+    more, v06's for the rest; and the tensor-core kernel writes every row of a poisoned output, right on a second
+    call with other inputs. On a GPU these grids of one or two blocks take v06's kernel (the simulator has one SM)."""
     taken = _record_builds(monkeypatch, V07, V06)
     for size in ((33, 320), (3, 320)):
         for seed in (1, 2):
@@ -210,7 +211,7 @@ def test_int4_rows_of_whole_blocks_of_64_take_the_tensor_core_kernel(monkeypatch
             got = V07(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
             ok, err, detail = harness.compare(got, GEMV.reference(*inputs), GEMV.tolerance(size))
             assert ok, (size, seed, detail)
-    assert taken == [("v07", "build")] * 4
+    assert taken == [("v07", "build") if zoo.SIMULATOR else ("v06", "build")] * 4
     taken.clear()
     assert harness.check(V07, (5, 96), seed=3, kind=kind).ok  # 48 bytes a row: 16-byte aligned, not blocks of 64
     assert harness.check(V07, (5, 77), seed=3, kind=kind).ok
