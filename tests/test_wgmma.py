@@ -31,6 +31,7 @@ from zoo.device.wgmma import (
     fence_mbarrier_init,
     fence_proxy_async,
     first_tile,
+    mbarrier_arrive,
     mbarrier_arrive_expect_tx,
     mbarrier_init,
     mbarrier_wait,
@@ -191,6 +192,41 @@ def tma_box(tmap, row, col, out):
     for e in range(tid, BOX_ROWS * BOX_COLS, cuda.blockDim.x):
         r, c = uint32(e) // uint32(BOX_COLS), uint32(e) % uint32(BOX_COLS)
         out[r, c] = tiles[tile0 + swizzle_128b(r * uint32(128) + c * uint32(2)) // uint32(2)]
+
+
+def _arrivals_kernel(arrivals, pause_s):
+    """Thread 1 arrives ``arrivals`` times on a barrier of count 3, ``pause_s`` apart; thread 0 waits for phase 0."""
+    import time  # the simulator runs the kernel as Python: a pause between arrivals
+
+    @cuda.jit
+    def kernel(out):
+        bars = cuda.shared.array(1, np.uint64)
+        if cuda.threadIdx.x == 0:
+            mbarrier_init(bars, 0, 3)
+        cuda.syncthreads()  # the barrier is set up
+        if cuda.threadIdx.x == 1:
+            for _ in range(arrivals):
+                time.sleep(pause_s)
+                mbarrier_arrive(bars, 0)
+        else:
+            mbarrier_wait(bars, 0, 0)
+            out[0] = 1
+
+    return kernel
+
+
+@pytest.mark.skipif(GPU, reason="the simulator's deadlock timeout")
+def test_an_mbarrier_wait_gives_up_only_when_no_arrival_comes(monkeypatch):
+    """The wait's deadline (DEADLOCK_S, 0.5 s here) counts from the last arrival: three arrivals 0.3 s apart (0.9 s
+    in all) complete the phase; two leave the waiter with no arrival for 0.5 s, and it raises."""
+    from zoo.device import wgmma
+
+    monkeypatch.setattr(wgmma, "DEADLOCK_S", 0.5)
+    out = np.zeros(1, np.int32)
+    _arrivals_kernel(3, 0.3)[1, 2](out)
+    assert out[0] == 1
+    with pytest.raises(Exception, match="with no arrival for the phase of parity 0 \\(1 arrivals"):
+        _arrivals_kernel(2, 0.1)[1, 2](np.zeros(1, np.int32))
 
 
 @pytest.mark.parametrize("flat", [False, True])

@@ -482,13 +482,16 @@ if SIMULATOR:
         deadline = time.monotonic() + DEADLOCK_S
         with space.cond:
             bar = space.barrier(address)
+            seen = (bar.phase, bar.pending, bar.tx)
             while not _phase_done(bar, parity):
                 if me.abort:
                     raise RuntimeError("mbarrier wait: aborted, another thread raised")
+                if (bar.phase, bar.pending, bar.tx) != seen:  # an arrival or bytes landed: slow, not stuck; start over
+                    seen, deadline = (bar.phase, bar.pending, bar.tx), time.monotonic() + DEADLOCK_S
                 if time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"mbarrier at {address:#x}: waited {DEADLOCK_S:.0f} s for the phase of parity {parity} "
-                        f"({bar.pending} arrivals and {bar.tx} bytes missing; deadlock?)"
+                        f"mbarrier at {address:#x}: waited {DEADLOCK_S:.0f} s with no arrival for the phase of "
+                        f"parity {parity} ({bar.pending} arrivals and {bar.tx} bytes missing; deadlock?)"
                     )
                 space.cond.wait(POLL_S)
 
