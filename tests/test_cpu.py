@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import harness
+from zoo import harness, report, results
 from zoo.errors import OutOfRange
 
 ROWS = [(fam, name) for fam in zoo.families() for name in fam.cpu_rows]
@@ -62,6 +62,28 @@ def test_a_kernel_is_host_bound_once_its_launch_call_takes_half_its_time():
     assert harness.host_bound(host_us=10.0, device_ms=0.016)  # a 16 us kernel behind 10 us calls
     assert not harness.host_bound(host_us=20.0, device_ms=0.2)  # a 200 us kernel hides 20 us calls
     assert harness.host_bound(host_us=101.0, device_ms=0.2) and not harness.host_bound(100.0, 0.2)  # the edge
+
+
+def test_a_figure_is_the_hosts_pace_once_a_launch_call_takes_most_of_it():
+    """zoo.results.host_paced: a 19.7 us figure behind 17 us calls is the host's; a 94 us kernel behind 12 us calls
+    is the kernel's; 80% is the edge; an unknown host time (a wall-clock row, an old row) marks nothing."""
+    assert results.host_paced(host_us=17.0, ms=0.0197) and not results.host_paced(host_us=12.0, ms=0.094)
+    assert results.host_paced(host_us=80.1, ms=0.1) and not results.host_paced(host_us=79.9, ms=0.1)
+    assert not results.host_paced(None, 0.01) and not results.host_paced(float("nan"), 0.01)
+
+
+def test_the_readme_table_marks_a_host_paced_figure_and_says_why():
+    fam = zoo.family("gemv")
+    row = dict(ms=0.0197, gflops=3000.0, gbps=1500.0, ratio=4.0, correct=True)
+    entries = {
+        "v09_dependent_launch": dict(row, name="v09_dependent_launch", host_us=12.0, ms=0.094),  # the kernel's pace
+        "v10_refill_after_read": dict(row, name="v10_refill_after_read", host_us=17.0),  # the host's pace
+    }
+    table = report.family_table(fam, "H100", "4096x14336@int4", entries)
+    assert "| v10_refill_after_read | 0.0197 \N{DAGGER} |" in table and "| v09_dependent_launch | 0.0940 |" in table
+    assert table.endswith(report.HOST_NOTE) and "host_paced" in report.HOST_NOTE
+    del entries["v10_refill_after_read"]
+    assert "\N{DAGGER}" not in report.family_table(fam, "H100", "4096x14336@int4", entries)  # no mark, no note
 
 
 def test_an_error_made_in_the_background_is_raised_where_the_case_is_used():

@@ -16,6 +16,7 @@ from numba import cuda
 from zoo import SIMULATOR, arrays
 from zoo.device import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
+from zoo.results import host_paced
 
 
 # -- correctness --------------------------------------------------------------
@@ -127,6 +128,12 @@ class Timing:
     samples: int
     launches_per_sample: int
     samples_ms: list = field(default_factory=list, repr=False)  # each sample's ms per launch
+    host_us: float = math.nan  # median host time of a launch call (time_launches; NaN where not measured)
+
+    @property
+    def host_paced(self):
+        """Whether the figure is (about) the host's pace, not the kernel's (``zoo.results.host_paced``)."""
+        return host_paced(self.host_us, self.median_ms)
 
     @property
     def spread(self):
@@ -256,7 +263,7 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
         if slow and len(samples) >= min_samples:
             break
     q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
-    return Timing(statistics.median(samples), q[0], q[2], len(samples), batch, samples)
+    return Timing(statistics.median(samples), q[0], q[2], len(samples), batch, samples, statistics.median(host_us))
 
 
 def time_wall(launch, *, min_samples=10, max_samples=200, budget_s=1.0):
@@ -342,6 +349,7 @@ class Measurement:
     correct: object = None  # True/False, or None when not checked (demonstrations)
     error: float = math.nan
     resources: dict = field(default_factory=dict)
+    host_us: float = math.nan  # host time of a launch call: 80% of ms or more, the host sets the pace (host_paced)
 
 
 def _rates(fam, size, ms, kind=None):
@@ -519,6 +527,7 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s
         correct=correct,
         error=err,
         resources=resources(variant, since=launches_before),
+        host_us=timing.host_us,
     )
     if baseline_ms:
         m.ratio = baseline_ms / timing.median_ms
@@ -552,7 +561,18 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out, **params), budget_s=budget_s)
     gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
-    return Measurement(name, size, timing.median_ms, timing.spread, gflops, gbps, ratio=ratio, correct=ok, error=err)
+    return Measurement(
+        name,
+        size,
+        timing.median_ms,
+        timing.spread,
+        gflops,
+        gbps,
+        ratio=ratio,
+        correct=ok,
+        error=err,
+        host_us=timing.host_us,
+    )
 
 
 # -- the CPU beside the GPU ------------------------------------------------------

@@ -64,6 +64,7 @@ def family_table(fam, device_name, size, entries):
         "|---|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     names = [n for n in fam.baselines if n in entries] + cpu_rows + [v.name for v in fam if v.name in entries]
+    host_paced_rows = 0
     for m in (entries[n] for n in names):
         r = m.get("resources") or {}
         library = m["name"] in fam.baselines or m["name"] in fam.cpu_rows
@@ -72,11 +73,24 @@ def family_table(fam, device_name, size, entries):
         label = m["name"]
         if m["name"] in fam.cpu_rows:  # name the processor and the threads the row ran on
             label = f"{label} (CPU: {r.get('cpu', '?')}, {r.get('threads', '?')} thread(s))"
+        paced = results.host_paced(m.get("host_us"), m["ms"])
+        host_paced_rows += paced
         lines.append(
-            f"| {label} | {m['ms']:.4f} | {_num(m[key])} | {_pct(m.get('ratio'))} | {_times(m.get('over_cpu'))} | "
-            f"{r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | {correct} |"
+            f"| {label} | {m['ms']:.4f}{HOST_MARK if paced else ''} | {_num(m[key])} | {_pct(m.get('ratio'))} | "
+            f"{_times(m.get('over_cpu'))} | {r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | "
+            f"{correct} |"
         )
+    if host_paced_rows:
+        lines += ["", HOST_NOTE]
     return "\n".join(lines)
+
+
+HOST_MARK = " \N{DAGGER}"
+HOST_NOTE = (
+    f"{HOST_MARK.strip()} The host's pace, not the kernel's: a launch call took the host about as long as the figure "
+    "(`zoo.results.host_paced`), so back-to-back launches left the GPU idle between kernels. The kernel itself is "
+    "faster; a CUDA graph of calls times it (the family's sweep, where it has one)."
+)
 
 
 def _times(value):
