@@ -128,7 +128,7 @@ class Timing:
     samples: int
     launches_per_sample: int
     samples_ms: list = field(default_factory=list, repr=False)  # each sample's ms per launch
-    host_us: float = math.nan  # median host time of a launch call (time_launches; NaN where not measured)
+    host_us: float = math.nan  # host time of a launch call within a batch, median (time_launches; NaN elsewhere)
 
     @property
     def host_paced(self):
@@ -225,6 +225,7 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
     start, stop = cuda.event(), cuda.event()
     calls = 0
     host_us = []  # host time of each sample's first launch call
+    call_us = []  # each sample's host time of its launch calls, per call: the host's pace within a batch
 
     def timed(batch):
         nonlocal calls
@@ -233,12 +234,14 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
             min(HOLD_MAX_US, max(HOLD_MIN_US, HOLD_FACTOR * statistics.median(recent))) if recent else HOLD_MAX_US
         )  # the device waits here while the host queues what follows
         start.record()
+        first = time.perf_counter()
         for k in range(batch):
             began = time.perf_counter()
             launch(calls)
             if k == 0:
                 host_us.append((time.perf_counter() - began) * 1e6)
             calls += 1
+        call_us.append((time.perf_counter() - first) * 1e6 / batch)  # the first call is often slower than the rest
         stop.record()
         stop.synchronize()
         return cuda.event_elapsed_time(start, stop) / batch
@@ -263,7 +266,8 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
         if slow and len(samples) >= min_samples:
             break
     q = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
-    return Timing(statistics.median(samples), q[0], q[2], len(samples), batch, samples, statistics.median(host_us))
+    paced = call_us[-len(samples) :]  # the samples' batches, not the estimate's call
+    return Timing(statistics.median(samples), q[0], q[2], len(samples), batch, samples, statistics.median(paced))
 
 
 def time_wall(launch, *, min_samples=10, max_samples=200, budget_s=1.0):
