@@ -87,9 +87,9 @@ def family_table(fam, device_name, size, entries):
 
 HOST_MARK = " \N{DAGGER}"
 HOST_NOTE = (
-    f"{HOST_MARK.strip()} The host's pace, not the kernel's: a launch call took the host about as long as the figure "
-    "(`zoo.results.host_paced`), so back-to-back launches left the GPU idle between kernels. The kernel itself is "
-    "faster; a CUDA graph of calls times it (the family's sweep, where it has one)."
+    f"{HOST_MARK.strip()} About the host's pace: a launch call took the host 80% of the figure or more "
+    "(`zoo.results.host_paced`), so back-to-back launches may have left the GPU idle between kernels, and the kernel "
+    "takes at most this long. A CUDA graph of calls times the kernel alone (the family's sweep, where it has one)."
 )
 
 

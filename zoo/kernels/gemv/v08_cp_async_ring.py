@@ -29,13 +29,13 @@ Why it is faster:
     the math, bounds it (see STAGES for the ring's depth).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,845 GB/s (94.4 us a call), 118.4% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,858 GB/s (93.9 us a call), 118.7% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 103.3%, 14336x4096@fp16: 190.4%,
-    14336x4096@int4: 605.5%, 14336x4096@int4_g64: 529.7%, 14336x4096@int8: 333.6%,
-    4096x14336: 100.3%, 4096x14336@fp16: 198.7%, 4096x14336@int4: 410.3%,
-    4096x14336@int4_g64: 418.8%, 4096x14336@int8: 351.9%, 8192x8192@fp16: 232.9%,
-    8192x8192@int4: 690.1%, 8192x8192@int4_g64: 664.8%, 8192x8192@int8: 418.5%. From
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 102.9%, 14336x4096@fp16: 189.0%,
+    14336x4096@int4: 592.7%, 14336x4096@int4_g64: 527.8%, 14336x4096@int8: 325.6%,
+    4096x14336: 98.3%, 4096x14336@fp16: 197.4%, 4096x14336@int4: 562.9%,
+    4096x14336@int4_g64: 563.5%, 4096x14336@int8: 355.5%, 8192x8192@fp16: 234.2%,
+    8192x8192@int4: 710.6%, 8192x8192@int4_g64: 680.3%, 8192x8192@int8: 414.2%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 8192x8192: 4,078 GB/s (65.8 us a call), 136.5% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
