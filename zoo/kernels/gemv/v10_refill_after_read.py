@@ -8,7 +8,7 @@ Changes:
     always idle; here both hold a run in flight during the math, in the same
     72 KB of shared memory a block. The second slot's first codes are asked
     for after the wait (with x), the first slot's before it, as in v09. A
-    run's scales are loaded one run ahead, not queued ``STAGES`` runs ahead,
+    run's scales are loaded one run ahead, not with its codes (v09's queue),
     and ``launch_bounds`` holds the kernel to 128 registers: a run in
     registers while copies are asked for is 64 of them. v10's kernel runs
     where the grid has a block an SM at most, with groups of 128; the rest
@@ -237,8 +237,8 @@ def build(group, slices, stages=STAGES):
     @jit(device=True)
     def load_scales(scales, mine, group_at, into):
         """The scales of a run (groups ``group_at`` ..) of the lane's row, into registers: asked for a run before
-        their math, not STAGES runs before as v09's queue did (two float16 registers fewer a run in flight, the
-        room the ring needs: see the launch bounds below); a run's math is time enough for one load."""
+        their math, not with the codes STAGES runs before (v09's queue, which would hold two runs' scales here: the
+        registers the ring needs, see the launch bounds below); a run's math is time enough for one load."""
         for k in range(per_run):
             into[k] = scales[mine, group_at + uint32(k)]
 
