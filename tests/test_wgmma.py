@@ -264,10 +264,29 @@ def test_tensor_maps_are_checked_before_encoding():
         ("v13", (100, 250, 330)),  # 6 k steps through 4 stages: the producer runs ahead, mbarriers hand over
         ("v14", (100, 250, 330)),  # the same through TMA boxes, the bytes counted on the full barriers
         ("v15", (130, 257, 130)),  # 4 tiles of 3 k steps in one persistent block: the stages run on across tiles
+        ("v16", (130, 257, 130)),  # the same 4 tiles in grouped order: down the first column, then the second
     ],
 )
 def test_the_pipelines_rotate_their_stages(step, size):
     result = harness.check(HGEMM[step], size, seed=11)
+    assert result.ok, result.detail
+
+
+@pytest.mark.skipif(GPU, reason="calls a device function from the host: the simulator's")
+def test_grouped_order_walks_each_group_of_block_rows_column_by_column():
+    """v16's tile_origin with groups of 3 block rows on a grid of 7 x 4 tiles: two full groups and a last group of
+    one row, each walked down its columns in turn; every tile once."""
+    tile_origin = HGEMM["v16"].module.grouped_order(3, 128, 256)
+    got = [tuple(int(v) for v in tile_origin(np.uint32(t), np.uint32(7), np.uint32(4))) for t in range(28)]
+    expected = [(128 * r, 256 * c) for first in (0, 3, 6) for c in range(4) for r in range(first, min(first + 3, 7))]
+    assert got == expected
+
+
+def test_a_last_group_of_fewer_block_rows_is_walked_too(monkeypatch):
+    """v16 in groups of 2 block rows at 300 x 257 x 130: 3 x 2 tiles, a full group and a last one of one row."""
+    module = HGEMM["v16"].module
+    monkeypatch.setattr(module, "hgemm_kernel", module.build(module.TILES, 2))
+    result = harness.check(HGEMM["v16"], (300, 257, 130), seed=12)
     assert result.ok, result.detail
 
 

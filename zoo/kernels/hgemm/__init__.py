@@ -124,8 +124,9 @@ warpgroups on 128 x 256 tiles (v10), a batch of MMAs left running while the next
 step is prepared (v11: ``wait_group 1``), the epilogue's pairs stored as one
 64-bit store (v12), a producer warpgroup handing stages to two consumer
 warpgroups through full and empty mbarriers (v13), TMA copies of whole boxes,
-their bytes counted on the mbarrier (v14), and persistent blocks that walk the
-tiles with the pipeline running on from one tile to the next (v15).
+their bytes counted on the mbarrier (v14), persistent blocks that walk the
+tiles with the pipeline running on from one tile to the next (v15), and those
+tiles walked in groups of block rows, v08's order, for the L2 (v16).
 
 From v13 on a kernel has static shared memory (the mbarriers) beside the dynamic
 stages, and the driver starts dynamic shared memory right after the static
@@ -134,7 +135,7 @@ put the stages at 0x440. An alignment declared on the dynamic array does not
 move it; it only lets the compiler assume it, fold ``first_tile``'s skew to 0 and
 swizzle from the wrong origin (wrong products with ``cp.async``, a misaligned
 address with TMA, which is what stopped these steps on an earlier branch). So
-v13-v15 declare none and measure the skew when they run.
+v13-v16 declare none and measure the skew when they run.
 
 wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
 adds the "a" when it compiles for the GPU it runs on, not for ``compile_ptx(cc=(9,
