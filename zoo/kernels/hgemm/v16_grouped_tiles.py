@@ -20,7 +20,9 @@ Why it is faster:
     16 B panels: 40 MiB) fits the L2 already. Products are bit for bit v15's.
 
 Measured:
-    Not measured yet.
+    NVIDIA H100 80GB HBM3, size 4096: 599,573 GFLOP/s (229 us a call), 87.3% of cuBLAS
+    GemmEx, 165 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024:
+    57.7%, 2048: 86.2%, 8192: 97.6%. From results/nvidia-h100-80gb-hbm3.json.
 """
 
 from typing import NamedTuple
