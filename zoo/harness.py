@@ -16,7 +16,6 @@ from numba import cuda
 from zoo import SIMULATOR, arrays
 from zoo.device import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
-from zoo.results import host_paced
 
 
 # -- correctness --------------------------------------------------------------
@@ -129,11 +128,6 @@ class Timing:
     launches_per_sample: int
     samples_ms: list = field(default_factory=list, repr=False)  # each sample's ms per launch
     host_us: float = math.nan  # host time of a launch call within a batch, median (time_launches; NaN elsewhere)
-
-    @property
-    def host_paced(self):
-        """Whether the figure is (about) the host's pace, not the kernel's (``zoo.results.host_paced``)."""
-        return host_paced(self.host_us, self.median_ms)
 
     @property
     def spread(self):
@@ -353,7 +347,7 @@ class Measurement:
     correct: object = None  # True/False, or None when not checked (demonstrations)
     error: float = math.nan
     resources: dict = field(default_factory=dict)
-    host_us: float = math.nan  # host time of a launch call: 80% of ms or more, the host sets the pace (host_paced)
+    host_us: float = math.nan  # host time of a launch call: at 80% of ms or more, the host set the pace (host_paced)
 
 
 def _rates(fam, size, ms, kind=None):
