@@ -67,6 +67,21 @@ POLL_S = 0.05  # how often a waiting lane looks at the abort flag
 DEADLOCK_S = 300.0
 
 
+class Patience:
+    """A waiter's deadline that starts over whenever what it waits on moves: ``exhausted(progress)`` is True once
+    DEADLOCK_S have passed with ``progress`` (lanes arrived; an mbarrier's phase, arrivals and bytes) unchanged.
+    A slow block keeps making progress and is never timed out; a stuck one stops, and is."""
+
+    def __init__(self, progress):
+        self.progress, self.until = progress, time.monotonic() + DEADLOCK_S
+
+    def exhausted(self, progress):
+        now = time.monotonic()
+        if progress != self.progress:  # something arrived: slow, not stuck; the wait starts over
+            self.progress, self.until = progress, now + DEADLOCK_S
+        return now > self.until
+
+
 def _lanes(mask):
     """Lane numbers whose bit is set in mask, ascending."""
     return [lane for lane in range(32) if mask >> lane & 1]
@@ -102,7 +117,6 @@ class _Warp:
                 "name the calling lane (CUDA requires it)"
             )
         me = threading.current_thread()
-        deadline = time.monotonic() + DEADLOCK_S
         with self.cond:
             rv = self.pending.get(mask)
             if rv is None:
@@ -115,15 +129,13 @@ class _Warp:
             rv.arrived |= 1 << lane
             rv.values[lane] = value
             self._settle()
-            arrived = rv.arrived
+            patience = Patience(rv.arrived)
             while not rv.closed:
-                if rv.arrived != arrived:  # another lane came: the warp is slow, not stuck; the wait starts over
-                    arrived, deadline = rv.arrived, time.monotonic() + DEADLOCK_S
                 if self.deadlock:
                     raise RuntimeError(self.deadlock)
                 if me.abort:
                     raise RuntimeError(f"{kind} in {self.name}: aborted, another thread raised")
-                if time.monotonic() > deadline:
+                if patience.exhausted(rv.arrived):
                     raise RuntimeError(
                         f"{kind} in {self.name}, mask 0x{mask:08x}: waited {DEADLOCK_S:.0f} s with no lane arriving "
                         f"for lanes {_lanes(mask & self.live & ~rv.arrived)} (deadlock?)"

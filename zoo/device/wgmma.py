@@ -196,9 +196,8 @@ def tensor_map_2d(matrix, box_rows, box_cols, shape=None):
 
 
 if SIMULATOR:
-    import time
-
-    from zoo.simulator import DEADLOCK_S, POLL_S
+    from zoo import simulator
+    from zoo.simulator import POLL_S
 
     SHARED_WINDOW = 256 * 1024  # addresses a descriptor's 14-bit field reaches (>> 4)
 
@@ -479,19 +478,16 @@ if SIMULATOR:
         me = threading.current_thread()
         space = _space()
         address = space.address(bars, i)
-        deadline = time.monotonic() + DEADLOCK_S
         with space.cond:
             bar = space.barrier(address)
-            seen = (bar.phase, bar.pending, bar.tx)
+            patience = simulator.Patience((bar.phase, bar.pending, bar.tx))  # an arrival or bytes landing: progress
             while not _phase_done(bar, parity):
                 if me.abort:
                     raise RuntimeError("mbarrier wait: aborted, another thread raised")
-                if (bar.phase, bar.pending, bar.tx) != seen:  # an arrival or bytes landed: slow, not stuck; start over
-                    seen, deadline = (bar.phase, bar.pending, bar.tx), time.monotonic() + DEADLOCK_S
-                if time.monotonic() > deadline:
+                if patience.exhausted((bar.phase, bar.pending, bar.tx)):
                     raise RuntimeError(
-                        f"mbarrier at {address:#x}: waited {DEADLOCK_S:.0f} s with no arrival for the phase of "
-                        f"parity {parity} ({bar.pending} arrivals and {bar.tx} bytes missing; deadlock?)"
+                        f"mbarrier at {address:#x}: waited {simulator.DEADLOCK_S:.0f} s with no arrival for the phase "
+                        f"of parity {parity} ({bar.pending} arrivals and {bar.tx} bytes missing; deadlock?)"
                     )
                 space.cond.wait(POLL_S)
 
