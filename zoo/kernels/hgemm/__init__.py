@@ -18,7 +18,7 @@ global loads and larger block tiles (v03), asynchronous copies that load the
 next tile while the current one is multiplied (v04), larger warp tiles
 (v05), a third stage in tiles swizzled instead of padded (v06), fragments
 double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
-``mma`` (v07), and blocks ordered in groups for the L2 (v08), then Hopper's
+``mma`` (v07), and blocks ordered in groups for the L2 (v08, ``tile_order.py``), then Hopper's
 own path (v09-v12, below). Every step
 runs in the simulator too, where ``zoo.device.mma`` emulates each instruction
 over the warp (see its docstring), so the tests check every step's index

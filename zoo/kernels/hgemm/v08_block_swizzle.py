@@ -44,6 +44,7 @@ from zoo.device.mma import (
 )
 from zoo.kernels.hgemm import warp_tile
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
+from zoo.kernels.hgemm.tile_order import grouped_order
 
 # Block rows per group. In launch order, the 264 blocks resident on 132 SMs cover 8 block rows and all
 # 32 block columns of a 4096^2 output: 8 of A's 1 MiB row panels and all 32 of B's column panels
@@ -113,6 +114,7 @@ def build(tiles):
     NT = WN // 8
     multiply_tile = warp_tile.multiply(MT, NT)  # acc += a warp tile of mma
     store_tile = warp_tile.store(MT, NT)
+    tile_origin = grouped_order(GROUP, BM, BN)  # a tile number's top-left corner in out, in groups of GROUP rows
     ACC = MT * NT * 4
     A_FRAG = MT * 4
     B_FRAG = NT * 2
@@ -171,18 +173,11 @@ def build(tiles):
         warp = tid // uint32(32)
         g = lane // uint32(4)  # PTX's groupID: the C fragment's rows g and g + 8
         t = lane % uint32(4)  # threadID_in_group: its columns 2t and 2t + 1
-        # Block b of the launch order (row by row) takes tile (tile_m, tile_n) of the grouped order:
+        # Block b of the launch order (row by row) takes tile b of the grouped order (zoo.kernels.hgemm.tile_order):
         # groups of GROUP block rows, each walked column by column. The hardware hands out blockIdx in
         # launch order whatever the grid's shape, so the new order can only be made here, in the kernel.
-        tile_m, tile_n = uint32(cuda.blockIdx.y), uint32(cuda.blockIdx.x)
-        b = tile_m * uint32(cuda.gridDim.x) + tile_n  # the block's place in the launch order
-        per_group = uint32(GROUP) * uint32(cuda.gridDim.x)  # blocks in a whole group
-        first_m = b // per_group * uint32(GROUP)  # the group's first block row
-        rows = min(uint32(cuda.gridDim.y) - first_m, uint32(GROUP))  # the last group may be short
-        tile_m = first_m + b % per_group % rows  # down the group's column first ...
-        tile_n = b % per_group // rows  # ... then the next column
-        row0 = tile_m * uint32(BM)  # the block tile's top-left corner in out
-        col0 = tile_n * uint32(BN)
+        b = uint32(cuda.blockIdx.y) * uint32(cuda.gridDim.x) + uint32(cuda.blockIdx.x)  # its place in launch order
+        row0, col0 = tile_origin(b, uint32(cuda.gridDim.y), uint32(cuda.gridDim.x))  # its tile's top-left corner
         warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp tile's corner inside the block tile
         warp_col = warp % uint32(WARPS_N) * uint32(WN)
         # ldmatrix rows as in v06: lanes 16-31 read the chunk after lanes 0-15's; XORs fixed per lane

@@ -2,7 +2,8 @@
 
 Changes:
     From v15: the tile list is walked in v08's grouped order instead of
-    along each block row: ``tile_origin`` maps tile t to GROUP block rows
+    along each block row: ``tile_origin`` (``tile_order.grouped_order``,
+    v08's arithmetic) maps tile t to GROUP block rows
     at a time, down each column of the group before the next column. The
     producer and the consumers call it for the same t, so they agree on the
     tile; nothing else changes.
@@ -54,6 +55,7 @@ from zoo.device.wgmma import (
 )
 from zoo.errors import OutOfRange
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
+from zoo.kernels.hgemm.tile_order import grouped_order
 
 MIN_CC = (9, 0)  # wgmma.mma_async needs sm_90a, Hopper's arch-specific target (H100, H200)
 MAX_CC = (9, 0)  # sm_90a code is arch-specific: it runs on 9.0 GPUs only, not on later ones
@@ -82,21 +84,6 @@ class Tiles(NamedTuple):
     def shared_bytes(self):
         # dynamic: the stages, and 1 KiB to start them on a 1024-byte boundary (first_tile); the mbarriers are static
         return TILE_ALIGN + 2 * self.STAGES * (self.BM * self.BK + self.BK * self.BN)
-
-
-def grouped_order(group, BM, BN):
-    """tile_origin(tile, tiles_m, tiles_n): (row0, col0) of out's tile number ``tile`` in groups of ``group`` block
-    rows (fewer in the last group), each group walked down one column of tiles, then the next column."""
-
-    @jit(device=True, forceinline=True)
-    def tile_origin(tile, tiles_m, tiles_n):
-        per_group = uint32(group) * tiles_n  # tiles in a full group
-        first_row = tile // per_group * uint32(group)  # the group's first block row
-        rows = min(uint32(group), tiles_m - first_row)  # block rows in this group
-        within = tile % per_group  # the tile's place in its group: column within // rows, row within % rows
-        return (first_row + within % rows) * uint32(BM), within // rows * uint32(BN)
-
-    return tile_origin
 
 
 def build(tiles, group=GROUP):
