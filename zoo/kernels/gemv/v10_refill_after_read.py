@@ -74,6 +74,7 @@ SLOT_BYTES = CODE_BYTES + X_BYTES  # one slot of a warp's ring: codes, then x
 # run is in registers. 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights in flight, in 8 x 2 x 4.5 KB =
 # 72 KB of shared memory a block, so the next kernel's block still fits beside it (dependent launch).
 STAGES = 2
+GROUP = 128  # the int4 kind's group of columns a scale covers: the only one v10's kernel takes (see launch)
 AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c
 # float16 pairs, two to a word: 0x6400 is 1024 (exponent 10, so a code in the low mantissa bits counts 1 or 16)
 LOW_MAGIC, HIGH_MAGIC = 0x64086408, 0x64806480  # 1024, and bit 3 of each nibble flipped: nibble ^ 8 = code + 8
@@ -226,11 +227,13 @@ def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
 
 
 @functools.cache
-def build(group, slices, stages=STAGES):
-    """The ring kernel for one int4 group size (64 or 128), one number of warps per 32 rows and a ring's slots."""
+def build(slices, stages=STAGES):
+    """The ring kernel for int4 in groups of 128 (launch gives groups of 64 to v09), for one number of warps per 32
+    rows and a ring's slots."""
+    group = GROUP
     groups_per_block = WARPS_PER_BLOCK // slices
-    blocks_per_group = group // BLOCK  # 2 (int4) or 1 (int4_g64): the mma of a group add into one sum
-    per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 2 (int4) or 4 (int4_g64)
+    blocks_per_group = group // BLOCK  # 2: the mma of a group add into one sum
+    per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 2
     newer = stages - 1  # groups that may still be in flight when a run is read: a constant of the instruction
     ring_bytes = stages * SLOT_BYTES  # a warp's ring
 
@@ -374,9 +377,9 @@ def launch(W, x, scales, out, stages=STAGES):
     slices = slices_for(out.size)
     rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
     blocks = (out.size + rows_per_block - 1) // rows_per_block
-    if blocks > sm_count() or group != 128:  # two blocks an SM: 16 warps of one run in flight are 64 KB already,
+    if blocks > sm_count() or group != GROUP:  # two blocks an SM: 16 warps of one run in flight are 64 KB already,
         return v09.launch(W, x, scales, out)  # and a second run a warp was slower (14336 x 4096: 11.3 -> 11.9 us).
     # Groups of 64: four scales a run, not two, and the kernel needs a few more than 128 registers (ptxas spills):
     # 12.0 -> 13.8 us at 4096 x 14336 (H100). Both keep v09's kernel
     shared_bytes = WARPS_PER_BLOCK * stages * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (the launch opts in)
-    build(group, slices, stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
+    build(slices, stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
