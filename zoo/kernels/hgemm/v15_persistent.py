@@ -17,17 +17,19 @@ Why it is faster:
     next tile's first STAGES copies land during the store, so a tile after
     the first starts multiplying at once, and the set-up is paid once an SM.
     It pays where v14 lost most, 8192^3 on the H100 (2,048 blocks: v14 76%
-    of cuBLAS, v15 92%). At 4096^3 it is 4-8 points below v14 on both GPUs,
-    and at 1024^3 zoo's timing reads it at 38-56 us against v14's 16, while
-    a probe with CuPy inputs read 19 against 31: a cost not yet explained.
+    of cuBLAS, v15 92%). At 4096^3 it is 4-8 points below v14 on both GPUs.
+    At 1024^3 (32 tiles, one each) the kernel is 10% slower than v14's
+    under Nsight Compute (H200: 22.7 us against 20.5), but a launch call of
+    either costs the host 27-30 us (H100), more than the kernel: zoo's
+    figures there (28-43 us) are the host's pace and vary with it (†).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 4096: 589,847 GFLOP/s (233 us a call), 85.9% of cuBLAS
     GemmEx, 164 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024:
     58.2%, 2048: 85.6%, 8192: 87.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 612,113 GFLOP/s (225 us a call), 86.1% of cuBLAS GemmEx, 164
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 41.4%, 2048:
-    46.3%, 8192: 93.5%. From results/nvidia-h200.json.
+    NVIDIA H200, size 4096: 611,917 GFLOP/s (225 us a call), 90.6% of cuBLAS GemmEx, 164
+    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 80.3%, 2048:
+    74.4%, 8192: 94.7%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple
