@@ -16,6 +16,8 @@ from zoo import harness, machine_code
 from zoo.device.jit import Kernel, jit
 from zoo.device.mma import SHARED_ALIGN, cp_async_commit, cp_async_wait_all
 from zoo.kernels import int4
+from zoo.kernels.gemv import ring
+from zoo.kernels.gemv import tune as gemv_tune
 
 GEMV = zoo.family("gemv")
 SPEC = GEMV.module
@@ -254,10 +256,11 @@ def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
 
 def test_v10_runs_its_kernel_where_an_sm_holds_one_block_and_v09s_elsewhere(monkeypatch):
     """v10's kernel: int4 in groups of 128, rows in whole blocks of 64, a grid of at most a block an SM. Groups of 64,
-    two blocks an SM (here: more blocks than the simulator's one SM) and other formats take v09's launch."""
+    two blocks an SM (here: more blocks than the simulator's one SM) and other formats take v09's launch. On a GPU
+    whose tune table picked v09's kernel for a block an SM (the H200's), the first case takes v09's."""
     taken = _record_builds(monkeypatch, V10, V09)
     assert harness.check(V10, (33, 320), seed=4, kind="int4").ok  # one block of two warps: v10's kernel
-    assert taken == [("v10", "build")]
+    assert taken == [(ring.ring_for(1).kernel, "build")]
     taken.clear()
     if zoo.SIMULATOR:
         assert harness.check(V10, (70, 320), seed=4, kind="int4").ok  # three groups of 32 rows, two blocks: v09's
@@ -265,6 +268,71 @@ def test_v10_runs_its_kernel_where_an_sm_holds_one_block_and_v09s_elsewhere(monk
         taken.clear()
     assert harness.check(V10, (33, 320), seed=4, kind="int4_g64").ok
     assert taken == [("v09", "build")]
+
+
+def test_v10_launches_the_ring_its_tune_table_names_for_the_grids_class(tmp_path, monkeypatch):
+    """A table (the repository's, no user cache) that names v09's kernel with three slots for a block an SM, then
+    v10's with three: v10's launch builds exactly that kernel, and the product is right; the class it has no entry
+    for keeps its default."""
+    built = []
+    for step in (V09, V10):
+
+        def recording(*args, build=step.module.build, name=step.name[:3]):
+            built.append((name, args[-1]))  # (kernel, slots a warp)
+            return build(*args)
+
+        monkeypatch.setattr(step.module, "build", recording)
+    table = tmp_path / "gemv.json"
+    monkeypatch.setattr(ring, "path", lambda: table)
+    monkeypatch.setattr(ring, "cache_path", lambda: tmp_path / "no-cache.json")
+    row = lambda choice: {"tiles": choice._asdict(), "ms": 0.01}  # noqa: E731
+    try:
+        for choice in (ring.Ring("v09", 3), ring.Ring("v10", 3)):
+            table.write_text(json.dumps({"classes": {"one_block_an_sm": {"best": row(choice)}}}))
+            ring.table.cache_clear()
+            built.clear()
+            assert harness.check(V10, (33, 320), seed=6, kind="int4").ok  # one block: the class in the table
+            assert set(built) == {(choice.kernel, 3)}
+        assert ring.ring_for(10**6) == ring.CLASS_DEFAULTS["two_blocks_an_sm"]  # not in the table: the default
+    finally:
+        ring.table.cache_clear()
+
+
+@pytest.mark.parametrize("choice", gemv_tune.candidates(), ids=lambda c: f"{c.kernel}-{c.stages}")
+def test_every_ring_the_sweep_may_pick_is_right(choice):
+    """Each candidate of ``zoo tune gemv``, launched as v10 launches a pick: in = 1344 turns the ring five times
+    (three slots: a slot is refilled with the run three ahead), on a poisoned output, right on a second call."""
+    size = (33, 1344)
+    out = cuda.to_device(np.full(size[0], np.nan, np.float32))
+    for seed in (1, 2):
+        inputs = GEMV.inputs(size, seed, "int4")
+        V10.module.launch_ring(choice, *(cuda.to_device(a) for a in inputs), out)
+        ok, err, detail = harness.compare(out.copy_to_host(), GEMV.reference(*inputs), GEMV.tolerance(size))
+        assert ok, (seed, detail)
+        out.copy_to_device(np.full(size[0], np.nan, np.float32))
+
+
+def test_zoo_tune_gemv_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
+    """The GPU path of ``zoo tune gemv --size``, with the timing replaced: on 132 SMs 4096 x 14336 is 128 blocks
+    (one an SM), 14336 x 4096 is 224 (two); two sizes of one class are refused."""
+    import argparse
+
+    from zoo import cli
+
+    seen = []
+
+    def fake_sweep(shapes, progress=None, save=False):
+        seen.append(shapes)
+        return {"device": "test", "classes": {c: {"shape": list(s), "rows": []} for c, s in shapes.items()}}
+
+    monkeypatch.setattr(zoo, "SIMULATOR", False)
+    monkeypatch.setattr(gemv_tune, "sweep", fake_sweep)
+    monkeypatch.setattr(V10.module, "sm_count", lambda: 132)  # the grid's
+    monkeypatch.setattr(ring, "sm_count", lambda: 132)  # the class's
+    cli.cmd_tune(argparse.Namespace(family="gemv", size=["4096x14336", "14336x4096"], save=False))
+    assert seen == [{"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}]
+    with pytest.raises(cli.UsageError, match="both of class one_block_an_sm"):
+        cli.cmd_tune(argparse.Namespace(family="gemv", size=["4096x14336", "33x320"], save=False))
 
 
 # the device functions and sizes a test kernel uses, as globals: a kernel on the GPU cannot reach them through a Variant

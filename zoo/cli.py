@@ -602,8 +602,8 @@ def cmd_tune(args):
         table = sweep.sweep(shapes, progress=lambda *_: progress.advance(task), save=args.save)
     for cls, entry in table["classes"].items():
         shape = "x".join(map(str, entry["shape"]))
-        out = Table(title=f"{fam.name} tile sweep, class {cls} at {shape}, {table['device']} (fastest first)")
-        for col in ("tiles", "threads", "ms", "GFLOP/s", "registers", "blocks/SM", "waves", "last wave", "note"):
+        out = Table(title=f"{fam.name} tuning sweep, class {cls} at {shape}, {table['device']} (fastest first)")
+        for col in ("candidate", "threads", "ms", "GFLOP/s", "registers", "blocks/SM", "waves", "last wave", "note"):
             out.add_column(col)
         for row in entry["rows"]:
             note = row.get("error", "" if row.get("agrees", True) else "[red]disagrees with the others[/]")
@@ -620,7 +620,7 @@ def cmd_tune(args):
             )
         console.print(out)
     where = [str(sweep.cache_path())] + ([str(sweep.path().relative_to(results.ROOT))] if args.save else [])
-    console.print(f"saved to {' and '.join(where)}; the tuned steps launch each class's fastest shape")
+    console.print(f"saved to {' and '.join(where)}; the tuned steps launch each class's fastest candidate")
 
 
 def cmd_profile(args):
@@ -757,7 +757,9 @@ def build_parser():
                 "half the cores, at most 8; 1 checks each family in this process just before its timing)",
             )
         s.set_defaults(func=func)
-    s = sub.add_parser("tune", help="sweep a family's tile shapes on this GPU and save the table (sgemm)")
+    s = sub.add_parser(
+        "tune", help="time a family's launch choices on this GPU and save the table (sgemm: tiles; gemv: ring kernel)"
+    )
     s.add_argument("family")
     s.add_argument(
         "--size",

@@ -57,7 +57,7 @@ def _sizes(args, fam):
     return list(SIM_SIZES if args.simulator else fam.BENCH_SIZES)
 
 
-def _graph_us(call, sets):
+def graph_us(call, sets):
     """us per call of ``call(inputs)`` replayed from a CUDA graph of CALLS_PER_GRAPH calls over the rotating sets."""
     from zoo import harness
     from zoo.device import graphs
@@ -113,8 +113,8 @@ def measure(args):
                 step.launch(inputs, out)
 
             row["eager_us"] = _eager_us(gemv, sets)
-            row["graph_us"] = _graph_us(gemv, sets)
-            row["copy_us"] = _graph_us(lambda inputs, out=out: spec.copy_ceiling(*inputs, out), sets)
+            row["graph_us"] = graph_us(gemv, sets)
+            row["copy_us"] = graph_us(lambda inputs, out=out: spec.copy_ceiling(*inputs, out), sets)
             row["cublas_fp16_us"] = _eager_us(lambda inputs, out=out: spec.matmul_fp16(*inputs, out), sets)
             weights = size[0] * size[1]
             row["gweights_per_s"] = weights / row["graph_us"] / 1e3

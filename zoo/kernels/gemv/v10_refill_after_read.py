@@ -10,9 +10,9 @@ Changes:
     for after the wait (with x), the first slot's before it, as in v09. A
     run's scales are loaded one run ahead, not with its codes (v09's queue),
     and ``launch_bounds`` holds the kernel to 128 registers: a run in
-    registers while copies are asked for is 64 of them. v10's kernel runs
-    where the grid has a block an SM at most, with groups of 128; the rest
-    is v09's launch (see ``launch``).
+    registers while copies are asked for is 64 of them. Groups of 128 only;
+    the rest is v09's launch. Which kernel a grid runs, v10's or v09's, is
+    measured on each GPU (``ring.py``, ``python -m zoo tune gemv``).
 
 Why it is faster:
     At 4096 x 14336 (the down projection: 128 blocks of eight warps on 132
@@ -22,10 +22,10 @@ Why it is faster:
     latency family's chase-dram-loaded; 340 ns idle). Two runs a warp make
     64 KB, v09's figure for two blocks an SM. H100, graph time, int4 at
     4096 x 14336: v09 11.7 us -> 11.3, fp16's weights per second x 3.43 ->
-    3.57. Tried, and no better: v09 with 3 slots (108 KB a block) 11.5; both
-    first runs asked for before the wait 11.5 (they compete with the last
-    reads of the kernel before); all of a warp's runs asked of L2 before the
-    wait (``cp.async.bulk.prefetch.L2``) 12.1.
+    3.57. On the H200 the same kernel is slower, 12.6 us against v09's 9.3
+    (alone under Nsight Compute 16.3 against 14.5, DRAM 39% busy against
+    44%), for a reason not yet found; its tune table sends that grid to
+    v09's kernel (``ring.py``).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,858 GB/s (93.9 us a call), 118.8% of
@@ -57,7 +57,7 @@ from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_words2, load_words4
 from zoo.device.mma import SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, load_half8, mma_f16_f32
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import check_index_range, layout, ring
 from zoo.kernels.gemv import v09_dependent_launch as v09
 
 BASE = "v09"  # other formats, int4 rows not whole blocks of 64, and grids of two blocks an SM: v09's launch
@@ -377,16 +377,32 @@ def slices_for(rows):
     return slices
 
 
-def launch(W, x, scales, out, stages=STAGES):
-    fmt, n, group = layout(W, x, scales)
-    if fmt != "int4" or n % BLOCK or not (aligned(W) and aligned(x)):
-        return v09.launch(W, x, scales, out)  # v09's launch: the other formats, and rows not whole blocks of 64
-    slices = slices_for(out.size)
+def grid_for(rows):
+    """(warps per 32 rows, blocks) of the grid for ``rows`` outputs: v09's grid."""
+    slices = slices_for(rows)
     rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
-    blocks = (out.size + rows_per_block - 1) // rows_per_block
-    if blocks > sm_count() or group != GROUP:  # two blocks an SM: 16 warps of one run in flight are 64 KB already,
-        return v09.launch(W, x, scales, out)  # and a second run a warp was slower (14336 x 4096: 11.3 -> 11.9 us).
+    return slices, (rows + rows_per_block - 1) // rows_per_block
+
+
+# Tried at 4096 x 14336 on the H100 (graph time; this kernel 11.3 us), and no better: v09's kernel with 3 slots (108 KB
+# a block) 11.5; both first runs asked for before the wait 11.5 (they compete with the last reads of the kernel
+# before); all of a warp's runs asked of L2 before the wait (``cp.async.bulk.prefetch.L2``) 12.1
+def launch_ring(choice, W, x, scales, out):
+    """Launch the ring kernel ``choice`` (a ``ring.Ring``) names: v10's own, or v09's launch with its slots."""
+    if choice.kernel == "v09":
+        return v09.launch(W, x, scales, out, choice.stages)
+    slices, blocks = grid_for(out.size)
+    shared_bytes = WARPS_PER_BLOCK * choice.stages * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (launch opts in)
+    build(slices, choice.stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
+
+
+def launch(W, x, scales, out):
+    fmt, n, group = layout(W, x, scales)
     # Groups of 64: four scales a run, not two, and the kernel needs a few more than 128 registers (ptxas spills):
-    # 12.0 -> 13.8 us at 4096 x 14336 (H100). Both keep v09's kernel
-    shared_bytes = WARPS_PER_BLOCK * stages * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (the launch opts in)
-    build(slices, stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
+    # 12.0 -> 13.8 us at 4096 x 14336 (H100). They keep v09's kernel, as do the other formats and rows not whole
+    # blocks of 64
+    if fmt != "int4" or group != GROUP or n % BLOCK or not (aligned(W) and aligned(x)):
+        return v09.launch(W, x, scales, out)
+    # v10's kernel or v09's, as measured fastest on this GPU for the grid's class (ring.py: by default v10's where
+    # an SM holds one block, v09's where it holds two)
+    launch_ring(ring.ring_for(grid_for(out.size)[1]), W, x, scales, out)

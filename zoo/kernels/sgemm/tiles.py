@@ -25,13 +25,11 @@ here imports the host tooling (``zoo.results``, ``zoo.harness``): the steps and 
 """
 
 import functools
-import json
 import math
-import os
-from pathlib import Path
 from typing import NamedTuple
 
-from zoo.device import slug, sm_count
+from zoo import tune_table
+from zoo.device import sm_count
 
 
 class Tiles(NamedTuple):
@@ -68,19 +66,16 @@ SHAPE_CLASSES = {  # class: the (M, N, K) it is tuned at
 }
 CLASS_TILE = 128  # the output tile the small class is defined by (v09's)
 SKINNY_SIDE = 256
-RESULTS = Path(__file__).resolve().parents[3] / "results"  # the repository's results folder
 
 
 def cache_path():
-    """Where ``zoo tune`` keeps this GPU's table for this user: $ZOO_CACHE, else $XDG_CACHE_HOME/zoo, else
-    ~/.cache/zoo (outside the repository, so an installed zoo tunes too)."""
-    root = os.environ.get("ZOO_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo"
-    return Path(root) / "tune" / f"{slug()}-sgemm.json"
+    """Where ``zoo tune`` keeps this GPU's table for this user (``zoo.tune_table.cache_path``)."""
+    return tune_table.cache_path("sgemm")
 
 
 def path():
     """Where the repository ships this GPU's table (``zoo tune --save`` writes it)."""
-    return RESULTS / "tune" / f"{slug()}-sgemm.json"
+    return tune_table.repo_path("sgemm")
 
 
 def output_tiles(m, n, bm, bn):
@@ -108,8 +103,7 @@ def table():
     """(the table as saved, {class: fastest Tiles}): the user's cache, else the repository's, read and parsed on
     first use, then kept: tiles_for runs on every call. A table written before classes existed holds one best
     shape, tuned at 4096^3: the large class's."""
-    found = [p for p in (cache_path(), path()) if p.exists()]
-    data = json.loads(found[0].read_text()) if found else {}
+    data = tune_table.read(cache_path(), path())
     entries = data.get("classes", {"large": data} if data else {})
     best = {cls: Tiles(**e["best"]["tiles"]) for cls, e in entries.items() if e.get("best")}
     return data, best

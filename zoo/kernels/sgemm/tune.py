@@ -16,8 +16,7 @@ how full the last wave is. The steps read the table through ``tiles.py``
 (``tiles_for``), never through this module, which loads the timing harness.
 """
 
-import json
-
+from zoo import tune_table
 from zoo.kernels.sgemm import tiles
 from zoo.kernels.sgemm.tiles import SHAPE_CLASSES, Tiles, path, shape_class, waves
 
@@ -144,9 +143,7 @@ def sweep(shapes=None, progress=None, save=False):
     old = tiles.table()[0]
     if "classes" in old and set(shapes) != set(SHAPE_CLASSES):  # tuning some classes keeps the others
         table["classes"] = {**old["classes"], **table["classes"]}
-    for p in [tiles.cache_path()] + ([path()] if save else []):
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(table, indent=1) + "\n")
+    tune_table.write(table, tiles.cache_path(), *([path()] if save else []))
     tiles.table.cache_clear()  # the next lookup reads the new table
     tiles.tuned_gflops.cache_clear()
     return table

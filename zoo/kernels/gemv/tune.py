@@ -1,0 +1,104 @@
+"""The ring sweep behind v10: ``python -m zoo tune gemv``.
+
+v10's kernel keeps two runs a warp in flight, v09's one; which is faster at a shape differs from GPU to GPU
+(``ring.py`` gives the figures). The sweep times each candidate, v09's kernel and v10's with two and three slots
+a warp, at each shape class's shape with int4 weights in groups of 128: in a CUDA graph of calls over rotating
+inputs (``sweep.graph_us``), as the formats sweep times a step, because a call of ~10 us launched from Python
+is timed at the host's pace, and in a graph the dependent launch overlaps each call with the one before, as in
+a decode step. It writes this GPU's table (``zoo.tune_table``) with every row and each class's fastest; v10
+reads it through ``ring.py``, never through this module, which loads the timing harness.
+"""
+
+from zoo.kernels.gemv import ring
+from zoo.kernels.gemv.ring import SHAPE_CLASSES, Ring, cache_path, path
+
+__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "path", "shape_class", "sweep"]  # what `zoo tune` uses
+
+
+def candidates():
+    """Each ring kernel with two and three slots a warp (72 or 108 KB a block)."""
+    return [Ring(kernel, stages) for kernel in ("v09", "v10") for stages in (2, 3)]
+
+
+def shape_class(rows, cols):
+    """The class of an out x in GEMV: its grid's, from v10's (v09's) grid for ``rows``."""
+    from zoo.kernels.gemv import v10_refill_after_read as v10
+
+    return ring.shape_class(v10.grid_for(rows)[1])
+
+
+def sweep(shapes=None, progress=None, save=False):
+    """Time every candidate at each class's shape (or at ``shapes``, a dict class: (out, in)); write the table to
+    the user's cache (and, with ``save``, to the repository's results/tune) and return it, each class's rows
+    fastest first."""
+    import cupy
+    import numpy as np
+
+    import zoo
+    from zoo import harness, tune_table
+    from zoo.device import properties, sm_count
+    from zoo.kernels.gemv import sweep as formats
+    from zoo.kernels.gemv import v09_dependent_launch as v09
+    from zoo.kernels.gemv import v10_refill_after_read as v10
+
+    fam = zoo.family("gemv")
+    shapes = shapes or SHAPE_CLASSES
+    table = {"device": properties()["name"], "classes": {}}
+    for name, (out_size, in_size) in shapes.items():
+        host = fam.inputs((out_size, in_size), 0, "int4")
+        reference = fam.reference(*host)
+        sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
+        out = cupy.full(out_size, np.nan, np.float32)
+        slices, blocks = v10.grid_for(out_size)
+        rows = []
+        for choice in candidates():
+            if progress:
+                progress(name, choice)
+
+            def call(inputs, choice=choice, out=out):
+                v10.launch_ring(choice, *inputs, out)
+
+            try:
+                for inputs in (sets[-1], sets[0]):  # right on a second call with other inputs too
+                    out[:] = np.nan
+                    call(inputs)
+                agrees = bool(harness.compare(cupy.asnumpy(out), reference, fam.tolerance((out_size, in_size)))[0])
+                us = formats.graph_us(call, sets)
+            except Exception as e:  # a choice this compiler or device refuses: record why, go on
+                rows.append({"tiles": choice._asdict(), "error": f"{type(e).__name__}: {e}"[:200]})
+                continue
+            if choice.kernel == "v09":
+                kernel, slot_bytes = v09.build(v10.GROUP, slices, choice.stages), v09.SLOT_BYTES
+            else:
+                kernel, slot_bytes = v10.build(slices, choice.stages), v10.SLOT_BYTES
+            compiled = kernel.compiled()
+            shared_bytes = v10.WARPS_PER_BLOCK * choice.stages * slot_bytes
+            resident = kernel.resident_blocks(v10.THREADS_PER_BLOCK, shared_bytes)  # the driver's occupancy query
+            waves = blocks / (sm_count() * max(1, resident))
+            rows.append(
+                {
+                    "tiles": choice._asdict(),
+                    "threads": v10.THREADS_PER_BLOCK,
+                    "ms": us / 1e3,
+                    "gflops": 2 * out_size * in_size / us / 1e3,  # a multiply and an add a weight
+                    "agrees": agrees,
+                    "registers": compiled.regs_per_thread if compiled else None,
+                    "local_bytes": compiled.local_mem_per_thread if compiled else None,
+                    "output_tiles": blocks,
+                    "blocks_per_sm": resident,
+                    "waves": waves,
+                    "last_wave_full": waves / -(-waves // 1),
+                }
+            )
+        timed = sorted((r for r in rows if "ms" in r and r["agrees"]), key=lambda r: r["ms"])
+        table["classes"][name] = {
+            "shape": [out_size, in_size],
+            "best": timed[0] if timed else None,
+            "rows": timed + [r for r in rows if r not in timed],
+        }
+    old = ring.table()[0]
+    if "classes" in old and set(shapes) != set(SHAPE_CLASSES):  # tuning some classes keeps the others
+        table["classes"] = {**old["classes"], **table["classes"]}
+    tune_table.write(table, cache_path(), *([path()] if save else []))
+    ring.table.cache_clear()  # the next call reads the new table
+    return table
