@@ -38,11 +38,11 @@ Measured:
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 8192x8192: 4,007 GB/s (67 us a call), 134.5% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 109.9%, 14336x4096@fp16: 202.2%, 14336x4096@int4: 292.9%,
-    14336x4096@int4_g64: 252.2%, 14336x4096@int8: 312.0%, 4096x14336: 99.0%,
-    4096x14336@fp16: 191.0%, 4096x14336@int4: 430.5%, 4096x14336@int4_g64: 389.3%,
-    4096x14336@int8: 208.6%, 8192x8192@fp16: 265.0%, 8192x8192@int4: 390.4%,
-    8192x8192@int4_g64: 603.6%, 8192x8192@int8: 347.8%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 109.0%, 14336x4096@fp16: 203.3%, 14336x4096@int4: 315.0%,
+    14336x4096@int4_g64: 510.9%, 14336x4096@int8: 297.8%, 4096x14336: 98.8%,
+    4096x14336@fp16: 192.5%, 4096x14336@int4: 265.3%, 4096x14336@int4_g64: 292.0%,
+    4096x14336@int8: 238.9%, 8192x8192@fp16: 269.5%, 8192x8192@int4: 408.9%,
+    8192x8192@int4_g64: 663.3%, 8192x8192@int8: 375.5%. From results/nvidia-h200.json.
 """
 
 import functools
