@@ -38,3 +38,22 @@ def run_zoo(*args, env=None):
 @pytest.fixture
 def zoo_cli():
     return run_zoo
+
+
+def tune_with_sizes(monkeypatch, tune_module, family, sizes):
+    """The GPU path of ``zoo tune FAMILY --size ...`` with the family's timing replaced: the {class: shape} the
+    sweep was asked for (a UsageError, as the CLI raises it, where two sizes are of one class)."""
+    import argparse
+
+    from zoo import cli
+
+    seen = []
+
+    def fake_sweep(shapes, progress=None, save=False):
+        seen.append(shapes)
+        return {"device": "test", "classes": {c: {"shape": list(s), "rows": []} for c, s in shapes.items()}}
+
+    monkeypatch.setattr(zoo, "SIMULATOR", False)
+    monkeypatch.setattr(tune_module, "sweep", fake_sweep)
+    cli.cmd_tune(argparse.Namespace(family=family, size=list(sizes), save=False))
+    return seen[0]

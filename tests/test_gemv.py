@@ -11,7 +11,7 @@ import pytest
 from numba import cuda
 
 import zoo
-from tests.conftest import ROOT
+from tests.conftest import ROOT, tune_with_sizes
 from zoo import harness, machine_code
 from zoo.device.jit import Kernel, jit
 from zoo.device.mma import SHARED_ALIGN, cp_async_commit, cp_async_wait_all
@@ -315,24 +315,14 @@ def test_every_ring_the_sweep_may_pick_is_right(choice):
 def test_zoo_tune_gemv_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
     """The GPU path of ``zoo tune gemv --size``, with the timing replaced: on 132 SMs 4096 x 14336 is 128 blocks
     (one an SM), 14336 x 4096 is 224 (two); two sizes of one class are refused."""
-    import argparse
-
     from zoo import cli
 
-    seen = []
-
-    def fake_sweep(shapes, progress=None, save=False):
-        seen.append(shapes)
-        return {"device": "test", "classes": {c: {"shape": list(s), "rows": []} for c, s in shapes.items()}}
-
-    monkeypatch.setattr(zoo, "SIMULATOR", False)
-    monkeypatch.setattr(gemv_tune, "sweep", fake_sweep)
     monkeypatch.setattr(V10.module, "sm_count", lambda: 132)  # the grid's
     monkeypatch.setattr(ring, "sm_count", lambda: 132)  # the class's
-    cli.cmd_tune(argparse.Namespace(family="gemv", size=["4096x14336", "14336x4096"], save=False))
-    assert seen == [{"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}]
+    asked = tune_with_sizes(monkeypatch, gemv_tune, "gemv", ["4096x14336", "14336x4096"])
+    assert asked == {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}
     with pytest.raises(cli.UsageError, match="both of class one_block_an_sm"):
-        cli.cmd_tune(argparse.Namespace(family="gemv", size=["4096x14336", "33x320"], save=False))
+        tune_with_sizes(monkeypatch, gemv_tune, "gemv", ["4096x14336", "33x320"])
 
 
 # the device functions and sizes a test kernel uses, as globals: a kernel on the GPU cannot reach them through a Variant

@@ -7,7 +7,7 @@ import pytest
 from numba import cuda, uint32
 
 import zoo
-from tests.conftest import run_zoo
+from tests.conftest import run_zoo, tune_with_sizes
 from zoo import harness, machine_code
 from zoo.device.bits import as_uint32
 from zoo.device.jit import jit
@@ -386,23 +386,13 @@ def test_edge_steps_take_the_small_class_tiles(shape, run):
 
 def test_zoo_tune_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
     """The GPU path of ``zoo tune sgemm --size``, with the timing replaced: which shapes reach the sweep."""
-    import argparse
-
     from zoo import cli
 
-    seen = []
-
-    def fake_sweep(shapes, progress=None, save=False):
-        seen.append(shapes)
-        return {"device": "test", "classes": {c: {"shape": list(s), "rows": []} for c, s in shapes.items()}}
-
-    monkeypatch.setattr(zoo, "SIMULATOR", False)
-    monkeypatch.setattr(tune, "sweep", fake_sweep)
     monkeypatch.setattr(tiles, "sm_count", lambda: 132)  # shape_class's
-    cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "2000x5000x64", "200x4096x4096"], save=False))
-    assert seen == [{"small": (1024, 1024, 1024), "large": (2000, 5000, 64), "skinny": (200, 4096, 4096)}]
+    asked = tune_with_sizes(monkeypatch, tune, "sgemm", ["1024", "2000x5000x64", "200x4096x4096"])
+    assert asked == {"small": (1024, 1024, 1024), "large": (2000, 5000, 64), "skinny": (200, 4096, 4096)}
     with pytest.raises(cli.UsageError, match="both of class small"):
-        cli.cmd_tune(argparse.Namespace(family="sgemm", size=["1024", "300x5000x64"], save=False))  # 120 tiles: small
+        tune_with_sizes(monkeypatch, tune, "sgemm", ["1024", "300x5000x64"])  # 120 tiles: small
 
 
 # -- v13: whole waves unsplit, the leftover tile rows split along K -------------------------------------
