@@ -257,7 +257,7 @@ def build(slices, stages=STAGES):
     # of them; without the bound ptxas gave a draft of this kernel 134 and an SM one block: 12.4 us at 4096 x 14336
     # against 11.5 with it (H100)
     @jit(dependent_launch=True, launch_bounds=(THREADS_PER_BLOCK, 2))  # launched to overlap the kernel before it
-    def gemv_int4_ring(W, x, scales, out):
+    def gemv_int4_refill_ring(W, x, scales, out):
         lines = cuda.local.array(8, uint32)  # constant indices only: registers. copy_codes's 16 bytes of 8 rows
         sources = cuda.local.array(4, int64)  # the last blocks' rows (load_block): row j's first byte, plus 16 t
         codes = cuda.local.array(RUN_WORDS, uint32)  # a run's codes: [block][row j][word]
@@ -365,7 +365,7 @@ def build(slices, stages=STAGES):
                     total += partials[(warp + uint32(other)) * uint32(ROWS_PER_WARP) + lane]
                 out[row] = total
 
-    return gemv_int4_ring
+    return gemv_int4_refill_ring
 
 
 def slices_for(rows):
