@@ -95,7 +95,9 @@ one before it in the stream (v09, programmatic dependent launch, Hopper): its
 first codes are asked for before the kernel before it has finished, and only x
 waits for it. v10 refills a slot as soon as its run is in registers, before
 the math, so that a warp keeps two runs in flight in the same shared memory:
-the grids of one block an SM (4096 x 14336) need the bytes in flight. Steps
+the grids of one block an SM (4096 x 14336) need the bytes in flight on the
+H100; on the H200 v09's kernel is faster there, and v10 launches whichever
+``python -m zoo tune gemv`` measured fastest on the GPU (``ring.py``). Steps
 v03 on read 16 bytes at a time and need every row 16-byte aligned: in a
 multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other shapes run
 v02's kernel.
