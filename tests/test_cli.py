@@ -53,6 +53,20 @@ def test_doctor_reports_mode_and_versions(zoo_cli):
     assert "numba-cuda" in r.stdout and ("simulator" in r.stdout if zoo.SIMULATOR else "GPU" in r.stdout)
 
 
+def test_doctor_says_where_each_families_tune_table_is_read_from(zoo_cli, tmp_path):
+    """A gemv table in the user's cache ($ZOO_CACHE) is named; sgemm, with none there, falls back to the
+    repository's table for this GPU or to its defaults."""
+    from zoo.device import slug
+
+    (tmp_path / "tune").mkdir()
+    (tmp_path / "tune" / f"{slug()}-gemv.json").write_text("{}")
+    r = zoo_cli("doctor", env={"COLUMNS": "500", "ZOO_CACHE": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    assert f"gemv: {tmp_path / 'tune' / slug()}-gemv.json" in out, out
+    assert "sgemm: none, the defaults" in out or "sgemm: results/tune/" in out, out
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

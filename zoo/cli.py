@@ -657,7 +657,24 @@ def cmd_doctor(args):
     for k, v in properties().items():
         table.add_row(k, f"{v:,}" if isinstance(v, int) else str(v))
     table.add_row("families", ", ".join(f"{f.name} ({len(f)})" for f in zoo.families()))
+    table.add_row("tune tables", ", ".join(_tune_tables()) or "-")
     console.print(table)
+
+
+def _tune_tables():
+    """'family: where its table for this GPU is read from' for each family with a tuning sweep (zoo.tune_table)."""
+    import importlib.util
+
+    from zoo import tune_table
+
+    found = []
+    for fam in zoo.families():
+        if importlib.util.find_spec(f"{fam.module.__name__}.tune") is None:
+            continue
+        cache, repo = tune_table.cache_path(fam.name), tune_table.repo_path(fam.name)
+        where = str(cache) if cache.exists() else str(repo.relative_to(results.ROOT)) if repo.exists() else None
+        found.append(f"{fam.name}: {where or 'none, the defaults (python -m zoo tune ' + fam.name + ')'}")
+    return found
 
 
 def cmd_sweep(args):
