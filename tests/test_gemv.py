@@ -595,6 +595,9 @@ def test_sweep_writes_csv_and_png_with_the_quantization_error(zoo_cli, tmp_path)
     rows = sweeps.read_csv(table)
     assert [r["kind"] for r in rows] == list(GEMV.kinds)
     assert all(r["correct"] == "True" for r in rows)
+    kernels = {r["kind"]: r["kernel"] for r in rows}  # what ran: one block here, so v10's pick for that class
+    assert kernels["int4"] == ("gemv_int4_refill_ring" if ring.ring_for(1).kernel == "v10" else "gemv_int4_ring")
+    assert kernels["int4_g64"] == "gemv_int4_ring" and all(k.startswith("gemv") for k in kernels.values()), kernels
     errors = {r["kind"]: float(r["quantization_error"]) for r in rows}
     assert errors["fp32"] == 0 < errors["fp16"] < errors["int8"] < errors["int4"]
     assert "int4" in r.stdout and "error of each format" in r.stdout  # the findings

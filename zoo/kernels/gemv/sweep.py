@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from zoo import sweeps
+from zoo.device.jit import launch_count, launched_since
 
 COMMAND = "gemv-formats"
 HELP = "GEMV (gemv's last step) in every weight format: weights/s, GB/s, % of copy, x cuBLAS fp16, quantization error"
@@ -27,6 +28,7 @@ COLUMNS = (
     "size",
     "kind",
     "step",
+    "kernel",
     "correct",
     "quantization_error",
     "bytes",
@@ -97,8 +99,10 @@ def measure(args):
             row = dict(size="x".join(map(str, size)), kind=kind, step=step.name, bytes=nbytes)
             row["quantization_error"] = spec.quantization_error(size, 0, kind)
             ref = fam.reference(*host)
+            since = launch_count()
             if args.simulator:
                 got = step(*host)
+                row["kernel"] = _kernel_name(since)
                 row["correct"] = bool(harness.compare(got, ref, fam.tolerance(size))[0])
                 rows.append(row)
                 continue
@@ -107,6 +111,7 @@ def measure(args):
             sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
             out = cupy.full(shape, np.nan, dtype)
             step.launch(sets[0], out)
+            row["kernel"] = _kernel_name(since)  # the step's launch picks one per format and shape (and GPU: v10)
             row["correct"] = bool(harness.compare(cupy.asnumpy(out), ref, fam.tolerance(size))[0])
 
             def gemv(inputs, out=out):
@@ -124,6 +129,12 @@ def measure(args):
             rows.append(row)
             spec._HELD.clear()  # the next kind's held copies start afresh
     return rows
+
+
+def _kernel_name(since):
+    """The name of the kernel launched last since ``launch_count()`` was ``since`` ('-' if none was)."""
+    kernel = launched_since(since)
+    return kernel.__name__ if kernel is not None else "-"
 
 
 def _number(value):
