@@ -24,8 +24,8 @@ Why it is faster:
     4096 x 14336: v09 11.7 us -> 11.3, fp16's weights per second x 3.43 ->
     3.57. On the H200 the same kernel is slower, 12.6 us against v09's 9.3
     (alone under Nsight Compute 16.3 against 14.5, DRAM 39% busy against
-    44%), for a reason not yet found; its tune table sends that grid to
-    v09's kernel (``ring.py``).
+    44%), for a reason not yet measured (see ``load_scales``); its tune
+    table sends that grid to v09's kernel (``ring.py``).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,858 GB/s (93.9 us a call), 118.8% of
@@ -248,7 +248,10 @@ def build(slices, stages=STAGES):
     def load_scales(scales, mine, group_at, into):
         """The scales of a run (groups ``group_at`` ..) of the lane's row, into registers: asked for a run before
         their math, not with the codes STAGES runs before (v09's queue, which would hold two runs' scales here: the
-        registers the ring needs, see the launch bounds below); a run's math is time enough for one load."""
+        registers the ring needs, see the launch bounds below); a run is time enough for one load on the H100 (a
+        run a warp takes ~1.8 us there). Untested, and the likely reason this kernel is slower on the H200: there
+        a run takes ~1.5 us against DRAM's 1.24 us latency under load, and with the codes two runs ahead nothing
+        else waits, so each run may wait for its scales (v09 asks for both a run ahead, together)."""
         for k in range(per_run):
             into[k] = scales[mine, group_at + uint32(k)]
 
