@@ -672,7 +672,8 @@ def _tune_tables():
         if importlib.util.find_spec(f"{fam.module.__name__}.tune") is None:
             continue
         cache, repo = tune_table.cache_path(fam.name), tune_table.repo_path(fam.name)
-        where = str(cache) if cache.exists() else str(repo.relative_to(results.ROOT)) if repo.exists() else None
+        path = tune_table.found(cache, repo)  # the one a lookup reads
+        where = None if path is None else str(path) if path == cache else str(repo.relative_to(results.ROOT))
         found.append(f"{fam.name}: {where or 'none, the defaults (python -m zoo tune ' + fam.name + ')'}")
     return found
 

@@ -662,6 +662,11 @@ def resources(variant, since=None):
         if not launched:
             return {}
         kernel = launched[-1]
+    return kernel_resources(kernel)
+
+
+def kernel_resources(kernel):
+    """Registers, shared and local memory, and occupancy of ``kernel`` (a zoo.device.jit.Kernel) as last launched."""
     compiled = kernel.compiled()
     launch = kernel.last_launch
     threads = launch.threads_per_block

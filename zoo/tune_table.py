@@ -28,14 +28,33 @@ def repo_path(family):
     return RESULTS / "tune" / f"{slug()}-{family}.json"
 
 
+def found(*paths):
+    """The first of ``paths`` that exists (the table a lookup reads), or None."""
+    return next((p for p in paths if p.exists()), None)
+
+
 def read(*paths):
     """The first of ``paths`` that exists, parsed; {} when none does."""
-    found = [p for p in paths if p.exists()]
-    return json.loads(found[0].read_text()) if found else {}
+    path = found(*paths)
+    return json.loads(path.read_text()) if path else {}
 
 
-def write(table, *paths):
-    """Write ``table`` to every one of ``paths``."""
+def class_entry(shape, rows):
+    """A shape class's entry in a table: the rows timed and agreeing, fastest first, then the others (errors,
+    disagreements), and the fastest as ``best`` (None when none was timed)."""
+    timed = sorted((r for r in rows if "ms" in r and r["agrees"]), key=lambda r: r["ms"])
+    return {
+        "shape": list(shape),
+        "best": timed[0] if timed else None,
+        "rows": timed + [r for r in rows if r not in timed],
+    }
+
+
+def write(table, old, partial, *paths):
+    """Write ``table`` to every one of ``paths``; where the sweep tuned only some classes (``partial``), ``old``
+    (the table read before it) keeps the ones it did not tune."""
+    if partial and "classes" in old:
+        table["classes"] = {**old["classes"], **table["classes"]}
     for p in paths:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps(table, indent=1) + "\n")

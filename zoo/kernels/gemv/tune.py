@@ -37,8 +37,8 @@ def sweep(shapes=None, progress=None, save=False):
     import zoo
     from zoo import harness, tune_table
     from zoo.device import properties, sm_count
+    from zoo.device.jit import launch_count, launched_since
     from zoo.kernels.gemv import sweep as formats
-    from zoo.kernels.gemv import v09_dependent_launch as v09
     from zoo.kernels.gemv import v10_refill_after_read as v10
 
     fam = zoo.family("gemv")
@@ -49,7 +49,7 @@ def sweep(shapes=None, progress=None, save=False):
         reference = fam.reference(*host)
         sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
         out = cupy.full(out_size, np.nan, np.float32)
-        slices, blocks = v10.grid_for(out_size)
+        blocks = v10.grid_for(out_size)[1]
         rows = []
         for choice in candidates():
             if progress:
@@ -58,47 +58,36 @@ def sweep(shapes=None, progress=None, save=False):
             def call(inputs, choice=choice, out=out):
                 v10.launch_ring(choice, *inputs, out)
 
+            since = launch_count()
             try:
                 for inputs in (sets[-1], sets[0]):  # right on a second call with other inputs too
                     out[:] = np.nan
                     call(inputs)
+                kernel = launched_since(since)  # the kernel the choice launched, as it launched it
                 agrees = bool(harness.compare(cupy.asnumpy(out), reference, fam.tolerance((out_size, in_size)))[0])
                 us = formats.graph_us(call, sets)
             except Exception as e:  # a choice this compiler or device refuses: record why, go on
                 rows.append({"tiles": choice._asdict(), "error": f"{type(e).__name__}: {e}"[:200]})
                 continue
-            if choice.kernel == "v09":
-                kernel, slot_bytes = v09.build(v10.GROUP, slices, choice.stages), v09.SLOT_BYTES
-            else:
-                kernel, slot_bytes = v10.build(slices, choice.stages), v10.SLOT_BYTES
-            compiled = kernel.compiled()
-            shared_bytes = v10.WARPS_PER_BLOCK * choice.stages * slot_bytes
-            resident = kernel.resident_blocks(v10.THREADS_PER_BLOCK, shared_bytes)  # the driver's occupancy query
-            waves = blocks / (sm_count() * max(1, resident))
+            used = harness.kernel_resources(kernel)  # the driver's occupancy query, with its shared memory
+            waves = blocks / (sm_count() * max(1, used["blocks_per_sm"]))
             rows.append(
                 {
                     "tiles": choice._asdict(),
-                    "threads": v10.THREADS_PER_BLOCK,
+                    "threads": used["threads_per_block"],
                     "ms": us / 1e3,
                     "gflops": 2 * out_size * in_size / us / 1e3,  # a multiply and an add a weight
                     "agrees": agrees,
-                    "registers": compiled.regs_per_thread if compiled else None,
-                    "local_bytes": compiled.local_mem_per_thread if compiled else None,
+                    "registers": used["registers"],
+                    "local_bytes": used["local_bytes"],
                     "output_tiles": blocks,
-                    "blocks_per_sm": resident,
+                    "blocks_per_sm": used["blocks_per_sm"],
                     "waves": waves,
                     "last_wave_full": waves / -(-waves // 1),
                 }
             )
-        timed = sorted((r for r in rows if "ms" in r and r["agrees"]), key=lambda r: r["ms"])
-        table["classes"][name] = {
-            "shape": [out_size, in_size],
-            "best": timed[0] if timed else None,
-            "rows": timed + [r for r in rows if r not in timed],
-        }
-    old = ring.table()[0]
-    if "classes" in old and set(shapes) != set(SHAPE_CLASSES):  # tuning some classes keeps the others
-        table["classes"] = {**old["classes"], **table["classes"]}
-    tune_table.write(table, cache_path(), *([path()] if save else []))
+        table["classes"][name] = tune_table.class_entry((out_size, in_size), rows)
+    partial = set(shapes) != set(SHAPE_CLASSES)  # tuning some classes keeps the others
+    tune_table.write(table, ring.table()[0], partial, cache_path(), *([path()] if save else []))
     ring.table.cache_clear()  # the next call reads the new table
     return table

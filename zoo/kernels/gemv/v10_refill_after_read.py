@@ -390,11 +390,12 @@ def grid_for(rows):
 # Tried at 4096 x 14336 on the H100 (graph time; this kernel 11.3 us), and no better: v09's kernel with 3 slots (108 KB
 # a block) 11.5; both first runs asked for before the wait 11.5 (they compete with the last reads of the kernel
 # before); all of a warp's runs asked of L2 before the wait (``cp.async.bulk.prefetch.L2``) 12.1
-def launch_ring(choice, W, x, scales, out):
-    """Launch the ring kernel ``choice`` (a ``ring.Ring``) names: v10's own, or v09's launch with its slots."""
+def launch_ring(choice, W, x, scales, out, grid=None):
+    """Launch the ring kernel ``choice`` (a ``ring.Ring``) names: v10's own, or v09's launch with its slots.
+    ``grid``: ``grid_for(out.size)``, where the caller has it already."""
     if choice.kernel == "v09":
         return v09.launch(W, x, scales, out, choice.stages)
-    slices, blocks = grid_for(out.size)
+    slices, blocks = grid or grid_for(out.size)
     shared_bytes = WARPS_PER_BLOCK * choice.stages * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (launch opts in)
     build(slices, choice.stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
 
@@ -408,4 +409,5 @@ def launch(W, x, scales, out):
         return v09.launch(W, x, scales, out)
     # v10's kernel or v09's, as measured fastest on this GPU for the grid's class (ring.py: by default v10's where
     # an SM holds one block, v09's where it holds two)
-    launch_ring(ring.ring_for(grid_for(out.size)[1]), W, x, scales, out)
+    grid = grid_for(out.size)
+    launch_ring(ring.ring_for(grid[1]), W, x, scales, out, grid)

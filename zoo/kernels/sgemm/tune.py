@@ -134,16 +134,9 @@ def sweep(shapes=None, progress=None, save=False):
                     "last_wave_full": last,
                 }
             )
-        timed = sorted((r for r in rows if "ms" in r and r["agrees"]), key=lambda r: r["ms"])
-        table["classes"][name] = {
-            "shape": [m, n, k],
-            "best": timed[0] if timed else None,
-            "rows": timed + [r for r in rows if r not in timed],
-        }
-    old = tiles.table()[0]
-    if "classes" in old and set(shapes) != set(SHAPE_CLASSES):  # tuning some classes keeps the others
-        table["classes"] = {**old["classes"], **table["classes"]}
-    tune_table.write(table, tiles.cache_path(), *([path()] if save else []))
+        table["classes"][name] = tune_table.class_entry((m, n, k), rows)
+    partial = set(shapes) != set(SHAPE_CLASSES)  # tuning some classes keeps the others
+    tune_table.write(table, tiles.table()[0], partial, tiles.cache_path(), *([path()] if save else []))
     tiles.table.cache_clear()  # the next lookup reads the new table
     tiles.tuned_gflops.cache_clear()
     return table
