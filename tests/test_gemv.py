@@ -231,21 +231,32 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
     assert result.ok, result.detail
 
 
-V08, V09, V10 = GEMV["v08"], GEMV["v09"], GEMV["v10"]
+V08, V09, V10, V11 = GEMV["v08"], GEMV["v09"], GEMV["v10"], GEMV["v11"]
+# in = 1344: 21 blocks, five runs of four and one last block; 1216: four runs and three last blocks (ten groups of 128:
+# whole pairs, which v11's kernel copies 4 bytes a row a run); 1280 and 1024: five and four runs, whole groups of 64 in
+# fours (v11's 8-byte copies; rows in fours of 64 have no last blocks)
+RING_SIZES = {"int4": ((33, 1344), (3, 1216)), "int4_g64": ((33, 1344), (3, 1216))}
+V11_SIZES = {"int4": ((33, 1216), (3, 1216)), "int4_g64": ((33, 1280), (3, 1024))}
 
 
 # v09's ring and its scales' queue are v08's: v09 is turned with groups of 128 only (CI's time), v08 with both; v10's
-# kernel takes groups of 128 only (its launch gives groups of 64 to v09)
-@pytest.mark.parametrize("step,kind", [("v08", "int4"), ("v08", "int4_g64"), ("v09", "int4"), ("v10", "int4")])
+# kernel takes groups of 128 only (its launch gives groups of 64 to v09), v11's both
+@pytest.mark.parametrize(
+    "step,kind",
+    [("v08", "int4"), ("v08", "int4_g64"), ("v09", "int4"), ("v10", "int4"), ("v11", "int4"), ("v11", "int4_g64")],
+)
 def test_the_ring_turns_through_every_run_and_the_last_blocks(step, kind):
-    """v08, v09 and v10: in = 1344 is 21 blocks, five runs of four and one last block, all on one warp (33 rows, no
-    split): the two-slot ring turns five times. in = 1216 is four runs and three last blocks: 3 rows, so two warps
-    take two runs each and the last blocks in turn. A poisoned output, right on a second call with other inputs.
-    Each grid is one block: v10's own kernel in the simulator (one SM)."""
+    """v08 to v11: 33 rows are one warp (no split), so the two-slot ring turns through every run (five or four); 3
+    rows split the columns between two warps, which take the runs and the last blocks in turn. A poisoned output,
+    right on a second call with other inputs. Each grid is one block: v10's and v11's own kernels in the simulator
+    (one SM), v11's on shapes whose scales it copies whole."""
     ring = GEMV[step]
     if zoo.SIMULATOR:
         assert ring.module.slices_for(33) == 1 and ring.module.slices_for(3) == 2
-    for size in ((33, 1344), (3, 1216)):
+    sizes = (V11_SIZES if step == "v11" else RING_SIZES)[kind]
+    if step == "v11":
+        assert all(ring.module.takes(*GEMV.inputs(size, 0, kind)) for size in sizes)
+    for size in sizes:
         out = cuda.to_device(np.full(size[0], np.nan, np.float32))
         for seed in (1, 2):
             inputs = GEMV.inputs(size, seed, kind)
@@ -260,7 +271,7 @@ def test_v10_runs_its_kernel_where_an_sm_holds_one_block_and_v09s_elsewhere(monk
     whose tune table picked v09's kernel for a block an SM (the H200's), the first case takes v09's."""
     taken = _record_builds(monkeypatch, V10, V09)
     assert harness.check(V10, (33, 320), seed=4, kind="int4").ok  # one block of two warps: v10's kernel
-    assert taken == [(ring.ring_for(1).kernel, "build")]
+    assert taken == [(ring.ring_for(1, "v10").kernel, "build")]
     taken.clear()
     if zoo.SIMULATOR:
         assert harness.check(V10, (70, 320), seed=4, kind="int4").ok  # three groups of 32 rows, two blocks: v09's
@@ -270,12 +281,29 @@ def test_v10_runs_its_kernel_where_an_sm_holds_one_block_and_v09s_elsewhere(monk
     assert taken == [("v09", "build")]
 
 
-def test_v10_launches_the_ring_its_tune_table_names_for_the_grids_class(tmp_path, monkeypatch):
-    """A table (the repository's, no user cache) that names v09's kernel with three slots for a block an SM, then
-    v10's with three: v10's launch builds exactly that kernel, and the product is right; the class it has no entry
-    for keeps its default."""
+def test_v11_runs_its_kernel_where_it_copies_whole_scales_and_an_sm_holds_one_block(monkeypatch):
+    """v11's kernel: int4 in groups of 128 or 64 whose groups in a row are a multiple of 2 or 4 (a row's scales of a
+    run one aligned copy), a grid of at most a block an SM (by default). in = 512: four groups of 128, eight of 64;
+    in = 320: three of 128 and five of 64, so v09's; more blocks than the simulator's one SM: v09's."""
+    taken = _record_builds(monkeypatch, V11, V09)
+    for kind in ("int4", "int4_g64"):
+        assert harness.check(V11, (33, 512), seed=4, kind=kind).ok  # one block of two warps: v11's kernel
+        assert taken == [(ring.ring_for(1, "v11").kernel, "build")], kind
+        taken.clear()
+        assert harness.check(V11, (33, 320), seed=4, kind=kind).ok
+        assert taken == [("v09", "build")], kind
+        taken.clear()
+    if zoo.SIMULATOR:
+        assert harness.check(V11, (70, 512), seed=4, kind="int4").ok  # three groups of 32 rows, two blocks: v09's
+        assert taken == [("v09", "build")]
+
+
+def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path, monkeypatch):
+    """A table (the repository's, no user cache) whose fastest ring for a block an SM is v09's kernel with three
+    slots, then v10's, then v11's, each ahead of the others: v10's and v11's launches each build the fastest of
+    v09's kernel and their own, and the product is right; the class it has no entry for keeps its default."""
     built = []
-    for step in (V09, V10):
+    for step in (V09, V10, V11):
 
         def recording(*args, build=step.module.build, name=step.name[:3]):
             built.append((name, args[-1]))  # (kernel, slots a warp)
@@ -285,28 +313,34 @@ def test_v10_launches_the_ring_its_tune_table_names_for_the_grids_class(tmp_path
     table = tmp_path / "gemv.json"
     monkeypatch.setattr(ring, "path", lambda: table)
     monkeypatch.setattr(ring, "cache_path", lambda: tmp_path / "no-cache.json")
-    row = lambda choice: {"tiles": choice._asdict(), "ms": 0.01}  # noqa: E731
+    row = lambda choice, ms: {"tiles": choice._asdict(), "ms": ms, "agrees": True}  # noqa: E731
+    rings = [ring.Ring("v09", 3), ring.Ring("v10", 3), ring.Ring("v11", 3)]
     try:
-        for choice in (ring.Ring("v09", 3), ring.Ring("v10", 3)):
-            table.write_text(json.dumps({"classes": {"one_block_an_sm": {"best": row(choice)}}}))
+        for fastest in rings:
+            ranked = [fastest] + [r for r in rings if r != fastest]
+            rows = [row(r, 0.01 * (i + 1)) for i, r in enumerate(ranked)]
+            table.write_text(json.dumps({"classes": {"one_block_an_sm": {"rows": rows}}}))
             ring.table.cache_clear()
-            built.clear()
-            assert harness.check(V10, (33, 320), seed=6, kind="int4").ok  # one block: the class in the table
-            assert set(built) == {(choice.kernel, 3)}
-        assert ring.ring_for(10**6) == ring.CLASS_DEFAULTS["two_blocks_an_sm"]  # not in the table: the default
+            for step in (V10, V11):
+                mine = next(r for r in ranked if r.kernel in ("v09", step.name[:3]))
+                built.clear()
+                assert harness.check(step, (33, 512), seed=6, kind="int4").ok  # one block: the class in the table
+                assert set(built) == {(mine.kernel, 3)}, (fastest, step.name)
+        assert ring.ring_for(10**6, "v11") == ring.defaults("v11")["two_blocks_an_sm"]  # not in the table: default
     finally:
         ring.table.cache_clear()
 
 
 @pytest.mark.parametrize("choice", gemv_tune.candidates(), ids=lambda c: f"{c.kernel}-{c.stages}")
 def test_every_ring_the_sweep_may_pick_is_right(choice):
-    """Each candidate of ``zoo tune gemv``, launched as v10 launches a pick: in = 1344 turns the ring five times
-    (three slots: a slot is refilled with the run three ahead), on a poisoned output, right on a second call."""
-    size = (33, 1344)
+    """Each candidate of ``zoo tune gemv``, launched as its step launches a pick: in = 1472 is five runs and three
+    last blocks (twelve groups of 128), so the ring turns five times (three slots: a slot is refilled with the run
+    three ahead), on a poisoned output, right on a second call."""
+    size = (33, 1472)
     out = cuda.to_device(np.full(size[0], np.nan, np.float32))
     for seed in (1, 2):
         inputs = GEMV.inputs(size, seed, "int4")
-        V10.module.launch_ring(choice, *(cuda.to_device(a) for a in inputs), out)
+        gemv_tune.launch(choice, *(cuda.to_device(a) for a in inputs), out)
         ok, err, detail = harness.compare(out.copy_to_host(), GEMV.reference(*inputs), GEMV.tolerance(size))
         assert ok, (seed, detail)
         out.copy_to_device(np.full(size[0], np.nan, np.float32))
@@ -578,6 +612,29 @@ def test_v10_reads_a_run_before_asking_for_the_next_in_its_slot_within_128_regis
         assert "HMMA" not in sass[landed:copies] and "HMMA" in sass[copies:], f"{case}: the math after the refill"
 
 
+V11_CASES = ["v11:4096x14336:int4", "v11:4096x14336:int4_g64"]  # a block an SM: v11's own kernel (the default)
+
+
+@NEEDS_PTXAS
+def test_v11_copies_each_runs_scales_with_its_codes_and_loads_none_on_the_side():
+    """v11's kernel, groups of 128 and 64: before the wait the first run's eight copies of codes and one of scales (4
+    or 8 bytes a lane), and no load from global memory anywhere in the kernel but the last blocks' (v10 had one a
+    run); the scales read out of shared memory; 128 registers, nothing spilled."""
+    for case, kernels in _compiled(V11_CASES).items():
+        (k,) = kernels
+        sass = k["sass"]
+        assert k["name"] == "gemv_int4_scales_ring", f"{case}: v11's own kernel, not v09's"
+        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        wait = sass.index("ACQBULK")
+        assert sass.count("LDGSTS", 0, wait) == 9, f"{case}: the first run's codes and scales before the wait"
+        landed = sass.index("DEPBAR.LE")
+        reads, copies = sass.index("LDS", landed), sass.index("LDGSTS", landed)
+        assert reads < copies and "LDG" not in sass[landed:copies], f"{case}: a run's scales from its slot"
+        refill = sass[copies : sass.index("HMMA", copies)]
+        assert refill.count("LDGSTS") == 10, f"{case}: a refill: eight copies of codes, one of scales, one of x"
+
+
 # -- the goals' sweep -------------------------------------------------------------------------------------------------
 def test_sweep_writes_csv_and_png_with_the_quantization_error(zoo_cli, tmp_path):
     import csv
@@ -595,9 +652,9 @@ def test_sweep_writes_csv_and_png_with_the_quantization_error(zoo_cli, tmp_path)
     rows = sweeps.read_csv(table)
     assert [r["kind"] for r in rows] == list(GEMV.kinds)
     assert all(r["correct"] == "True" for r in rows)
-    kernels = {r["kind"]: r["kernel"] for r in rows}  # what ran: one block here, so v10's pick for that class
-    assert kernels["int4"] == ("gemv_int4_refill_ring" if ring.ring_for(1).kernel == "v10" else "gemv_int4_ring")
-    assert kernels["int4_g64"] == "gemv_int4_ring" and all(k.startswith("gemv") for k in kernels.values()), kernels
+    kernels = {r["kind"]: r["kernel"] for r in rows}  # what ran: at in = 320 (three groups of 128, five of 64) v11
+    assert kernels["int4"] == kernels["int4_g64"] == "gemv_int4_ring", kernels  # takes v09's launch
+    assert all(k.startswith("gemv") for k in kernels.values()), kernels
     errors = {r["kind"]: float(r["quantization_error"]) for r in rows}
     assert errors["fp32"] == 0 < errors["fp16"] < errors["int8"] < errors["int4"]
     assert "int4" in r.stdout and "error of each format" in r.stdout  # the findings

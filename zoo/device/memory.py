@@ -67,9 +67,9 @@ def address(arr):
     return interface["data"][0] if interface else arr.ctypes.data
 
 
-def aligned(arr):
-    """Whether arr starts on a 16-byte boundary."""
-    return address(arr) % 16 == 0
+def aligned(arr, to=16):
+    """Whether arr starts on a ``to``-byte boundary (16: a 128-bit load or copy)."""
+    return address(arr) % to == 0
 
 
 if SIMULATOR:

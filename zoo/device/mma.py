@@ -42,6 +42,8 @@ The other intrinsics get 16- and 32-bit data into those registers:
 ``ldmatrix_x4(tile, i)``                    ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``
 ``ldmatrix_x4_trans(tile, i)``              the same with ``.trans`` (each 8 x 8 matrix transposed)
 ``cp_async16(tile, i, src, j)``             ``cp.async.cg.shared.global``: 16 bytes global -> shared
+``cp_async4(tile, i, src, j)``, ``cp_async8``  ``cp.async.ca.shared.global``: 4 or 8 bytes (``.cg``
+                                            takes 16 only), each address aligned to its size
 ``cp_async_commit()``                       ``cp.async.commit_group``
 ``cp_async_wait_all()``                     ``cp.async.wait_group 0``
 ``cp_async_wait_group(n)``                  ``cp.async.wait_group n``: all but the newest n groups
@@ -52,9 +54,10 @@ The half functions take 1-D float16 or uint16 (bfloat16 bits) arrays (a kernel
 indexes flat views of C-contiguous matrices); ``ldmatrix_x4`` and ``cp_async16``
 take float32 too. The ``tile`` of ``ldmatrix`` and ``cp_async16`` must be a
 ``cuda.shared.array`` declared with ``alignment=SHARED_ALIGN`` (16 bytes on the GPU);
-``cp_async16`` copies 16 bytes whatever the two arrays' element types (1, 2 or 4
-bytes: a float16 vector into a uint8 ring is fine, each index counting its own
-array's elements), from a 1-D or C-contiguous source indexed flat. Words are ``uint32``
+``cp_async16`` copies 16 bytes (``cp_async4`` 4, ``cp_async8`` 8) whatever the two
+arrays' element types (1, 2 or 4 bytes: a float16 vector into a uint8 ring is fine,
+each index counting its own array's elements), from a 1-D or C-contiguous source
+indexed flat. Words are ``uint32``
 with the lower-indexed 16-bit element in bits 0-15, which is the order ``.f16x2``
 and ``.bf16x2`` registers use.
 
@@ -95,7 +98,7 @@ result from all of them (a float64 product rounded to float32; the tensor core
 adds with at least float32 precision). ``mma_tf32_f32`` first drops the low 13
 bits of every input word, as the hardware does, and ``to_tf32`` rounds as
 ``cvt.rna`` does, so a kernel that forgets to round is as inaccurate here as on
-the GPU. ``cp_async16`` copies at once and the commit and wait are no-ops, which
+the GPU. The ``cp_async`` copies happen at once and the commit and wait are no-ops, which
 is a legal schedule of the real instruction. What the simulator cannot check is
 that the hardware agrees with this module's reading of the PTX ISA;
 ``tests/test_hgemm.py`` and ``tests/test_sgemm.py`` run the kernels on a GPU too.
@@ -274,13 +277,23 @@ if SIMULATOR:
     def ldmatrix_x4_trans(tile, i):
         return _ldmatrix(tile, i, True)
 
-    def cp_async16(tile, i, src, j):
-        at = int(i) * _check_elements(tile, "cp_async16", (1, 2, 4))  # byte offsets, each in its own elements
-        start = int(j) * _check_elements(src, "cp_async16 (source)", (1, 2, 4))
-        if at % 16 or start % 16:
-            raise IndexError(f"cp_async16 from element {j} to {i}: not 16-byte aligned")
+    def _cp_async(tile, i, src, j, size):
+        name = f"cp_async{size}"
+        at = int(i) * _check_elements(tile, name, (1, 2, 4))  # byte offsets, each in its own elements
+        start = int(j) * _check_elements(src, f"{name} (source)", (1, 2, 4))
+        if at % size or start % size:
+            raise IndexError(f"{name} from element {j} to {i}: not {size}-byte aligned")
         src = src if src.ndim == 1 else src.reshape(-1)  # a flat index into a C-contiguous source
-        tile.view(np.uint8)[at : at + 16] = src.view(np.uint8)[start : start + 16]
+        tile.view(np.uint8)[at : at + size] = src.view(np.uint8)[start : start + size]
+
+    def cp_async16(tile, i, src, j):
+        _cp_async(tile, i, src, j, 16)
+
+    def cp_async8(tile, i, src, j):
+        _cp_async(tile, i, src, j, 8)
+
+    def cp_async4(tile, i, src, j):
+        _cp_async(tile, i, src, j, 4)
 
     def cp_async_commit():
         pass
@@ -482,23 +495,32 @@ else:
     def ldmatrix_x4_trans(typingctx, tile, index):
         return _ldmatrix(tile, index, True)
 
-    @intrinsic
-    def cp_async16(typingctx, tile, index, src, src_index):
-        _check_array(tile, "cp_async16 (destination)", _COPYABLE)
-        if not (isinstance(src, types.Array) and src.dtype in _COPYABLE and (src.ndim == 1 or src.layout == "C")):
-            raise TypeError(f"cp_async16 (source) needs a 1-D or C-contiguous array of {_COPYABLE}, got {src}")
-        sig = types.void(tile, index, src, src_index)
+    def _cp_async(size, cache):
+        """cp.async of ``size`` bytes, global to shared; ``cache``: .cg (L2 only, 16 bytes only) or .ca."""
 
-        def codegen(context, builder, sig, args):
-            dst = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-            source = _global_address(context, builder, sig.args[2], args[2], args[3], sig.args[3])
-            ftype = ir.FunctionType(ir.VoidType(), [_I32, ir.IntType(64)])
-            # .cg: cache in L2 only (the tile is read once per block); 16 bytes, the only size .cg takes
-            asm = ir.InlineAsm(ftype, "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}", side_effect=True)
-            builder.call(asm, [dst, source])
-            return context.get_dummy_value()
+        def typer(typingctx, tile, index, src, src_index):
+            _check_array(tile, f"cp_async{size} (destination)", _COPYABLE)
+            ok = isinstance(src, types.Array) and src.dtype in _COPYABLE and (src.ndim == 1 or src.layout == "C")
+            if not ok:
+                raise TypeError(f"cp_async{size} (source) needs a 1-D or C-contiguous array of {_COPYABLE}, got {src}")
+            sig = types.void(tile, index, src, src_index)
 
-        return sig, codegen
+            def codegen(context, builder, sig, args):
+                dst = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+                source = _global_address(context, builder, sig.args[2], args[2], args[3], sig.args[3])
+                ftype = ir.FunctionType(ir.VoidType(), [_I32, ir.IntType(64)])
+                text = f"cp.async.{cache}.shared.global [$0], [$1], {size};"
+                asm = ir.InlineAsm(ftype, text, "r,l,~{memory}", side_effect=True)
+                builder.call(asm, [dst, source])
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return intrinsic(typer)
+
+    cp_async16 = _cp_async(16, "cg")  # .cg: cache in L2 only (a tile is read once per block); 16 bytes, its only size
+    cp_async8 = _cp_async(8, "ca")  # .ca (through L1): the form that takes 4 and 8 bytes
+    cp_async4 = _cp_async(4, "ca")
 
     def bare_instruction(text):
         """An intrinsic's (signature, codegen) for one PTX instruction with no operands, void, with a memory

@@ -1,19 +1,22 @@
-"""The ring kernel v10 launches for an int4 call, per shape class: this GPU's measured fastest, else a default.
+"""The ring kernel an int4 call launches, per shape class: this GPU's measured fastest, else a default.
 
-v10's kernel refills a slot as soon as its run is in registers, so a warp keeps two runs in flight; v09's keeps
-one. Which is faster depends on the GPU as well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a
-CUDA graph, v10's kernel takes 11.2 us on the H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3
-(Nsight Compute, the kernel alone: 16.3 against 14.5 there). So the choice is measured on each GPU, as sgemm's
-tile shapes are (``zoo.tune_table``):
+Three steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's
+right after reading it (two), and v11's carries each run's scales in its slot too. Which is faster depends on
+the GPU as well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel takes
+11.2 us on the H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel
+alone: 16.3 against 14.5 there). So the choice is measured on each GPU, as sgemm's tile shapes are
+(``zoo.tune_table``):
 
     class              what it is                                 tuned at        default without a table
-    one_block_an_sm    a grid of at most one block an SM          4096 x 14336    v10's kernel, 2 slots
+    one_block_an_sm    a grid of at most one block an SM          4096 x 14336    the step's own kernel, 2 slots
     two_blocks_an_sm   more blocks than SMs                       14336 x 4096    v09's kernel, 2 slots
 
 The defaults are the H100's choices (two blocks an SM already make 64 KB in flight an SM with v09's kernel, and
 v10's was slower there: 11.3 -> 11.9 us at 14336 x 4096). ``python -m zoo tune gemv`` (``tune.sweep``) times
-each candidate at each class's shape and writes this GPU's table; v10 reads it on its first int4 call. Groups of
-64 always take v09's kernel: v10's needs a few more than its 128 registers for their four scales a run.
+every step's kernel at each class's shape and writes this GPU's table with all of them, fastest first; a step
+launches the fastest of the kernels it has (v10: v09's and its own; v11: v09's and its own), read on its first
+int4 call. The table is tuned with groups of 128; v11 applies its pick to groups of 64 too (v10's kernel takes
+128 only).
 """
 
 import functools
@@ -26,12 +29,16 @@ from zoo.device import sm_count
 class Ring(NamedTuple):
     """A ring kernel and its slots a warp."""
 
-    kernel: str = "v10"  # "v10": v10's kernel (refill after read); "v09": v09's (refill a run later)
-    stages: int = 2  # slots a warp, 36 KB a block each
+    kernel: str = "v10"  # the step whose kernel: "v09" (refill a run later), "v10" (refill after read), "v11" (scales)
+    stages: int = 2  # slots a warp, about 36 KB a block each
 
 
 SHAPE_CLASSES = {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}  # class: (out, in) tuned at
-CLASS_DEFAULTS = {"one_block_an_sm": Ring("v10", 2), "two_blocks_an_sm": Ring("v09", 2)}
+
+
+def defaults(kernel):
+    """Each class's ring without a table, for the step whose own kernel is ``kernel``."""
+    return {"one_block_an_sm": Ring(kernel, 2), "two_blocks_an_sm": Ring("v09", 2)}
 
 
 def shape_class(blocks, sms=None):
@@ -49,13 +56,18 @@ def path():
 
 @functools.cache
 def table():
-    """(the table as saved, {class: fastest Ring}), read on the first int4 call and kept."""
+    """(the table as saved, {class: [Ring, ...] timed and agreeing, fastest first}), read on the first int4 call."""
     data = tune_table.read(cache_path(), path())
-    best = {cls: Ring(**e["best"]["tiles"]) for cls, e in data.get("classes", {}).items() if e.get("best")}
-    return data, best
+    ranked = {
+        cls: [Ring(**r["tiles"]) for r in e.get("rows", []) if "ms" in r and r.get("agrees")]
+        for cls, e in data.get("classes", {}).items()
+    }
+    return data, ranked
 
 
-def ring_for(blocks):
-    """The ring for a grid of ``blocks``: the table's fastest for its class, else the class's default."""
+def ring_for(blocks, kernel):
+    """The ring for a grid of ``blocks`` launched by the step whose own kernel is ``kernel``: the table's fastest of
+    v09's and that one for the grid's class, else the class's default."""
     cls = shape_class(blocks)
-    return table()[1].get(cls) or CLASS_DEFAULTS[cls]
+    mine = [choice for choice in table()[1].get(cls, []) if choice.kernel in ("v09", kernel)]
+    return mine[0] if mine else defaults(kernel)[cls]

@@ -1,27 +1,40 @@
-"""The ring sweep behind v10: ``python -m zoo tune gemv``.
+"""The ring sweep behind v10 and v11: ``python -m zoo tune gemv``.
 
-v10's kernel keeps two runs a warp in flight, v09's one; which is faster at a shape differs from GPU to GPU
-(``ring.py`` gives the figures). The sweep times each candidate, v09's kernel and v10's with two and three slots
-a warp, at each shape class's shape with int4 weights in groups of 128: in a CUDA graph of calls over rotating
-inputs (``sweep.graph_us``), as the formats sweep times a step, because a call of ~10 us launched from Python
-is timed at the host's pace, and in a graph the dependent launch overlaps each call with the one before, as in
-a decode step. It writes this GPU's table (``zoo.tune_table``) with every row and each class's fastest; v10
-reads it through ``ring.py``, never through this module, which loads the timing harness.
+v10's kernel keeps two runs a warp in flight, v09's one, and v11's carries the scales in its slots; which is
+fastest at a shape differs from GPU to GPU (``ring.py`` gives the figures). The sweep times each candidate, each
+step's kernel with two and three slots a warp, at each shape class's shape with int4 weights in groups of 128:
+in a CUDA graph of calls over rotating inputs (``sweep.graph_us``), as the formats sweep times a step, because
+a call of ~10 us launched from Python is timed at the host's pace, and in a graph the dependent launch overlaps
+each call with the one before, as in a decode step. It writes this GPU's table (``zoo.tune_table``) with every
+row, fastest first; v10 and v11 read it through ``ring.py`` (each the fastest of the kernels it has), never
+through this module, which loads the timing harness.
 """
 
 from zoo.kernels.gemv import ring
 from zoo.kernels.gemv.ring import SHAPE_CLASSES, Ring, cache_path, path
 
-__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "path", "shape_class", "sweep"]  # what `zoo tune` uses
+# what `zoo tune` uses
+__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "launch", "path", "shape_class", "sweep"]
+
+
+KERNELS = ("v09", "v10", "v11")  # the steps with a ring kernel
 
 
 def candidates():
-    """Each ring kernel with two and three slots a warp (72 or 108 KB a block)."""
-    return [Ring(kernel, stages) for kernel in ("v09", "v10") for stages in (2, 3)]
+    """Each ring kernel with two and three slots a warp (72 to 114 KB a block)."""
+    return [Ring(kernel, stages) for kernel in KERNELS for stages in (2, 3)]
+
+
+def launch(choice, W, x, scales, out):
+    """Launch ``choice`` as the step that owns its kernel launches a pick (v09's kernel through v10's launch)."""
+    from zoo.kernels.gemv import v10_refill_after_read as v10
+    from zoo.kernels.gemv import v11_scales_in_the_ring as v11
+
+    (v11 if choice.kernel == "v11" else v10).launch_ring(choice, W, x, scales, out)
 
 
 def shape_class(rows, cols):
-    """The class of an out x in GEMV: its grid's, from v10's (v09's) grid for ``rows``."""
+    """The class of an out x in GEMV: its grid's, from the ring steps' grid for ``rows`` (the same in v09 to v11)."""
     from zoo.kernels.gemv import v10_refill_after_read as v10
 
     return ring.shape_class(v10.grid_for(rows)[1])
@@ -56,7 +69,7 @@ def sweep(shapes=None, progress=None, save=False):
                 progress(name, choice)
 
             def call(inputs, choice=choice, out=out):
-                v10.launch_ring(choice, *inputs, out)
+                launch(choice, *inputs, out)
 
             since = launch_count()
             try:
