@@ -13,16 +13,26 @@ Changes:
     per GPU (``ring.py``).
 
 Why it is faster:
-    v10's scales load, asked for a run before its math, still had to come from
-    DRAM through the same queues as the copies: a run takes ~1.5 us a warp, and
-    DRAM's latency under full load is 1.24 us on the H200 (the latency family),
-    so a warp could reach its math before its scales. In the slot, they land
-    with the codes, STAGES runs ahead. H100, graph time, int4 (groups of 128)
-    v10's kernel -> this one: 4096 x 14336 11.27 -> 11.13 us, 14336 x 4096
-    12.85 -> 11.83, 8192 x 8192 13.76 -> 13.40; groups of 64 at 4096 x 14336
-    (one block an SM) v09's kernel 12.01 -> 11.35.
+    v10's side load of a run's scales was asked for a run before its math but
+    still came from DRAM through the queues the copies fill (~1.2 us under
+    load), so a warp whose codes had landed could wait on its scales. In the
+    slot they land with the codes, STAGES runs ahead. H100, graph time (``zoo
+    tune gemv``'s table): v10's kernel -> this one, int4 at 4096 x 14336 (a
+    block an SM) 11.25 -> 11.15 us, at 14336 x 4096 (two) 12.65 -> 11.75 (v09's
+    kernel, 11.21, still runs there); groups of 64 at 4096 x 14336 (``zoo
+    gemv-formats``) v09's kernel 12.06 -> 11.49 us, 3.50x fp16's weights per
+    second (3.35x before). On the H200, where v10's kernel lost to v09's by
+    36%, this kernel is not measured yet.
 
 Measured:
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,849 GB/s (94.3 us a call), 118.6% of
+    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 103.3%, 14336x4096@fp16: 192.8%,
+    14336x4096@int4: 293.2%, 14336x4096@int4_g64: 386.7%, 14336x4096@int8: 328.6%,
+    4096x14336: 101.1%, 4096x14336@fp16: 196.8%, 4096x14336@int4: 323.0%,
+    4096x14336@int4_g64: 319.2%, 4096x14336@int8: 342.3%, 8192x8192@fp16: 233.8%,
+    8192x8192@int4: 640.6%, 8192x8192@int4_g64: 760.9%, 8192x8192@int8: 421.1%. From
+    results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools
