@@ -9,7 +9,7 @@ Changes:
     queue is gone and groups of 64 fit in the 128 registers too (v10 gave them
     to v09's kernel). A row's scales of a run must be one aligned copy: the
     groups in a row a multiple of 2 (of 4 for groups of 64); other shapes take
-    v09's launch. Which kernel a grid runs, v11's or v09's, is still measured
+    v10's launch. Which kernel a grid runs, v11's or v09's, is still measured
     per GPU (``ring.py``).
 
 Why it is faster:
@@ -56,9 +56,9 @@ from zoo.device.mma import (
     mma_f16_f32,
 )
 from zoo.kernels.gemv import check_index_range, layout, ring
-from zoo.kernels.gemv import v09_dependent_launch as v09
+from zoo.kernels.gemv import v10_refill_after_read as v10
 
-BASE = "v09"  # other formats, shapes whose scales cannot be copied whole, and grids of two blocks an SM: v09's launch
+BASE = "v10"  # other formats and shapes whose scales are not one copy: v10's launch; v09's kernel through it
 MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent launch (sm_90)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
@@ -413,10 +413,10 @@ def takes(W, x, scales):
 
 
 def launch_ring(choice, W, x, scales, out, grid=None):
-    """Launch the ring kernel ``choice`` (a ``ring.Ring``) names: v11's own, or v09's launch with its slots.
+    """Launch the ring kernel ``choice`` (a ``ring.Ring``) names: v11's own, or v09's (v10's) through v10's launch.
     ``grid``: ``grid_for(out.size)``, where the caller has it already."""
-    if choice.kernel == "v09":
-        return v09.launch(W, x, scales, out, choice.stages)
+    if choice.kernel != "v11":
+        return v10.launch_ring(choice, W, x, scales, out, grid)
     group = layout(W, x, scales)[2]
     slices, blocks = grid or grid_for(out.size)
     shared_bytes = WARPS_PER_BLOCK * choice.stages * slot_bytes(group)  # dynamic: 74 or 76 KB a block at 2 slots
@@ -424,8 +424,8 @@ def launch_ring(choice, W, x, scales, out, grid=None):
 
 
 def launch(W, x, scales, out):
-    if not takes(W, x, scales):  # other formats and shapes: v09's launch
-        return v09.launch(W, x, scales, out)
+    if not takes(W, x, scales):  # other formats and shapes: v10's launch
+        return v10.launch(W, x, scales, out)
     # v11's kernel or v09's, as measured fastest on this GPU for the grid's class (ring.py: by default v11's where
     # an SM holds one block, v09's where it holds two)
     grid = grid_for(out.size)
