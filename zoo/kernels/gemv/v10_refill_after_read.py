@@ -248,10 +248,11 @@ def build(slices, stages=STAGES):
     def load_scales(scales, mine, group_at, into):
         """The scales of a run (groups ``group_at`` ..) of the lane's row, into registers: asked for a run before
         their math, not with the codes STAGES runs before (v09's queue, which would hold two runs' scales here: the
-        registers the ring needs, see the launch bounds below); a run is time enough for one load on the H100 (a
-        run a warp takes ~1.8 us there). Untested, and the likely reason this kernel is slower on the H200: there
-        a run takes ~1.5 us against DRAM's 1.24 us latency under load, and with the codes two runs ahead nothing
-        else waits, so each run may wait for its scales (v09 asks for both a run ahead, together)."""
+        registers the ring needs, see the launch bounds below). Not always time enough: the load goes through
+        the queues the copies fill, and a warp whose codes have landed may wait for it. v11 copies the scales
+        into the slots instead, and on the H100 that alone takes 14336 x 4096 from 12.65 to 11.75 us; it is the
+        likely reason too that this kernel is slower on the H200 (there a run takes ~1.5 us a warp against
+        DRAM's 1.24 us latency under load), not yet measured there."""
         for k in range(per_run):
             into[k] = scales[mine, group_at + uint32(k)]
 
