@@ -485,6 +485,44 @@ def test_address_reads_every_kind_of_array():
     assert memory.aligned(device) and not memory.aligned(device[1:])
 
 
+def test_flat_view_is_made_once_per_array_and_shares_its_memory():
+    """A 2-D array's flat view is a view over the same memory (a write through it shows in the array); an array
+    that is hashable and weakly referable (numba's DeviceNDArray, whose reshape costs ~7.5 us of host time a call)
+    is reshaped once and its view let go with it; a 1-D array is itself; NumPy's (and the simulator's device
+    arrays, which hash like NumPy's) are reshaped each time."""
+    import gc
+    import weakref
+
+    from zoo.device import memory
+
+    device = cuda.to_device(np.arange(12, dtype=np.float32).reshape(3, 4))
+    view = memory.flat_view(device)
+    assert view.shape == (12,)
+    view[5] = np.float32(-1)  # row 1, column 1
+    assert device.copy_to_host()[1, 1] == -1
+    if not zoo.SIMULATOR:
+        assert memory.flat_view(device) is view  # a DeviceNDArray: made once
+    flat = cuda.to_device(np.zeros(5, np.float32))
+    assert memory.flat_view(flat) is flat
+    host = np.zeros((2, 3), np.float32)
+    assert memory.flat_view(host).shape == (6,) and memory.flat_view(host) is not memory.flat_view(host)
+
+    class Matrix:  # hashable by identity and weakly referable, as a DeviceNDArray
+        ndim, size, reshapes = 2, 6, 0
+
+        def reshape(self, n):
+            Matrix.reshapes += 1
+            return np.zeros(n, np.float32)
+
+    matrix = Matrix()
+    first = memory.flat_view(matrix)
+    assert memory.flat_view(matrix) is first and Matrix.reshapes == 1
+    gone = weakref.ref(first)
+    del matrix, first
+    gc.collect()
+    assert gone() is None, "the cache keeps a view alive after its array is gone"
+
+
 @pytest.mark.skipif(zoo.SIMULATOR, reason="timings need a GPU")
 def test_timing_leaves_out_the_host_time_of_a_samples_first_launch():
     """A call that spends 2 ms on the host before queueing 1.5 ms of GPU work times at about 1.5 ms:

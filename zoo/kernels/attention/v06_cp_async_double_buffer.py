@@ -41,6 +41,7 @@ from numba.core.types import float16
 from zoo import SIMULATOR
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import jit
+from zoo.device.memory import flat_view
 from zoo.device.mma import (
     SHARED_ALIGN,
     cp_async16,
@@ -250,5 +251,5 @@ def launch(Q, K, V, out, causal=False):
     kernel, rows, threads, shared_bytes = build(d)
     scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
     grid = ((n + rows - 1) // rows, bh)
-    flat = (a.reshape(a.size) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays
+    flat = (flat_view(a) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays
     kernel[grid, threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal))

@@ -43,6 +43,7 @@ from zoo import SIMULATOR
 from zoo.device import HOPPER, properties
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import jit
+from zoo.device.memory import flat_view
 from zoo.device.mma import (
     SHARED_ALIGN,
     cp_async16,
@@ -284,5 +285,5 @@ def launch(Q, K, V, out, causal=False, group=None):
     q_blocks = (n + rows - 1) // rows
     group = min(bh, group or heads_per_group(n, d))  # ``group``: the tuning probe's other sizes (.ci/gpu-attention.py)
     grid = bh * q_blocks if causal else (q_blocks, bh)  # causal: 1-D, in groups of heads (see the kernel)
-    flat = (a.reshape(a.size) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays
+    flat = (flat_view(a) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays
     kernel[grid, threads, 0, shared_bytes](*flat, np.uint32(n), scale_log2, bool(causal), np.uint32(group))

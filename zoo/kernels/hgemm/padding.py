@@ -14,6 +14,7 @@ from numba import cuda
 from numba.core.types import float16
 
 from zoo.device.jit import jit
+from zoo.device.memory import flat_view
 from zoo.errors import OutOfRange
 
 LIMIT = 2**32  # elements per matrix that uint32 indices reach
@@ -66,10 +67,10 @@ def run_tiled(launch_tiles, A, B, out, tile_m, tile_n, tile_k):
     mp, np_, kp = round_up(m, tile_m), round_up(n, tile_n), round_up(k, tile_k)
     a, b = padded(A, mp, kp), padded(B, kp, np_)
     if (mp, np_) == (m, n):
-        launch_tiles(a.reshape(mp * kp), b.reshape(kp * np_), out.reshape(m * n), mp, np_, kp)
+        launch_tiles(flat_view(a), flat_view(b), flat_view(out), mp, np_, kp)
         return
     result = cuda.device_array((mp, np_), dtype=out.dtype)
-    launch_tiles(a.reshape(mp * kp), b.reshape(kp * np_), result.reshape(mp * np_), mp, np_, kp)
+    launch_tiles(flat_view(a), flat_view(b), flat_view(result), mp, np_, kp)
     crop_kernel[_grid(out.shape), COPY_BLOCK](result, out)
 
 

@@ -13,6 +13,7 @@ timings include them.
 from numba import cuda, float32
 
 from zoo.device.jit import jit
+from zoo.device.memory import flat_view
 
 COPY_BLOCK = (32, 8)
 
@@ -60,10 +61,10 @@ def run_tiled(launch_tiles, A, B, C, out, alpha, beta, tile_m, tile_n, tile_k):
     source = C if (beta != 0 and C is not None) else out  # not read when beta == 0
     if (mp, np_, kp) == (m, n, k):
         launch_tiles(
-            A.reshape(m * k),
-            B.reshape(k * n),
-            source.reshape(m * n),
-            out.reshape(m * n),
+            flat_view(A),
+            flat_view(B),
+            flat_view(source),
+            flat_view(out),
             m,
             n,
             k,
@@ -76,10 +77,10 @@ def run_tiled(launch_tiles, A, B, C, out, alpha, beta, tile_m, tile_n, tile_k):
     result = cuda.device_array((mp, np_), dtype=out.dtype)
     c = result if c is None else c
     launch_tiles(
-        a.reshape(mp * kp),
-        b.reshape(kp * np_),
-        c.reshape(mp * np_),
-        result.reshape(mp * np_),
+        flat_view(a),
+        flat_view(b),
+        flat_view(c),
+        flat_view(result),
         mp,
         np_,
         kp,

@@ -38,7 +38,7 @@ from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store_float4
+from zoo.device.memory import aligned, flat_view, load_flat, load_float4, store_flat, store_float4
 from zoo.errors import OutOfRange
 from zoo.kernels.sgemm.plan import slices, split_k
 from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
@@ -367,10 +367,10 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
             A, B, source, out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(beta)
         )
         return
-    flat_out = out.reshape(m * n)
+    flat_out = flat_view(out)
     with_c = beta != 0 and C is not None
     scale_c[-(-(m * n) // SCALE_THREADS), SCALE_THREADS](
-        C.reshape(m * n) if with_c else flat_out, flat_out, np.float32(beta), with_c
+        flat_view(C) if with_c else flat_out, flat_out, np.float32(beta), with_c
     )
     vec_b = n % 4 == 0 and aligned(B)  # the output is written with 32-bit atomics: no condition on it
     kernel = kernel_for(tiles, vec_a, vec_b, True)

@@ -40,6 +40,7 @@ from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.device.buffers import scratch
 from zoo.device.jit import jit
+from zoo.device.memory import flat_view
 from zoo.kernels.softmax import check_index_range
 
 validate = check_index_range  # the step's size limit: its indices are uint32
@@ -117,7 +118,7 @@ def divide(t_in, s, cols, out):
 def launch(x, out):
     rows, cols = x.shape
     n = rows * cols
-    flat_x, flat_out = x.reshape(n), out.reshape(n)
+    flat_x, flat_out = flat_view(x), flat_view(out)
     t = scratch("softmax_exp", n, np.float32)  # cached: the second call of a shape allocates nothing
     m = scratch("softmax_row_max", rows, np.float32)
     s = scratch("softmax_row_sum", rows, np.float32)

@@ -30,7 +30,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.device.memory import aligned, load_float4, store_float4
+from zoo.device.memory import aligned, flat_view, load_float4, store_float4
 from zoo.errors import OutOfRange
 
 TILE = 64
@@ -124,7 +124,7 @@ def validate(a):
 
 def launch(a, out):
     rows, cols = a.shape
-    flat_a, flat_out = a.reshape(a.size), out.reshape(out.size)  # flat views: no copy for contiguous arrays
+    flat_a, flat_out = flat_view(a), flat_view(out)  # flat views: no copy for contiguous arrays
     if rows % 4 or cols % 4 or not (aligned(a) and aligned(out)):  # a float4 would straddle rows or misalign
         grid = ((cols + SCALAR_TILE - 1) // SCALAR_TILE, min((rows + SCALAR_TILE - 1) // SCALAR_TILE, MAX_GRID_Y))
         transpose_kernel[grid, (SCALAR_TILE, SCALAR_ROWS)](flat_a, flat_out, np.uint32(rows), np.uint32(cols))
