@@ -314,7 +314,10 @@ def build(group, slices, stages=STAGES):
                     copy_scales(scales, scales_row, at, ring, ring_at + uint32(r * slot_size), lane)  # weights too
                     at += RUN_BYTES
             # the kernel before this one (launched ahead of it in the stream) has finished and its writes are
-            # visible from here on: x may be its output, and out may be what it reads; nothing above touched them
+            # visible from here on: x may be its output, and out may be what it reads; nothing above touched them.
+            # What that costs (4096 x 14336, H100, 32 calls in a graph, each warp's %globaltimer): this call's warps
+            # start 1.5-1.8 us before the last warp of the call before ends, the wait returns 0.8-1.0 us after it,
+            # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing
             wait_for_previous_kernel()
             for r in range(stages):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
                 if r < mine_runs:
