@@ -97,7 +97,10 @@ waits for it. v10 refills a slot as soon as its run is in registers, before
 the math, so that a warp keeps two runs in flight in the same shared memory:
 the grids of one block an SM (4096 x 14336) need the bytes in flight on the
 H100; on the H200 v09's kernel is faster there, and v10 launches whichever
-``python -m zoo tune gemv`` measured fastest on the GPU (``ring.py``). Steps
+``python -m zoo tune gemv`` measured fastest on the GPU (``ring.py``). v11
+copies each run's scales into its slot with its codes (``cp.async`` of 4 or 8
+bytes a lane) instead of loading them on the side, which frees the registers
+for groups of 64 too. Steps
 v03 on read 16 bytes at a time and need every row 16-byte aligned: in a
 multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other shapes run
 v02's kernel.
