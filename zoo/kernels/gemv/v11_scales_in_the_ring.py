@@ -399,12 +399,12 @@ def grid_for(rows):
 
 
 def takes(W, x, scales):
-    """Whether this kernel takes the call: int4 in groups of 64 or 128, rows in whole blocks of 64, 16-byte aligned
-    codes and x, and a row's scales of a run one aligned copy (4 or 8 bytes: the groups in a row a multiple of 2 or
-    4, and the scales 8-byte aligned)."""
+    """The call's group (64 or 128) when this kernel takes it, else 0: int4, rows in whole blocks of 64, 16-byte
+    aligned codes and x, and a row's scales of a run one aligned copy (4 or 8 bytes: the groups in a row a multiple
+    of 2 or 4, and the scales 8-byte aligned)."""
     fmt, n, group = layout(W, x, scales)
     per_run = RUN_BLOCKS * BLOCK // group if group else 0
-    return (
+    taken = (
         fmt == "int4"
         and n % BLOCK == 0
         and scales.shape[1] % per_run == 0
@@ -413,23 +413,25 @@ def takes(W, x, scales):
         and scales.strides[0] == 2 * scales.shape[1]  # rows packed: the flat index of row r is r x groups
         and aligned(scales, 8)
     )
+    return group if taken else 0
 
 
-def launch_ring(choice, W, x, scales, out, grid=None):
+def launch_ring(choice, W, x, scales, out, grid=None, group=None):
     """Launch the ring kernel ``choice`` (a ``ring.Ring``) names: v11's own, or v09's (v10's) through v10's launch.
-    ``grid``: ``grid_for(out.size)``, where the caller has it already."""
+    ``grid``: ``grid_for(out.size)``, and ``group`` the call's group, where the caller has them already."""
     if choice.kernel != "v11":
         return v10.launch_ring(choice, W, x, scales, out, grid)
-    group = layout(W, x, scales)[2]
+    group = group or layout(W, x, scales)[2]
     slices, blocks = grid or grid_for(out.size)
     shared_bytes = WARPS_PER_BLOCK * choice.stages * slot_bytes(group)  # dynamic: 74 or 76 KB a block at 2 slots
     build(group, slices, choice.stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
 
 
 def launch(W, x, scales, out):
-    if not takes(W, x, scales):  # other formats and shapes: v10's launch
+    group = takes(W, x, scales)
+    if not group:  # other formats and shapes: v10's launch
         return v10.launch(W, x, scales, out)
     # v11's kernel or v09's, as measured fastest on this GPU for the grid's class (ring.py: by default v11's where
     # an SM holds one block, v09's where it holds two)
     grid = grid_for(out.size)
-    launch_ring(ring.ring_for(grid[1], "v11"), W, x, scales, out, grid)
+    launch_ring(ring.ring_for(grid[1], "v11"), W, x, scales, out, grid, group)
