@@ -236,3 +236,24 @@ def test_cli_list_start_and_no_overwrite(tmp_path, zoo_cli):
     assert again.returncode == 2 and "exists already" in again.stderr
     unknown = zoo_cli("exercise", "start", "reverse", "v09", str(tmp_path))
     assert unknown.returncode == 2 and "has no exercise" in unknown.stderr
+
+
+def test_an_exercise_may_teach_a_step_with_a_base_and_a_kernel_but_not_a_launch_only_one(tmp_path, monkeypatch):
+    """gemv v11 has a base (v10, for the calls its kernel does not take) and a kernel of its own: an exercise. A
+    launch-only step (no kernel in its file) has nothing to write, and an exercise's kinds must be the family's."""
+    from tmpfamily import good, load
+
+    from zoo.registry import RegistryError
+
+    v11 = next(e for e in EXERCISES if e.key == "gemv/v11")
+    assert v11.step.base is not None and not v11.step.launch_only and v11.kinds[0] == "int4"
+    assert runner.lesson_case(v11) == ((33, 1216), "int4")
+    assert ((33, 1216), "int4") in v11.cases() and ((3, 1280), "int4_g64") in v11.cases()
+    doc = "".join(f"{heading}:\n    x.\n\n" for heading in ("Changes", "Why it is faster", "Measured"))
+    launch_only = f'"""Launches v01\'s kernel.\n\n{doc}"""\nfrom .v01_plain import launch  # noqa: F401\n'
+    launch_only += 'BASE = "v01"\n'
+    for v02, entry, why in ((launch_only, "{}", "launch-only"), (good(), '{"kinds": ("int4",)}', "not the family's")):
+        files = {"v01_plain.py": good(), "v02_again.py": v02, "exercises.py": f'EXERCISES = {{"v02": {entry}}}\n'}
+        fam = load(tmp_path / why.replace(" ", "_").replace("'", ""), "scale_ex", files, monkeypatch)
+        with pytest.raises(RegistryError, match=why):
+            exercise._load(fam)

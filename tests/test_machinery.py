@@ -290,6 +290,35 @@ def test_a_launch_only_step_names_its_base_and_is_diffed_against_it(tmp_path, mo
     assert "against that step" in walkthrough.page(fam, {}) and "The code from v01_plain" in walkthrough.page(fam, {})
 
 
+def _own_kernel_with_base():
+    """A step with a kernel of its own that hands v01 the sizes it does not take (as gemv v07-v11 do)."""
+    own = good("Its own kernel for even sizes; v01's for the rest.")
+    jit_import = "from zoo.device.jit import jit"
+    own = own.replace(jit_import, jit_import + "\n\nfrom . import v01_plain as v01")
+    odd_to_base = '\nBASE = "v01"\n\n\ndef launch(x, out):\n    if x.size % 2:\n        return v01.launch(x, out)\n'
+    own = own.replace("\ndef launch(x, out):\n", odd_to_base)
+    return own
+
+
+def test_a_step_with_a_base_and_a_kernel_of_its_own_is_not_launch_only(tmp_path, monkeypatch):
+    files = {
+        "v01_plain.py": good(),
+        "v02_launch_only.py": LAUNCH_ONLY_VARIANT,
+        "v03_own.py": _own_kernel_with_base(),
+        "v04_after_launch_only.py": good("After v03."),
+    }
+    fam = load(tmp_path, "scale_ownbase", files, monkeypatch)
+    assert fam[2].launch_only and not fam[3].launch_only and not fam[1].launch_only
+    assert fam[3].base is fam[1] and fam[3].compared_with is fam[1]
+    assert fam[4].compared_with is fam[3]  # the step before has a kernel of its own: that is the one copied
+    for n in (1, 100):  # odd: v01's kernel; even: its own
+        assert harness.check(fam[3], n, seed=1).ok
+    from zoo import walkthrough
+
+    page = walkthrough.page(fam, {})
+    assert "Launches v01_plain's kernel (its base)" in page and "Built on v01_plain (its base)" in page
+
+
 def test_a_base_must_be_an_earlier_step(tmp_path, monkeypatch):
     later = LAUNCH_ONLY_VARIANT.replace('BASE = "v01"', 'BASE = "v03"')
     with pytest.raises(RegistryError, match="not an earlier step"):

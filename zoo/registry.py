@@ -3,10 +3,13 @@
 A family is a package ``zoo/kernels/<family>/`` whose ``__init__.py`` is its spec
 (see ``REQUIRED_SPEC``). A variant is a file ``vNN_<technique>.py`` in it with a
 docstring holding the headings Changes, Why it is faster and Measured, and a
-``launch(*inputs, out, **params)`` function. A step that launches an earlier
-step's kernel unchanged, only differently (other tiles, another plan), imports
-that step and names it ``BASE = "vNN"``: its Changes, ``zoo diff`` and the
-walkthrough's diff are then against the base rather than the step before. A step
+``launch(*inputs, out, **params)`` function. A step that imports an earlier
+step names it ``BASE = "vNN"``: its Changes, ``zoo diff`` and the walkthrough's
+diff are then against the base rather than the step before. Either it launches
+the base's kernel unchanged, only differently (other tiles, another plan), and
+defines no kernel of its own (``Variant.launch_only``: nothing to write as an
+exercise), or it has a kernel of its own and hands the base the inputs that
+kernel does not take (other formats, shapes it cannot tile). A step
 copied from an earlier step other than the one before it says ``FROM = "vNN"``. A step whose arithmetic is
 coarser than the family's (TF32 tensor cores in a float32 family) says ``TOLERANCE = ...`` (a number or a
 function of the size), which replaces the family's for that step only. More family folders can be added
@@ -37,6 +40,7 @@ from zoo.errors import Unsupported
 
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
 BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
+KERNEL_LINE = re.compile(r"^\s*@(?:cuda\.)?jit\b", re.M)  # a kernel or device function of the step's own
 FROM_LINE = re.compile(r"^FROM\s*=\s*[\"'](v\d{2})[\"']", re.M)
 HEADINGS = ("Changes", "Why it is faster", "Measured")
 MIN_CC_LINE = re.compile(r"^MIN_CC\s*=\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*(?:#[ \t]*(.*?))?[ \t]*$", re.M)
@@ -174,6 +178,13 @@ class Variant:
         return self.family[m.group(1)] if m else None
 
     @functools.cached_property
+    def launch_only(self):
+        """True for a step that launches its base's kernel and compiles none of its own (no ``@jit`` in its file):
+        sgemm v10, hgemm v05. A step with a base and a kernel of its own (gemv v07-v11, which hand the base what
+        their kernel does not take) is not. Read from the file's text."""
+        return self.base is not None and not KERNEL_LINE.search(self.source)
+
+    @functools.cached_property
     def copied_from(self):
         """The earlier step this file was copied from when it is not the step before (its ``FROM = "vNN"``), or None."""
         m = FROM_LINE.search(self.source)
@@ -190,7 +201,7 @@ class Variant:
         if self.number == 1:
             return None
         previous = self.family[self.number - 1]
-        return previous.base or previous  # after a launch-only step, the kernel it launches is the one copied
+        return previous.base if previous.launch_only else previous  # after a launch-only step: the kernel it launches
 
     @functools.cached_property
     def requirement(self):

@@ -171,8 +171,13 @@ def page(fam, all_results=None, profiles=None):
         out += _profiles(fam, v, profiles)
         out += _mapping(fam, v)
         against = v.compared_with  # its BASE, or the step before
-        if v.base is not None:
+        if v.launch_only:
             out.append(f"Launches {v.base.name}'s kernel (its base): the diff below is against that step.")
+        elif v.base is not None:
+            out.append(
+                f"Built on {v.base.name} (its base), whose launch it calls for the inputs its own kernel does not"
+                " take: the diff below is against that step."
+            )
         elif v.copied_from is not None:
             out.append(f"Copied from {v.copied_from.name} and changed: the diff below is against that step.")
         diff = step_diff(against, v)

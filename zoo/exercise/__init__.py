@@ -20,7 +20,8 @@ imported by a step)::
             "hints": ("a hint of our own",),    # shown after the step's Why it is faster
             "todo": {2: "prose for TODO 2"},    # more words in a TODO block of the starter
             "start": "v04",                     # optional: another earlier step to start from
-        },
+            "kinds": ("int4",),                 # optional: the kinds of input of "sizes" and the lesson (the
+        },                                      # family's first by default): where the step's own kernel runs
     }
     FIGURES = {"mixed_parity_warps": fn}        # optional: figures of the family's own, fn(observation)
 
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from zoo.registry import RegistryError
 
 RELATIONS = ("<=", ">=", "==")
-KEYS = {"sizes", "lesson_size", "lesson", "hints", "todo", "start"}
+KEYS = {"sizes", "lesson_size", "lesson", "hints", "todo", "start", "kinds"}
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Exercise:
     hints: tuple = ()
     todo: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
+    kinds: tuple = ()  # the kinds of input of ``sizes`` and the lesson; () is the family's first
 
     @property
     def key(self):
@@ -67,7 +69,7 @@ class Exercise:
         """(size, kind) checked: the family's simulator test cases, then the exercise's own sizes."""
         cases = list(self.family.test_cases())
         for size in self.sizes:
-            for kind in self.family.kinds[:1]:
+            for kind in self.kinds or self.family.kinds[:1]:
                 if (size, kind) not in cases:
                     cases.append((size, kind))
         return cases
@@ -93,8 +95,11 @@ def _load(fam):
             raise RegistryError(f"{where}: {e.args[0]}") from None
         if start is None or start is step:
             raise RegistryError(f"{where}: {step.name} has no other step to start from")
-        if step.demonstration or step.base is not None:
+        if step.demonstration or step.launch_only:
             raise RegistryError(f"{where}: {step.name} is a demonstration or launch-only step: nothing to write")
+        unknown_kinds = set(data.get("kinds", ())) - set(fam.kinds)
+        if unknown_kinds:
+            raise RegistryError(f"{where}: kinds {sorted(unknown_kinds)} are not the family's: {fam.kinds}")
         for figure, relation, _why in data.get("lesson", ()):
             if relation not in RELATIONS:
                 raise RegistryError(f"{where}: lesson {figure!r}: relation {relation!r} is not one of {RELATIONS}")
@@ -109,6 +114,7 @@ def _load(fam):
                 hints=tuple(data.get("hints", ())),
                 todo=dict(data.get("todo", {})),
                 figures=dict(getattr(module, "FIGURES", {})),
+                kinds=tuple(data.get("kinds", ())),
             )
         )
     return sorted(found, key=lambda e: e.step.number)

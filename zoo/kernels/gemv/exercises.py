@@ -1,5 +1,13 @@
 """Exercises of the gemv family (``python -m zoo exercise list gemv``): host tooling, no step imports it."""
 
+
+def scale_loads(obs):
+    """loads of the scales from global memory (cp.async copies included), one call"""
+    return sum(1 for r in obs.global_records if not r[4] and obs.role_of(r[5])[0] == "scales")
+
+
+FIGURES = {"scale_loads": scale_loads}
+
 EXERCISES = {
     "v02": {
         "hints": (
@@ -16,6 +24,31 @@ EXERCISES = {
                 "the lanes of a warp should read neighbouring weights of one row, not one weight of 32 rows",
             ),
             ("shuffles", ">=", "the lanes' partial sums meet in registers, through warp shuffles"),
+        ),
+    },
+    "v11": {  # a step with a kernel of its own on top of its base (v10), which takes the shapes it does not
+        "kinds": ("int4", "int4_g64"),  # its kernel's formats; the family's test sizes all go to v10's launch
+        # 1216 columns: four runs of 256 and three last blocks, ten groups of 128 (a row's two scales of a run: 4
+        # bytes); 1280: five runs, twenty groups of 64 (four a run: 8 bytes)
+        "sizes": ((33, 1216), (3, 1280)),
+        "lesson_size": (33, 1216),
+        "hints": (
+            "A slot grows by the 32 rows' scales of a run, after the codes and x: slot_bytes(group). Lane l copies "
+            "row l's scales of the run with one cp.async of 4 bytes (groups of 128) or 8 (groups of 64), in the "
+            "same commit group as the run's codes, so cp_async_wait_group covers them too.",
+            "After the wait, each lane reads its own row's scales (row 8t + g) out of the slot before the "
+            "syncwarp that frees the slot; the last blocks of a row, fewer than a run, still read theirs from "
+            "global memory.",
+            "takes(W, x, scales) decides which calls the kernel gets: a row's scales of a run must be one aligned "
+            "copy, so the groups in a row a multiple of 2 (of 4 for groups of 64); every other call goes to v10.",
+        ),
+        "lesson": (
+            (
+                "scale_loads",
+                "<=",
+                "each run's scales ride in its slot with its codes, asked for STAGES runs ahead, not loaded from "
+                "global memory on the side",
+            ),
         ),
     },
 }
