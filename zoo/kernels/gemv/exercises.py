@@ -2,7 +2,8 @@
 
 
 def scale_loads(obs):
-    """loads of the scales from global memory (cp.async copies included), one call"""
+    """loads of the scales from global memory into registers, one call (cp.async copies into shared memory are
+    not loads a thread waits on, and are not counted)"""
     return sum(1 for r in obs.global_records if not r[4] and obs.role_of(r[5])[0] == "scales")
 
 
@@ -24,6 +25,31 @@ EXERCISES = {
                 "the lanes of a warp should read neighbouring weights of one row, not one weight of 32 rows",
             ),
             ("shuffles", ">=", "the lanes' partial sums meet in registers, through warp shuffles"),
+        ),
+    },
+    "v08": {
+        "kinds": ("int4", "int4_g64"),  # the ring is int4's; the family's test sizes keep v07's kernel (few runs)
+        # 1344 columns: five runs of 256 and one last block; 1216: four runs and three last blocks. 33 rows: one
+        # warp turns the ring through every run; 3 rows: two warps share the runs
+        "sizes": ((33, 1344), (3, 1216)),
+        "lesson_size": (33, 1344),
+        "hints": (
+            "A warp's ring is STAGES slots of dynamic shared memory (cuda.shared.array(0, uint8), sized by the "
+            "launch): a slot holds a run, the 32 rows' 128 bytes of 256 columns, then x of those columns.",
+            "cp_async16 asks for 16 bytes without a register: lane l copies chunk l % 8 of row 4 i + l // 8, so "
+            "each instruction covers four whole 128-byte lines. cp_async_commit closes a group, and "
+            "cp_async_wait_group with STAGES - 2 waits until only the newer runs are in flight.",
+            "Rows 128 bytes apart start on the same bank: store chunk c of row r at (c ^ (r % 8)) x 16 and read it "
+            "back from the same place, so the eight rows a read touches spread over every bank.",
+        ),
+        "lesson": (
+            (
+                "global_loads_per_output",
+                "<=",
+                "the codes reach shared memory by cp.async, a run ahead, not through the registers of the lanes "
+                "that wait for them",
+            ),
+            ("shared_ways", "<=", "a slot's 16-byte chunks are swizzled by row, so reading a run has no bank conflict"),
         ),
     },
     "v11": {  # a step with a kernel of its own on top of its base (v10), which takes the shapes it does not
