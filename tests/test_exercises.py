@@ -249,6 +249,10 @@ def test_an_exercise_may_teach_a_step_with_a_base_and_a_kernel_but_not_a_launch_
     assert v11.step.base is not None and not v11.step.launch_only and v11.kinds[0] == "int4"
     assert runner.lesson_case(v11) == ((33, 1216), "int4")
     assert ((33, 1216), "int4") in v11.cases() and ((3, 1280), "int4_g64") in v11.cases()
+    from zoo import walkthrough
+
+    page = walkthrough.page(v11.family, {}, {})  # each step with an exercise says how to start it
+    assert all(f"`python -m zoo exercise start gemv {e.step.name[:3]}`" in page for e in exercise.of_family(v11.family))
     doc = "".join(f"{heading}:\n    x.\n\n" for heading in ("Changes", "Why it is faster", "Measured"))
     launch_only = f'"""Launches v01\'s kernel.\n\n{doc}"""\nfrom .v01_plain import launch  # noqa: F401\n'
     launch_only += 'BASE = "v01"\n'

@@ -136,6 +136,18 @@ def _profiles(fam, v, profiles):
     return parts
 
 
+def _exercise(v, exercises):
+    """A line that says how to write the step yourself, for a step with an exercise (``zoo.exercise``)."""
+    ex = exercises.get(v.number)
+    if ex is None:
+        return []
+    return [
+        f"**Write it yourself.** `python -m zoo exercise start {ex.family.name} {v.name[:3]}` writes "
+        f"{ex.start.name} with this step's changes left as TODO blocks; `python -m zoo exercise check FILE` runs "
+        "it in the simulator and compares its answers, and what the simulator saw it do, with this step's."
+    ]
+
+
 def page(fam, all_results=None, profiles=None):
     """The Markdown text of one family's page."""
     all_results = results.load_all() if all_results is None else all_results
@@ -148,6 +160,9 @@ def page(fam, all_results=None, profiles=None):
         "## Measured",
         *_measured_tables(fam, all_results),
     ]
+    from zoo import exercise
+
+    exercises = {e.step.number: e for e in exercise.of_family(fam)}
     for v in fam:
         # the docstring as the file holds it now: `zoo report` rewrites Measured lines after import
         doc = ast.get_docstring(ast.parse(v.source), clean=False) or ""
@@ -170,6 +185,7 @@ def page(fam, all_results=None, profiles=None):
                 out.append(f"**{heading}.**\n\n{sections[heading]}")
         out += _profiles(fam, v, profiles)
         out += _mapping(fam, v)
+        out += _exercise(v, exercises)
         against = v.compared_with  # its BASE, or the step before
         if v.launch_only:
             out.append(f"Launches {v.base.name}'s kernel (its base): the diff below is against that step.")

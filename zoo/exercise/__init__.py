@@ -127,6 +127,11 @@ def _by_family(name):
     return tuple(_load(zoo.family(name)))
 
 
+def of_family(fam):
+    """The exercises of a Family object (a family outside zoo's folders too), in step order."""
+    return _load(fam)
+
+
 def exercises(families=None):
     """Every exercise, in teaching order (of the given family names, when named)."""
     import zoo
