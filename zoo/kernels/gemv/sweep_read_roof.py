@@ -13,6 +13,8 @@ block writing one word so that the read is checked, in three forms:
     64kb_before_wait    dependent launch, but four loads a thread (64 KB an SM) before the wait and the rest
                         after: what a GEMV whose x comes from the kernel before can do, holding what it read
                         before the wait in shared memory (v09 to v11 hold 37 KB an SM)
+    128kb_before_wait   the same with 128 KB an SM before the wait: more than a GEMV block can hold while the
+                        next call's block fits beside it (about 113 KB of shared memory each)
 
 each timed as ``zoo gemv-formats`` times a step (``formats.graph_us``: 32 calls in a CUDA graph over rotating
 inputs past the L2), and the family's last step for fp16 and int4 in the same run (form ``step``). The
@@ -42,7 +44,8 @@ from zoo.kernels.gemv import sweep as formats  # gemv-formats: its sizes, its gr
 COMMAND = "gemv-read-roof"
 HELP = "the int4 goal's roof: a kernel that only reads fp16's and int4's bytes, with and without dependent launch"
 COLUMNS = ("size", "kind", "form", "bytes", "graph_us", "gbps", "over_fp16", "correct")
-FORMS = ("no_overlap", "reads_before_wait", "64kb_before_wait")
+FORMS = ("no_overlap", "reads_before_wait", "64kb_before_wait", "128kb_before_wait")
+ROUNDS_BEFORE_WAIT = {"64kb_before_wait": 1, "128kb_before_wait": 2}  # rounds of four loads a thread: 64 KB an SM each
 THREADS = 64 if SIMULATOR else 256  # the simulator runs each thread in Python
 BLOCKS_PER_SM = 4
 IN_FLIGHT = 4  # 16-byte loads a thread has in flight: 4 x 16 x 256 x 4 = 64 KB an SM
@@ -54,6 +57,7 @@ def build(form):
     """The read-only kernel of one form: XORs every int32 of ``words`` (a multiple of four), one word a block."""
     overlap = form != "no_overlap"
     all_before = form == "reads_before_wait"
+    rounds_before = ROUNDS_BEFORE_WAIT.get(form, 0)
 
     @jit(dependent_launch=overlap)
     def read_xor(words, out):
@@ -65,6 +69,7 @@ def build(form):
         i = cuda.grid(1)
         acc = int32(0)
         waited = not overlap or all_before  # True: no wait inside the loop
+        rounds = 0
         while i + (IN_FLIGHT - 1) * stride < chunks:  # four 16-byte loads in flight, then their XOR
             a0, a1, a2, a3 = load_int4(words, 4 * i)
             b0, b1, b2, b3 = load_int4(words, 4 * (i + stride))
@@ -72,7 +77,8 @@ def build(form):
             d0, d1, d2, d3 = load_int4(words, 4 * (i + 3 * stride))
             acc ^= a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1 ^ b2 ^ b3 ^ c0 ^ c1 ^ c2 ^ c3 ^ d0 ^ d1 ^ d2 ^ d3
             i += IN_FLIGHT * stride
-            if not waited:  # 64kb_before_wait: the first four loads a thread were before it
+            rounds += 1
+            if not waited and rounds == rounds_before:  # the first rounds_before x 64 KB an SM were before it
                 wait_for_previous_kernel()
                 waited = True
         while i < chunks:  # the last chunks, fewer than four a thread
@@ -190,7 +196,9 @@ def findings(rows):
         out.append(
             f"{size}: reading int4's bytes reaches {int4['no_overlap']['over_fp16']:.2f}x fp16's weights per second "
             f"without dependent launch, {int4['reads_before_wait']['over_fp16']:.2f}x with every read before the "
-            f"wait and {int4['64kb_before_wait']['over_fp16']:.2f}x with 64 KB an SM before it; the steps reach "
+            f"wait, {int4['64kb_before_wait']['over_fp16']:.2f}x with 64 KB an SM before it and "
+            f"{int4['128kb_before_wait']['over_fp16']:.2f}x with 128 KB ({int4['128kb_before_wait']['graph_us']:.2f} "
+            f"us against {int4['64kb_before_wait']['graph_us']:.2f}); the steps reach "
             f"{int4['step']['over_fp16']:.2f}x (goal 3.5x). The int4 step ({int4['step']['graph_us']:.2f} us) runs "
             f"at {100 * roof / int4['step']['graph_us']:.0f}% of the 64 KB roof's speed ({roof:.2f} us); an int4 "
             f"kernel at that roof would reach {fp16['step']['graph_us'] / roof:.2f}x the fp16 step"
