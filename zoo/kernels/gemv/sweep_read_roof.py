@@ -19,10 +19,10 @@ block writing one word so that the read is checked, in three forms:
 each timed as ``zoo gemv-formats`` times a step (``formats.graph_us``: 32 calls in a CUDA graph over rotating
 inputs past the L2), and the family's last step for fp16 and int4 in the same run (form ``step``). The
 findings give the int4 / fp16 ratio of weights per second that each form reaches, and how close the int4 step
-comes to the 64 KB roof. H100, 4096 x 14336: 3.42x, 3.92x and 4.02x, and v11's kernel runs at 99% of the
-64 KB roof's speed (11.13 us against 11.05): what is left of the goal is the wait, not the ring. fp16's 64 KB
-form is the slowest of its three (44.4 us against 39.6 with no overlap): a wait in the middle of a long read
-stalls every block at once.
+comes to the 64 KB roof. H100, 4096 x 14336: 3.43x with no overlap, 3.92x with every read before the wait,
+3.79x with 64 KB an SM before it and 3.75x with 128 KB: once 64 KB an SM are in flight, reading more before the
+wait buys nothing (10.0 us either way); what separates it from the 9.6 us of every read before the wait is
+the wait itself. v11's kernel (11.1 us) runs at 90% of the 64 KB roof's speed.
 
 In the simulator the kernels run on tiny arrays and are checked, not timed.
 """
