@@ -13,16 +13,17 @@ Changes:
     per GPU (``ring.py``).
 
 Why it is faster:
-    v10's side load of a run's scales was asked for a run before its math but
-    still came from DRAM through the queues the copies fill (~1.2 us under
-    load), so a warp whose codes had landed could wait on its scales. In the
-    slot they land with the codes, STAGES runs ahead. H100, graph time (``zoo
-    tune gemv``'s table): v10's kernel -> this one, int4 at 4096 x 14336 (a
-    block an SM) 11.25 -> 11.15 us, at 14336 x 4096 (two) 12.65 -> 11.75 (v09's
-    kernel, 11.21, still runs there); groups of 64 at 4096 x 14336 (``zoo
-    gemv-formats``) v09's kernel 12.06 -> 11.49 us, 3.50x fp16's weights per
-    second (3.35x before). On the H200, where v10's kernel lost to v09's by
-    36%, this kernel is not measured yet.
+    v10's side load of a run's scales came from DRAM through the queues the
+    copies fill (~1.2 us under load), so a warp whose codes had landed could
+    wait on its scales; in the slot they land with the codes, STAGES runs
+    ahead. H100, graph time (``zoo tune gemv``): v10's kernel -> this one, int4
+    at 4096 x 14336 (a block an SM) 11.25 -> 11.15 us, at 14336 x 4096 (two)
+    12.65 -> 11.75 (v09's, 11.21, runs there); groups of 64 at 4096 x 14336
+    (``zoo gemv-formats``; v10 ran v09's) 12.06 -> 11.49 us, 3.50x fp16's rate.
+    On the H200 it still loses to v09's kernel, by less (10.39 against 9.30 us
+    at 4096 x 14336; v10's 12.53), so v11 runs v09's there: in a graph every
+    other call puts two of its 128 blocks on one SM (%smid, read in an
+    experiment), and a grid made for one block an SM waits for that SM.
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,849 GB/s (94.3 us a call), 118.6% of
@@ -33,6 +34,13 @@ Measured:
     4096x14336@int4_g64: 319.2%, 4096x14336@int8: 342.3%, 8192x8192@fp16: 233.8%,
     8192x8192@int4: 640.6%, 8192x8192@int4_g64: 760.9%, 8192x8192@int8: 421.1%. From
     results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 8192x8192: 4,003 GB/s (67.1 us a call), 134.3% of cupy.matmul fp32
+    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
+    (cuBLAS): 14336x4096: 105.6%, 14336x4096@fp16: 202.4%, 14336x4096@int4: 386.2%,
+    14336x4096@int4_g64: 411.0%, 14336x4096@int8: 272.8%, 4096x14336: 98.8%,
+    4096x14336@fp16: 191.0%, 4096x14336@int4: 381.7%, 4096x14336@int4_g64: 355.8%,
+    4096x14336@int8: 323.4%, 8192x8192@fp16: 270.1%, 8192x8192@int4: 577.0%,
+    8192x8192@int4_g64: 594.5%, 8192x8192@int8: 345.2%. From results/nvidia-h200.json.
 """
 
 import functools
