@@ -21,9 +21,9 @@ Why it is faster:
     12.65 -> 11.75 (v09's, 11.21, runs there); groups of 64 at 4096 x 14336
     (``zoo gemv-formats``; v10 ran v09's) 12.06 -> 11.49 us, 3.50x fp16's rate.
     On the H200 it still loses to v09's kernel, by less (10.39 against 9.30 us
-    at 4096 x 14336; v10's 12.53), so v11 runs v09's there: in a graph every
-    other call puts two of its 128 blocks on one SM (%smid, read in an
-    experiment), and a grid made for one block an SM waits for that SM.
+    at 4096 x 14336; v10's 12.53), so v11 runs v09's there. Seen there (%smid
+    in an experiment): every other call of a graph puts two of its 128 blocks
+    on one SM, which then finishes last; v09's kernel is not yet measured so.
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,849 GB/s (94.3 us a call), 118.6% of
