@@ -23,7 +23,7 @@ Why it is faster:
     On the H200 it still loses to v09's kernel, by less (10.39 against 9.30 us
     at 4096 x 14336; v10's 12.53), so v11 runs v09's there. Seen there (%smid
     in an experiment): every other call of a graph puts two of its 128 blocks
-    on one SM, which then finishes last; v09's kernel is not yet measured so.
+    on one SM; whether that SM ends last, and where v09's blocks go, is open.
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,849 GB/s (94.3 us a call), 118.6% of
