@@ -4,8 +4,8 @@ Three steps have a ring kernel: v09's refills a slot a run after reading it (one
 right after reading it (two), and v11's carries each run's scales in its slot too. Which is faster depends on
 the GPU as well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel takes
 11.2 us on the H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel
-alone: 16.3 against 14.5 there). So the choice is measured on each GPU, as sgemm's tile shapes are
-(``zoo.tune_table``):
+alone: 16.3 against 14.5 there); v11's takes 11.15 on the H100, first, and 10.4 on the H200, second to
+v09's. So the choice is measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
 
     class              what it is                                 tuned at        default without a table
     one_block_an_sm    a grid of at most one block an SM          4096 x 14336    the step's own kernel, 2 slots

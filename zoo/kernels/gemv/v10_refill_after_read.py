@@ -24,7 +24,7 @@ Why it is faster:
     4096 x 14336: v09 11.7 us -> 11.3, fp16's weights per second x 3.43 ->
     3.57. On the H200 the same kernel is slower, 12.6 us against v09's 9.3
     (alone under Nsight Compute 16.3 against 14.5, DRAM 39% busy against
-    44%), for a reason not yet measured (see ``load_scales``); its tune
+    44%), mostly for its side-loaded scales (``load_scales``); its tune
     table sends that grid to v09's kernel (``ring.py``).
 
 Measured:
@@ -250,9 +250,9 @@ def build(slices, stages=STAGES):
         their math, not with the codes STAGES runs before (v09's queue, which would hold two runs' scales here: the
         registers the ring needs, see the launch bounds below). Not always time enough: the load goes through
         the queues the copies fill, and a warp whose codes have landed may wait for it. v11 copies the scales
-        into the slots instead, and on the H100 that alone takes 14336 x 4096 from 12.65 to 11.75 us; it is the
-        likely reason too that this kernel is slower on the H200 (there a run takes ~1.5 us a warp against
-        DRAM's 1.24 us latency under load), not yet measured there."""
+        into the slots instead, and on the H100 that alone takes 14336 x 4096 from 12.65 to 11.75 us. On the H200
+        (a run takes ~1.5 us a warp there, against DRAM's 1.24 us latency under load) it takes 4096 x 14336 from
+        12.53 to 10.39 us (``zoo tune gemv``): most of this kernel's loss to v09's kernel there (9.30), not all."""
         for k in range(per_run):
             into[k] = scales[mine, group_at + uint32(k)]
 
