@@ -94,25 +94,19 @@ def measure(args):
     for size in _sizes(args, fam):
         for kind in fam.kinds:
             host = fam.inputs(size, 0, kind)
-            shape, dtype = fam.output_for(*host)
             nbytes = fam.bytes_moved(size, kind)
             row = dict(size="x".join(map(str, size)), kind=kind, step=step.name, bytes=nbytes)
             row["quantization_error"] = spec.quantization_error(size, 0, kind)
             ref = fam.reference(*host)
-            since = launch_count()
             if args.simulator:
+                since = launch_count()
                 got = step(*host)
                 row["kernel"] = _kernel_name(since)
                 row["correct"] = bool(harness.compare(got, ref, fam.tolerance(size))[0])
                 rows.append(row)
                 continue
-            import cupy
-
-            sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
-            out = cupy.full(shape, np.nan, dtype)
-            step.launch(sets[0], out)
-            row["kernel"] = _kernel_name(since)  # the step's launch picks one per format and shape (and GPU: v10)
-            row["correct"] = bool(harness.compare(cupy.asnumpy(out), ref, fam.tolerance(size))[0])
+            # the kernel: the step's launch picks one per format and shape (and GPU: v10, v11)
+            sets, out, row["correct"], row["kernel"] = first_call(fam, step, size, host, ref)
 
             def gemv(inputs, out=out):
                 step.launch(inputs, out)
@@ -129,6 +123,22 @@ def measure(args):
             rows.append(row)
             spec._HELD.clear()  # the next kind's held copies start afresh
     return rows
+
+
+def first_call(fam, step, size, host, ref):
+    """The step's first call on device copies of ``host`` (``harness.input_sets``: sets rotating past the L2), into
+    an output poisoned with NaN: (the sets, the output, whether it matches ``ref``, the kernel it launched)."""
+    import cupy
+
+    from zoo import harness
+
+    shape, dtype = fam.output_for(*host)
+    sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
+    out = cupy.full(shape, np.nan, dtype)
+    since = launch_count()
+    step.launch(sets[0], out)
+    correct = bool(harness.compare(cupy.asnumpy(out), ref, fam.tolerance(size))[0])
+    return sets, out, correct, _kernel_name(since)
 
 
 def _kernel_name(since):

@@ -160,16 +160,9 @@ def _time_form(form, host, expected, nbytes):
 
 
 def _time_step(fam, size, kind):
-    import cupy
-
-    from zoo import harness
-
     step = fam.variants[-1]
     host = fam.inputs(size, 0, kind)
-    sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
-    out = cupy.full(size[0], np.nan, np.float32)
-    step.launch(sets[0], out)
-    correct = bool(harness.compare(cupy.asnumpy(out), fam.reference(*host), fam.tolerance(size))[0])
+    sets, out, correct, _ = formats.first_call(fam, step, size, host, fam.reference(*host))
     us = formats.graph_us(lambda inputs: step.launch(inputs, out), sets)
     fam.module._HELD.clear()
     return dict(graph_us=us, gbps=fam.bytes_moved(size, kind) / us / 1e3, correct=correct)
