@@ -1,8 +1,10 @@
 """gemv: the weight formats (packing, group sizes, what quantizing costs), every step at the issue's shapes, a
 second call, refusals before any launch, which kernel a shape gets, and what the compiler makes of each format."""
 
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -13,7 +15,7 @@ from numba import cuda
 import zoo
 from tests.conftest import ROOT, tune_with_sizes
 from zoo import harness, machine_code
-from zoo.device.jit import Kernel, jit
+from zoo.device.jit import Kernel, jit, launch_count, launched_since
 from zoo.device.mma import SHARED_ALIGN, cp_async_commit, cp_async_wait_all
 from zoo.kernels import int4
 from zoo.kernels.gemv import ring
@@ -634,6 +636,83 @@ def test_v11_copies_each_runs_scales_with_its_codes_and_loads_none_on_the_side()
         assert reads < copies and "LDG" not in sass[landed:copies], f"{case}: a run's scales from its slot"
         refill = sass[copies : sass.index("HMMA", copies)]
         assert refill.count("LDGSTS") == 10, f"{case}: a refill: eight copies of codes, one of scales, one of x"
+
+
+V12 = GEMV["v12"]
+# v12's kernel: in a multiple of 256 (whole runs), any rows (packed in 32s): 33 rows are two groups of 32, the second
+# padded with 31 rows of zeros; 3 rows split the runs between two warps. 512, 1280 and 1024: two, five and four runs
+V12_SIZES = {"int4": ((33, 512), (3, 1280)), "int4_g64": ((33, 1280), (3, 1024))}
+
+
+@pytest.mark.parametrize("kind", ["int4", "int4_g64"])
+def test_v12_runs_its_kernel_on_packed_weights_for_any_rows(kind):
+    """v12 through Variant (which packs): its own kernel, right on a poisoned output and on a second call with other
+    inputs; shapes not of whole runs go to v11's launch."""
+    for size in V12_SIZES[kind]:
+        out = cuda.to_device(np.full(size[0], np.nan, np.float32))
+        for seed in (1, 2):
+            inputs = GEMV.inputs(size, seed, kind)
+            since = launch_count()
+            got = V12(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
+            assert launched_since(since).__name__ == "gemv_int4_packed_ring", (size, kind)
+            ok, err, detail = harness.compare(got, GEMV.reference(*inputs), GEMV.tolerance(size))
+            assert ok, (size, seed, detail)
+    since = launch_count()
+    assert harness.check(V12, (33, 320), seed=3, kind=kind).ok  # 320: a run and a block, v11's launch
+    assert launched_since(since).__name__ != "gemv_int4_packed_ring"
+
+
+def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
+    """Row 32 q + r's bytes 128 k .. 128 k + 127 (run k) land at [q, 4096 k + 128 r]; its scales of run k (two of
+    128) at [q, 64 k + 2 r]; rows past the last are zeros; x is not copied; on the device it packs on the device and
+    gives back the same library; fp16 weights come back as they are."""
+    W, x, scales = GEMV.inputs((40, 512), 3, "int4")  # two runs; one group of 32 rows and 8 more
+    packed_W, same_x, packed_scales = V12.module.pack(W, x, scales)
+    assert same_x is x and packed_W.shape == (2, 16 * 512) and packed_scales.shape == (2, 32 * 4)
+    for q, k, r in itertools.product(range(2), range(2), range(32)):
+        row = 32 * q + r
+        codes = packed_W[q, 4096 * k + 128 * r : 4096 * k + 128 * r + 128]
+        two = packed_scales[q, 64 * k + 2 * r : 64 * k + 2 * r + 2]
+        if row < 40:
+            assert np.array_equal(codes, W[row, 128 * k : 128 * k + 128]), (q, k, r)
+            assert np.array_equal(two, scales[row, 2 * k : 2 * k + 2]), (q, k, r)
+        else:
+            assert not codes.any() and not two.any(), (q, k, r)
+    on_device = V12.module.pack(*(cuda.to_device(a) for a in (W, x, scales)))
+    assert all(hasattr(a, "copy_to_host") for a in on_device)
+    assert np.array_equal(on_device[0].copy_to_host(), packed_W)
+    assert np.array_equal(on_device[2].copy_to_host(), packed_scales)
+    W16, x16 = GEMV.inputs((40, 512), 3, "fp16")
+    assert V12.module.pack(W16, x16) == (W16, x16)
+
+
+def test_v12_refuses_int4_weights_it_did_not_pack(no_launch):
+    """Its launch on the row-major int4 weights its kernel would take: an error naming pack, not a wrong answer; on
+    a packed W of the wrong rows for out: an error too."""
+    W, x, scales = GEMV.inputs((33, 512), 1, "int4")
+    out = cuda.to_device(np.full(33, np.nan, np.float32))
+    with pytest.raises(ValueError, match="pass W and scales through pack"):
+        V12.module.launch(*(cuda.to_device(a) for a in (W, x, scales)), out)
+    packed = V12.module.pack(*(cuda.to_device(a) for a in GEMV.inputs((70, 512), 1, "int4")))
+    with pytest.raises(ValueError, match="must have 2 rows"):
+        V12.module.launch(*packed, out)
+
+
+V12_CASES = ["v12:4096x14336:int4", "v12:4096x14336:int4_g64"]
+
+
+@NEEDS_PTXAS
+def test_v12_reads_global_memory_only_through_its_copies():
+    """v12's kernel, groups of 128 and 64: v11's copies before the wait (eight of codes, one of scales) and in each
+    refill (and x's), and no other load from global memory: no last blocks; 128 registers, nothing spilled."""
+    for case, kernels in _compiled(V12_CASES).items():
+        (k,) = kernels
+        sass = k["sass"]
+        assert k["name"] == "gemv_int4_packed_ring", case
+        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        assert sass.count("LDGSTS", 0, sass.index("ACQBULK")) == 9, f"{case}: the first run's copies before the wait"
+        assert not re.search(r"\bLDG\.", sass), f"{case}: a load from global memory besides the copies"
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------

@@ -300,6 +300,59 @@ def _own_kernel_with_base():
     return own
 
 
+PACKING_VARIANT = '''
+"""Reads x in an order of its own.
+
+Changes:
+    x is reversed once by pack; the kernel reads it back to front.
+
+Why it is faster:
+    It is not.
+
+Measured:
+    never.
+"""
+import numpy as np
+from numba import cuda
+
+from zoo.device.jit import jit
+
+
+@jit
+def scale_reversed(x_reversed, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * x_reversed[out.size - 1 - i]
+
+
+def pack(x):
+    on_host = isinstance(x, np.ndarray)
+    reversed_x = np.ascontiguousarray((x if on_host else x.copy_to_host())[::-1])
+    return (reversed_x if on_host else cuda.to_device(reversed_x),)
+
+
+def launch(x, out):
+    scale_reversed[(x.size + 31) // 32, 32](x, out)
+'''
+
+
+def test_a_step_with_a_layout_of_its_own_gets_its_inputs_packed_wherever_it_runs(tmp_path, monkeypatch):
+    """A step's ``pack``: a call through Variant, the harness's check and its timing buffers all hand its launch the
+    packed inputs; launched on inputs it did not pack, the step is wrong (so the packing is what the check sees)."""
+    fam = load(tmp_path, "scale_packs", {"v01_plain.py": good(), "v02_own_order.py": PACKING_VARIANT}, monkeypatch)
+    step = fam[2]
+    assert fam[1].pack is None and step.pack is not None
+    (x,) = fam.inputs(33, 5)
+    assert np.array_equal(step.packed((x,))[0], x[::-1]) and fam[1].packed((x,))[0] is x
+    assert harness.check(step, 33, seed=5).ok and harness.check(step, 1, seed=5).ok
+    assert np.array_equal(step(cuda.to_device(x)).copy_to_host(), 2 * x)  # device arrays in: packed on the device
+    out = cuda.to_device(np.full(33, np.nan, np.float32))
+    step.launch((cuda.to_device(x),), out)  # not packed: back to front
+    assert not np.allclose(out.copy_to_host(), 2 * x)
+    sets, _ = harness.benchmark_buffers(step, (x,), x.shape, np.float32)
+    assert all(np.array_equal(s[0].copy_to_host(), x[::-1]) for s in sets)
+
+
 def test_a_step_with_a_base_and_a_kernel_of_its_own_is_not_launch_only(tmp_path, monkeypatch):
     files = {
         "v01_plain.py": good(),

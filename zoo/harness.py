@@ -484,14 +484,16 @@ def host_copy(a, pinned):
 
 def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None):
     """(input sets, poisoned output) a variant is timed on: device copies rotated past the L2 (``sets`` when
-    given), or, for a family whose steps take host arrays, the host arrays (page-locked if the step sets PINNED)."""
+    given), each in the variant's layout (``Variant.packed``), or, for a family whose steps take host arrays, the
+    host arrays (page-locked if the step sets PINNED)."""
     poison = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     if variant.family.host_inputs:
         pinned = bool(getattr(variant.module, "PINNED", False))
         return [tuple(host_copy(a, pinned) for a in host_inputs)], host_copy(poison, pinned)
     out = cuda.device_array(shape, dtype)
     out.copy_to_device(poison)
-    return sets if sets is not None else input_sets(host_inputs), out
+    sets = sets if sets is not None else input_sets(host_inputs)
+    return (sets if variant.pack is None else [variant.packed(s) for s in sets]), out
 
 
 BUDGET_S = 1.0  # seconds of samples a row is timed for by default (at least min_samples of them)

@@ -217,7 +217,7 @@ def compile_step(variant, cc=(9, 0), size=None, kind=None):
     size = size if size is not None else fam.TEST_SIZES[-1]
     host_inputs = fam.inputs(size, 0, kind)
     shape, dtype = fam.output_for(*host_inputs)
-    inputs = [_stand_in(a) for a in host_inputs]
+    inputs = [_stand_in(a) for a in variant.packed(host_inputs)]  # in the step's own layout, if it has one
     out = _host_array(shape, dtype)
     record = []
     with _dry_run(tuple(cc), record):

@@ -16,6 +16,12 @@ function of the size), which replaces the family's for that step only. More fami
 with ``ZOO_KERNEL_PATH`` (folders separated like PATH), which is how a test adds
 a throwaway family.
 
+A step whose kernel reads some inputs in a layout of its own (weights reordered once, as a model's are when it
+loads) defines ``pack(*inputs) -> inputs``: the arrays in that layout, in the library they came in (NumPy,
+CuPy, numba), unchanged where the kernel does not take them. ``Variant.packed`` applies it: a call through
+``Variant`` packs on the way in, and everything that times a step (the harness, asv, the sweeps, the profiler)
+packs each set of inputs once, before the timing, so the step's ``launch`` always gets packed inputs.
+
 A step that needs a newer GPU than zoo's floor (compute capability 7.0) says so in one line,
 ``MIN_CC = (8, 0)  # mma.sync m16n8k16, cp.async``: the comment is the reason users are shown. The same
 line in a family's spec applies to every step. On an older GPU a call raises ``zoo.errors.Unsupported``
@@ -303,12 +309,24 @@ class Variant:
         kind, (shape, dtype) = self.validate(*inputs, **params)
         return self._place(inputs, out, kind, shape, dtype)
 
+    @functools.cached_property
+    def pack(self):
+        """The step's ``pack(*inputs) -> inputs`` (its own layout of some inputs, made once), or None."""
+        return getattr(self.module, "pack", None)
+
+    def packed(self, inputs):
+        """``inputs`` as the step's launch takes them: through its ``pack`` where it has one, else as they are."""
+        return tuple(inputs) if self.pack is None else tuple(self.pack(*inputs))
+
     def _place(self, inputs, out, kind, shape, dtype):
         """prepare's second half: the arrays the step's launch gets, once the inputs are known to be valid."""
-        if lean_launch.capture_stream is not None and (kind == arrays.NUMPY or out is None or self.family.host_inputs):
+        if lean_launch.capture_stream is not None and (
+            kind == arrays.NUMPY or out is None or self.family.host_inputs or self.pack is not None
+        ):
             raise ValueError(
                 f"{self.family.name}/{self.name} in a CUDA graph: pass device arrays and out= (a copy "
-                "from the host or an allocation cannot be captured)"
+                "from the host or an allocation cannot be captured); a step that packs its inputs: launch "
+                "it on Variant.packed's arrays"
             )
         if self.family.host_inputs:  # the step moves the data itself
             result = np.empty(shape, dtype) if out is None else out
@@ -329,9 +347,9 @@ class Variant:
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
         if kind == arrays.CUPY and arrays.CUPY_AS_IS:  # the lean launch takes them as they are
-            return inputs, device_out, result, kind
+            return (inputs if self.pack is None else self.packed(inputs)), device_out, result, kind
         device_inputs = tuple(None if a is None else arrays.to_device(a) for a in inputs)
-        return device_inputs, device_out, result, kind
+        return self.packed(device_inputs), device_out, result, kind
 
     def launch(self, device_inputs, device_out, **params):
         """Launch on prepared device arrays (asynchronous on the GPU); optional inputs may be left out."""

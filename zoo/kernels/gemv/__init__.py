@@ -100,7 +100,10 @@ H100; on the H200 v09's kernel is faster there, and v10 launches whichever
 ``python -m zoo tune gemv`` measured fastest on the GPU (``ring.py``). v11
 copies each run's scales into its slot with its codes (``cp.async`` of 4 or 8
 bytes a lane) instead of loading them on the side, which frees the registers
-for groups of 64 too. Steps
+for groups of 64 too. v12 reads W and its scales packed once in the order its
+kernel reads them (``pack``: each warp's run of 32 rows x 128 bytes in one 4 KB
+piece, its runs one after another), as a model's weights are packed when they
+load; it takes rows of whole runs (in a multiple of 256). Steps
 v03 on read 16 bytes at a time and need every row 16-byte aligned: in a
 multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other shapes run
 v02's kernel.

@@ -106,13 +106,13 @@ def measure(args):
                 rows.append(row)
                 continue
             # the kernel: the step's launch picks one per format and shape (and GPU: v10, v11)
-            sets, out, row["correct"], row["kernel"] = first_call(fam, step, size, host, ref)
+            sets, step_sets, out, row["correct"], row["kernel"] = first_call(fam, step, size, host, ref)
 
             def gemv(inputs, out=out):
                 step.launch(inputs, out)
 
-            row["eager_us"] = _eager_us(gemv, sets)
-            row["graph_us"] = graph_us(gemv, sets)
+            row["eager_us"] = _eager_us(gemv, step_sets)
+            row["graph_us"] = graph_us(gemv, step_sets)
             row["copy_us"] = graph_us(lambda inputs, out=out: spec.copy_ceiling(*inputs, out), sets)
             row["cublas_fp16_us"] = _eager_us(lambda inputs, out=out: spec.matmul_fp16(*inputs, out), sets)
             weights = size[0] * size[1]
@@ -127,18 +127,20 @@ def measure(args):
 
 def first_call(fam, step, size, host, ref):
     """The step's first call on device copies of ``host`` (``harness.input_sets``: sets rotating past the L2), into
-    an output poisoned with NaN: (the sets, the output, whether it matches ``ref``, the kernel it launched)."""
+    an output poisoned with NaN: (the sets, the same in the step's layout (``Variant.packed``), the output, whether it
+    matches ``ref``, the kernel it launched)."""
     import cupy
 
     from zoo import harness
 
     shape, dtype = fam.output_for(*host)
     sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
+    step_sets = [step.packed(s) for s in sets]  # in the step's own layout, where it has one (Variant.packed)
     out = cupy.full(shape, np.nan, dtype)
     since = launch_count()
-    step.launch(sets[0], out)
+    step.launch(step_sets[0], out)
     correct = bool(harness.compare(cupy.asnumpy(out), ref, fam.tolerance(size))[0])
-    return sets, out, correct, _kernel_name(since)
+    return sets, step_sets, out, correct, _kernel_name(since)
 
 
 def _kernel_name(since):

@@ -162,7 +162,7 @@ def _time_form(form, host, expected, nbytes):
 def _time_step(fam, size, kind):
     step = fam.variants[-1]
     host = fam.inputs(size, 0, kind)
-    sets, out, correct, _ = formats.first_call(fam, step, size, host, fam.reference(*host))
+    _, sets, out, correct, _ = formats.first_call(fam, step, size, host, fam.reference(*host))
     us = formats.graph_us(lambda inputs: step.launch(inputs, out), sets)
     fam.module._HELD.clear()
     return dict(graph_us=us, gbps=fam.bytes_moved(size, kind) / us / 1e3, correct=correct)

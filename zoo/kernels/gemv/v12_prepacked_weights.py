@@ -1,0 +1,427 @@
+"""Prepacked weights: W and its scales stored in the order the kernel reads them, each warp's run 4 KB in one piece.
+
+Changes:
+    From v11: ``pack`` reorders an int4 W and its scales once, as a model's
+    weights are reordered when they load: a warp's run, 32 rows x 128 bytes
+    that v11 copied from 32 places a row apart, is 4 KB in one piece, a warp's
+    runs follow each other, and a run's scales (32 rows x 2 or 4) are 128 or
+    256 bytes in one piece. The kernel is v11's with other addresses: a copy
+    instruction asks for 512 bytes in a row. Rows are padded to a multiple of
+    32 and the last blocks are gone (v12 takes in a multiple of 256; the rest
+    runs v11's launch). A packed W is (rows / 32, 16 in), so launch refuses a
+    row-major int4 W it would take, and Variant packs on the way in.
+
+Why it is faster:
+    Row-major, a run is 32 pieces of 128 bytes 7 KB apart (4096 x 14336),
+    and the next 128 bytes of each row come a run later: every piece is a
+    request of its own to a DRAM page that has likely closed since. Packed,
+    a warp reads one stream of 4 KB runs, as a copy kernel does. H100, graph
+    time, int4 (an experiment with this kernel): v11's kernel -> this one at
+    8192 x 8192 13.44 -> 11.98 us, at 4096 x 14336 11.13 -> 10.83, at 14336 x
+    4096 11.87 -> 11.01 (v09's kernel, which v11 runs there: 11.22); 3.87x,
+    3.71x and 3.92x fp16's weights per second in that run.
+
+Measured:
+    not yet measured on a GPU.
+"""
+
+import functools
+
+import numpy as np
+from numba import cuda, float32, int64, uint8, uint32
+
+from zoo import SIMULATOR
+from zoo.device import sm_count
+from zoo.device.bits import hfma2, lop3, prmt, unpack_half2
+from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
+from zoo.device.jit import jit
+from zoo.device.memory import aligned, load_word, load_words2, load_words4
+from zoo.device.mma import (
+    SHARED_ALIGN,
+    cp_async4,
+    cp_async8,
+    cp_async16,
+    cp_async_commit,
+    cp_async_wait_group,
+    mma_f16_f32,
+)
+from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import v11_scales_in_the_ring as v11
+
+BASE = "v11"  # other formats, and rows not of whole runs: v11's launch
+MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent launch (sm_90)
+
+validate = check_index_range  # the step's size limit: its indices are uint32
+
+THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share 32 rows
+WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
+ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
+PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's 32 sums, when warps share rows
+WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
+BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
+RUN_BLOCKS = 4  # blocks in a run: 256 columns, whole groups of 64 or 128
+RUN_BYTES = RUN_BLOCKS * BLOCK // 2  # a row's bytes in a run: 128, eight 16-byte chunks (two per lane t)
+RUN_WORDS = RUN_BLOCKS * 8  # a run's words a lane holds: codes (4 rows x 2 words a block), and x pairs (8 a block)
+CODE_BYTES = ROWS_PER_WARP * RUN_BYTES  # 4 KB: a run's codes, the warp's 32 rows
+X_BYTES = RUN_BLOCKS * BLOCK * 2  # 512: x of the run's 256 columns, float16, 16 bytes a lane
+SCALES_AT = CODE_BYTES + X_BYTES  # a slot: codes, x, then the 32 rows' scales of the run (row r at r x 2 per_run)
+# Slots in a warp's ring: STAGES runs in flight during a run's math (v09: STAGES - 1), each slot refilled as soon as its
+# run is in registers. 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights in flight, in 8 x 2 x 4.6 KB =
+# 74 KB of shared memory a block, so the next kernel's block still fits beside it (dependent launch).
+STAGES = 2
+
+
+def slot_bytes(group):
+    """One slot of a warp's ring for groups of ``group`` columns: codes, x, and each row's scales of the run (two
+    float16 for groups of 128, four for 64): 4,736 or 4,864 bytes, multiples of 16."""
+    return SCALES_AT + ROWS_PER_WARP * 2 * (RUN_BLOCKS * BLOCK // group)
+
+
+AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c
+# float16 pairs, two to a word: 0x6400 is 1024 (exponent 10, so a code in the low mantissa bits counts 1 or 16)
+LOW_MAGIC, HIGH_MAGIC = 0x64086408, 0x64806480  # 1024, and bit 3 of each nibble flipped: nibble ^ 8 = code + 8
+ONE, MINUS_1032 = 0x3C003C00, 0xE408E408  # (1024 + code + 8) 1 - 1032 = code
+SIXTEENTH, MINUS_72 = 0x2C002C00, 0xD480D480  # (1024 + 16 (code + 8)) / 16 - 72 = code
+
+
+# -- one word of codes: eight columns of a row ------------------------------------------------------------------------
+@jit(device=True)
+def dequant(w):
+    """The eight int4 codes of a word (nibble j is column j) as four words of two exact float16 each: (q0, q4),
+    (q1, q5), (q2, q6), (q3, q7). Every intermediate is an integer below 2048: exact in float16."""
+    high = w >> uint32(8)  # nibbles 2, 3 and 6, 7 where 0, 1 and 4, 5 were
+    return (
+        hfma2(lop3(w, 0x000F000F, LOW_MAGIC, AND_XOR), ONE, MINUS_1032),  # nibbles 0 and 4: 1024 + q + 8, less 1032
+        hfma2(lop3(w, 0x00F000F0, HIGH_MAGIC, AND_XOR), SIXTEENTH, MINUS_72),  # 1 and 5: 1024 + 16 (q + 8)
+        hfma2(lop3(high, 0x000F000F, LOW_MAGIC, AND_XOR), ONE, MINUS_1032),  # 2 and 6
+        hfma2(lop3(high, 0x00F000F0, HIGH_MAGIC, AND_XOR), SIXTEENTH, MINUS_72),  # 3 and 7
+    )
+
+
+@jit(device=True)
+def pair_x(x01, x23, x45, x67):
+    """x of eight columns (four words, two float16 each) paired as ``dequant`` pairs the codes."""
+    # prmt 0x5410: the low halves of both words; 0x7632: the high halves
+    return prmt(x01, x45, 0x5410), prmt(x01, x45, 0x7632), prmt(x23, x67, 0x5410), prmt(x23, x67, 0x7632)
+
+
+@jit(device=True)
+def mma_word(top, bottom, y0, y1, y2, y3, acc):
+    """One word of codes of row g (top) and of row g + 8 (bottom) against x's pairs: two mma into acc.
+
+    Fragments (zoo.device.mma): lane (g, t) gives A's rows g and g + 8 at k = 2t, 2t + 1 (registers a0, a1) and
+    k = 2t + 8, 2t + 9 (a2, a3), and B's column g at the same k (b0, b1). Which W column a k stands for is free (the
+    mma sums over k) as long as A and B agree: here k = 2t, 2t + 1 are columns j, j + 4 of the word, and so on."""
+    t0, t1, t2, t3 = dequant(top)
+    b0, b1, b2, b3 = dequant(bottom)
+    d0, d1, d2, d3 = acc
+    d0, d1, d2, d3 = mma_f16_f32(t0, b0, t1, b1, y0, y1, d0, d1, d2, d3)  # columns 0, 4 and 1, 5 of the word
+    return mma_f16_f32(t2, b2, t3, b3, y2, y3, d0, d1, d2, d3)  # columns 2, 6 and 3, 7
+
+
+@jit(device=True)
+def mma_block(codes, at, xs, x_at, acc):
+    """A tile's block of 64 columns: the lane's two words of row g (codes[at], codes[at + 1]) and of row g + 8
+    (codes[at + 2], codes[at + 3]) against its x pairs (xs[x_at .. x_at + 7], ``x_pairs``): four mma. D's eight
+    columns are equal (every column of B is x): d0 is row g's sum, d2 row g + 8's."""
+    acc = mma_word(codes[at], codes[at + 2], xs[x_at], xs[x_at + 1], xs[x_at + 2], xs[x_at + 3], acc)
+    return mma_word(codes[at + 1], codes[at + 3], xs[x_at + 4], xs[x_at + 5], xs[x_at + 6], xs[x_at + 7], acc)
+
+
+@jit(device=True)
+def pick(tile0, tile1, upper, odd):
+    """The sum of this lane's own row out of two tiles' D: row g (d0) or g + 8 (d2) of tile 0 or 1. Every lane holds
+    all four (D's columns are equal), so lane t keeps row j = t alone and scales one sum, not four."""
+    mine0 = tile0[2] if odd else tile0[0]
+    mine1 = tile1[2] if odd else tile1[0]
+    return mine1 if upper else mine0  # selects: no branch, all lanes stay together for the next mma
+
+
+# -- the packed layout: a warp's runs in the order it reads them ---------------------------------------------------
+# Row-major, run k of the warp's 32 rows is 128 bytes at 128 k in each of 32 rows, a row (in / 2 bytes) apart. Packed,
+# W is (rows / 32, 16 in): row q holds rows 32 q .. 32 q + 31's runs one after another, run k at 4096 k, its row r at
+# 4096 k + 128 r. Byte b of row 32 q + r's run k is at [q, 4096 k + 128 r + b]: the slot's order, less the swizzle.
+# The scales likewise: (rows / 32, 32 groups), run k's 32 rows x per_run at 32 per_run k, row r's at per_run r.
+def _packed(xp, a, runs):
+    """``a`` (rows, runs x per) reordered as above: (rows / 32 rounded up, 32 runs per), rows past the last zero."""
+    rows, width = a.shape
+    groups = -(-rows // ROWS_PER_WARP)
+    padded = xp.zeros((groups * ROWS_PER_WARP, width), a.dtype)  # the last group's missing rows: zeros, never stored
+    padded[:rows] = a
+    tiles = padded.reshape(groups, ROWS_PER_WARP, runs, width // runs).transpose(0, 2, 1, 3)  # [group][run][row]
+    return xp.ascontiguousarray(tiles).reshape(groups, ROWS_PER_WARP * width)
+
+
+def pack(W, x, scales=None):
+    """The inputs as v12's kernel reads them, made once per W: W and scales packed (``_packed``) where the kernel
+    takes the call, else all as they are. Any library in, the same out (NumPy on the host, CuPy or numba on the
+    device: packed by CuPy there, by NumPy in the simulator)."""
+    if scales is None or not takes(W, x, scales):
+        return (W, x) if scales is None else (W, x, scales)  # as given
+    runs = x.size // (RUN_BLOCKS * BLOCK)
+    on_host = isinstance(W, np.ndarray)
+    numba_array = hasattr(W, "copy_to_host")  # numba's device array (the simulator's too), not CuPy's
+    if on_host or SIMULATOR:  # the simulator's device arrays: through the host
+        packed = [_packed(np, a if on_host else a.copy_to_host(), runs) for a in (W, scales)]
+        if not on_host:
+            packed = [cuda.to_device(a) for a in packed]
+        return packed[0], x, packed[1]
+    import cupy
+
+    packed = [_packed(cupy, cupy.asarray(a), runs) for a in (W, scales)]
+    if numba_array:
+        packed = [cuda.as_cuda_array(a) for a in packed]  # a numba view that keeps the CuPy array alive
+    return packed[0], x, packed[1]
+
+
+def is_packed(W, x):
+    """Whether W has the packed shape: 16 in bytes a row (32 rows of in / 2), not a row-major int4 W's in / 2."""
+    return W.ndim == 2 and W.shape[1] == 16 * x.size
+
+
+# -- the ring: a warp's runs in shared memory ----------------------------------------------------------------------
+# Slot layout: row r of the warp's 32 (r = 8j + g) at r * 128 bytes, its eight 16-byte chunks c at (c ^ g) * 16. Why
+# the swizzle: lane (g, t) reads 8 bytes of chunk 2b + t // 2 of row 8j + g. Unswizzled, rows 128 bytes apart start on
+# the same bank, so the eight rows' chunk lands on the same four banks: 8 wavefronts a read. Swizzled, chunk 2b lands
+# at 2b ^ g and chunk 2b + 1 at (2b + 1) ^ g, sixteen places over eight rows that cover every bank twice: 2
+# wavefronts, the least a warp's 256 bytes can take.
+@jit(device=True)
+def copy_codes(W, lines, at, ring, slot, lane):
+    """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
+    chunk l % 8 of the warp's row 4 i + l // 8, packed at 32 ``at`` (the run's 4 KB) + 512 i + 16 l (``lines[i]``
+    holds all but the first), so each instruction asks for 512 bytes in one piece: 4 KB in eight."""
+    quad = lane >> uint32(3)  # the lane's row in each group of four
+    chunk = lane & uint32(7)  # its 16 bytes of those rows' 128
+    for i in range(8):
+        swizzle = quad + uint32(4 * (i % 2))  # (4 i + quad) % 8: the row's g, which its chunks are xored with
+        dst = slot + (quad + uint32(4 * i)) * uint32(RUN_BYTES) + (chunk ^ swizzle) * uint32(16)
+        cp_async16(ring, dst, W, int64(lines[i]) + 32 * at)  # run at // 128, 4096 bytes each
+
+
+@jit(device=True)
+def copy_x(x, at, ring, slot, lane):
+    """Ask for x of the run at byte ``at``: its 256 columns (2 at + 8 lane ..), 16 bytes a lane, after the codes."""
+    cp_async16(ring, slot + uint32(CODE_BYTES) + lane * uint32(16), x, 2 * at + int64(8 * lane))  # 8 float16 a lane
+
+
+@jit(device=True)
+def copy_two_scales(scales, scales_row, at, ring, slot, lane):
+    """Ask for the scales of the run at byte ``at``, groups of 128: lane l the two of row l of the warp's 32, packed
+    at 64 (at // 128) (the run's 64 scales) from ``scales_row`` (the group's first plus 2 l, flat)."""
+    cp_async4(ring, slot + uint32(SCALES_AT) + lane * uint32(4), scales, int64(scales_row) + at // 2)
+
+
+@jit(device=True)
+def copy_four_scales(scales, scales_row, at, ring, slot, lane):
+    """The same for groups of 64: the four of row l, packed at 128 (at // 128) from ``scales_row`` (+ 4 l), 8 bytes."""
+    cp_async8(ring, slot + uint32(SCALES_AT) + lane * uint32(8), scales, int64(scales_row) + at)
+
+
+@jit(device=True)
+def set_copy_lines(lines, group_at, lane):
+    """copy_codes's sources, once a warp: lines[i] is where lane l's 16 bytes of instruction i start in the packed W,
+    less the run's 32 ``at``: the warp's first byte (``group_at``) + 512 i + 16 l. uint32: W is under 2^31 bytes."""
+    for i in range(8):
+        lines[i] = uint32(group_at + uint32(512 * i) + lane * uint32(16))
+
+
+@jit(device=True)
+def read_run(ring, slot, lane_src, g, t, codes, xs):
+    """The lane's codes of a run out of its slot, in v07's order codes[8 b + 2 j + w] (block b, row j, word w), and
+    its x pairs, xs[8 b ..], paired as v07's ``x_pairs`` pairs them.
+
+    Block b of row 8j + g, lane t: bytes 8 t .. 8 t + 7 of the block, in chunk 2 b + t // 2, its first or second 8
+    bytes (``lane_src`` holds g * 128 and that 8 (t % 2)). Its x: columns 64 b + 16 t .. + 15, 32 bytes, the same for
+    the eight lanes of a t (a broadcast)."""
+    for b in range(RUN_BLOCKS):
+        chunk = (uint32(2 * b) + (t >> uint32(1))) ^ g  # where the swizzle put the chunk
+        for j in range(4):
+            w0, w1 = load_words2(ring, slot + lane_src + uint32(j * 8 * RUN_BYTES) + chunk * uint32(16))
+            codes[8 * b + 2 * j] = w0
+            codes[8 * b + 2 * j + 1] = w1
+        at = slot + uint32(CODE_BYTES + 128 * b) + t * uint32(32)  # 2 bytes a column
+        x0, x1, x2, x3 = load_words4(ring, at)
+        x4, x5, x6, x7 = load_words4(ring, at + uint32(16))
+        pairs = pair_x(x0, x1, x2, x3) + pair_x(x4, x5, x6, x7)
+        for p in range(8):
+            xs[8 * b + p] = pairs[p]
+
+
+@jit(device=True)
+def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
+    """A run's mma, each group's sum scaled once in float32 and added to the lane's row total."""
+    zero = float32(0)
+    tile0 = tile1 = (zero, zero, zero, zero)  # the sums of the group in hand, each tile's D
+    for b in range(RUN_BLOCKS):  # b % blocks_per_group is a constant once the loop is unrolled
+        tile0 = mma_block(codes, 8 * b, xs, 8 * b, tile0)  # rows j = 0, 1
+        tile1 = mma_block(codes, 8 * b + 4, xs, 8 * b, tile1)  # rows j = 2, 3
+        if b % blocks_per_group == blocks_per_group - 1:  # the group's sum, scaled once in float32
+            total += pick(tile0, tile1, upper, odd) * float32(run_scales[b // blocks_per_group])
+            tile0 = tile1 = (zero, zero, zero, zero)  # the next group starts from 0
+    return total
+
+
+@functools.cache
+def build(group, slices, stages=STAGES):
+    """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows and a ring's
+    slots."""
+    groups_per_block = WARPS_PER_BLOCK // slices
+    blocks_per_group = group // BLOCK  # 1 or 2: the mma of a group add into one sum
+    per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 4 or 2
+    copy_scales = copy_two_scales if per_run == 2 else copy_four_scales  # a row's scales of a run: 4 or 8 bytes
+    newer = stages - 1  # groups that may still be in flight when a run is read: a constant of the instruction
+    slot_size = slot_bytes(group)
+    ring_bytes = stages * slot_size  # a warp's ring
+
+    # launch_bounds: at most 128 registers a thread, so that two blocks of 256 threads fit on an SM, as in v09 (the
+    # next kernel's blocks beside this one's). A run held in registers while the next copies are asked for takes 64
+    # of them; without the bound ptxas gave a draft of v10's kernel 134 and an SM one block: 12.4 us at 4096 x 14336
+    # against 11.5 with it (H100)
+    @jit(dependent_launch=True, launch_bounds=(THREADS_PER_BLOCK, 2))  # launched to overlap the kernel before it
+    def gemv_int4_packed_ring(W, x, scales, out):
+        lines = cuda.local.array(8, uint32)  # constant indices only: registers. copy_codes's 16 bytes of 8 rows
+        codes = cuda.local.array(RUN_WORDS, uint32)  # a run's codes: [block][row j][word]
+        xs = cuda.local.array(RUN_WORDS, uint32)  # a run's x pairs: [block][pair]
+        run_scales = cuda.local.array(per_run, float32)  # the scales of the run in hand, read out of its slot
+        partials = cuda.shared.array(PARTIALS, float32)  # [warp][row of its 32]: the slices' sums
+        ring = cuda.shared.array(0, uint8, alignment=SHARED_ALIGN)  # [warp][slot][codes, x, scales], sized by launch
+        # every index is uint32, cast back after each operation: numba widens the result of two uint32 to 64 bits
+        lane = uint32(uint32(cuda.threadIdx.x) % uint32(32))  # the thread's lane in its warp
+        warp = uint32(uint32(cuda.threadIdx.x) // uint32(32))  # the warp in its block: rows warp // slices
+        g = uint32(lane // uint32(4))  # this lane's rows in a tile: g and g + 8 (the mma's groupID)
+        t = uint32(lane % uint32(4))  # this lane's 16 columns of every block of 64 (the mma's thread in group)
+        piece = uint32(warp % uint32(slices))  # its slice of the runs
+        first = uint32((uint32(cuda.blockIdx.x) * uint32(groups_per_block) + warp // uint32(slices)) * ROWS_PER_WARP)
+        rows = uint32(out.size)
+        total = float32(0)  # the sum of row 8t + g of the warp's 32 (j = t: tile t // 2, row g + 8 when t is odd)
+        if first < rows:  # the whole warp or none of it: every mma has its 32 lanes (and no return before the barrier)
+            # the warp's 32 rows are packed row first // 32 of W: first x in / 2 bytes in (rows past the last: zeros)
+            set_copy_lines(lines, uint32(first * uint32(x.size // 2)), lane)
+            upper, odd = t >= uint32(2), (t & uint32(1)) != uint32(0)
+            # lane l copies the scales of row l of the warp's 32, per_run of them beside lane l - 1's; lane (g, t)
+            # applies row 8t + g's, at 2 per_run bytes a row in the slot
+            scales_row = uint32(first * uint32(x.size // group) + uint32(per_run) * lane)
+            scales_at = uint32(SCALES_AT) + (uint32(8) * t + g) * uint32(2 * per_run)
+            lane_dst = uint32(g * uint32(RUN_BYTES))  # where the lane's rows start in a slot
+            lane_src = uint32(lane_dst + (t & uint32(1)) * uint32(8))  # and where its reads start
+            ring_at = uint32(warp * uint32(ring_bytes))  # the warp's ring
+            ring_end = uint32(ring_at + uint32(ring_bytes))
+            runs = int64(x.size // (RUN_BLOCKS * BLOCK))  # in is a multiple of 256 (launch): whole runs, no last blocks
+            per_slice = (runs + slices - 1) // slices  # each warp a contiguous range of runs: piece per_slice ..
+            mine_runs = max(int64(0), min(per_slice, runs - int64(piece) * per_slice))
+            at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
+            first_at = at  # the first run's byte: its x is asked for after the wait
+            for r in range(stages - 1):  # the first STAGES - 1 runs' codes and scales, before the wait (as v09)
+                if r < mine_runs:
+                    copy_codes(W, lines, at, ring, ring_at + uint32(r * slot_size), lane)
+                    copy_scales(scales, scales_row, at, ring, ring_at + uint32(r * slot_size), lane)  # weights too
+                    at += RUN_BYTES
+            # the kernel before this one (launched ahead of it in the stream) has finished and its writes are
+            # visible from here on: x may be its output, and out may be what it reads; nothing above touched them.
+            # What that costs (4096 x 14336, H100, 32 calls in a graph, each warp's %globaltimer): this call's warps
+            # start 1.5-1.8 us before the last warp of the call before ends, the wait returns 0.8-1.0 us after it,
+            # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing
+            wait_for_previous_kernel()
+            for r in range(stages):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
+                if r < mine_runs:
+                    slot = ring_at + uint32(r * slot_size)
+                    if r == stages - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
+                        copy_codes(W, lines, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
+                        copy_scales(scales, scales_row, at, ring, slot, lane)  # the last reads of the kernel before,
+                        at += RUN_BYTES  # which the wait is waiting for)
+                    copy_x(x, first_at + r * RUN_BYTES, ring, slot, lane)
+                cp_async_commit()  # a group even when empty: wait_group counts groups (the first holds the codes)
+            reading = ring_at  # the slot of run r, and of run r + STAGES once run r is in registers
+            r = int64(0)
+            while r < mine_runs:
+                if r == mine_runs - 1:  # every copy of this warp is asked for: the next kernel may start
+                    # placing blocks as this kernel's leave. At 4096 x 14336 on the H100 (one block an SM), us a
+                    # call: here 11.7; at the warp's first run 13.9 (the next kernel's blocks wait on every SM from
+                    # the start); a run earlier, right after the last copy is asked for, 12.3; after the last
+                    # run's math 14.1. At 14336 x 4096, where 40 SMs hold one block, not two, the first run does
+                    # as well (11.1)
+                    let_next_kernel_start()
+                cp_async_wait_group(newer)  # run r has landed: only the STAGES - 1 newer groups may be in flight
+                cuda.syncwarp()  # run r's copies, made by every lane, are visible to every lane
+                read_run(ring, reading, lane_src, g, t, codes, xs)  # run r in registers
+                for k in range(per_run // 2):  # and its scales (its row's, two float16 a word): the slot is free
+                    word = load_word(ring, reading + scales_at + uint32(4 * k))
+                    run_scales[2 * k], run_scales[2 * k + 1] = unpack_half2(word)
+                cuda.syncwarp()  # every lane has read slot r before any lane's copy may overwrite it
+                if r + stages < mine_runs:  # run r + STAGES into the slot just read: STAGES runs in flight
+                    copy_codes(W, lines, at, ring, reading, lane)
+                    copy_scales(scales, scales_row, at, ring, reading, lane)
+                    copy_x(x, at, ring, reading, lane)
+                    at += RUN_BYTES
+                cp_async_commit()  # a group even when empty: wait_group counts groups
+                total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)  # STAGES runs in flight
+                reading += uint32(slot_size)  # the ring turns
+                if reading == ring_end:
+                    reading = ring_at
+                r += 1
+            if slices == 1:
+                row = first + uint32(8) * t + g
+                if row < rows:
+                    out[row] = total
+            else:
+                partials[warp * uint32(ROWS_PER_WARP) + uint32(8) * t + g] = total
+        if slices > 1:
+            cuda.syncthreads()  # every slice's sums are in shared memory
+            row = first + lane
+            if piece == uint32(0) and row < rows:  # the rows' first warp adds the slices, lane l row l
+                total = float32(0)
+                for other in range(slices):  # its own slice first, then the others, in order
+                    total += partials[(warp + uint32(other)) * uint32(ROWS_PER_WARP) + lane]
+                out[row] = total
+
+    return gemv_int4_packed_ring
+
+
+def slices_for(rows):
+    """Warps per 32 rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
+    groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
+    slices = 1
+    while slices < WARPS_PER_BLOCK and groups * slices < WARPS_PER_SM * sm_count():
+        slices *= 2
+    return slices
+
+
+def grid_for(rows):
+    """(warps per 32 rows, blocks) of the grid for ``rows`` outputs: v09's grid."""
+    slices = slices_for(rows)
+    rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
+    return slices, (rows + rows_per_block - 1) // rows_per_block
+
+
+def takes(W, x, scales):
+    """The call's group (64 or 128) when this kernel takes it, else 0: int4 (row-major, as the family makes it) in
+    whole runs (in a multiple of 256, so a row's scales of a run are one aligned copy of 4 or 8 bytes), 16-byte
+    aligned codes and x, and scales 8-byte aligned with their rows packed."""
+    fmt, n, group = layout(W, x, scales)
+    taken = (
+        fmt == "int4"
+        and n % (RUN_BLOCKS * BLOCK) == 0
+        and aligned(W)
+        and aligned(x)
+        and scales.strides[0] == 2 * scales.shape[1]  # rows packed: the flat index of row r is r x groups
+        and aligned(scales, 8)
+    )
+    return group if taken else 0
+
+
+def launch(W, x, scales, out):
+    """v12's kernel on inputs ``pack`` made (int4 in whole runs); anything else it did not pack: v11's launch."""
+    if not is_packed(W, x):
+        if takes(W, x, scales):
+            raise ValueError("v12 takes its int4 weights packed: pass W and scales through pack(W, x, scales) first")
+        return v11.launch(W, x, scales, out)
+    groups = -(-out.size // ROWS_PER_WARP)
+    if W.shape[0] != groups or scales.shape[0] != groups or scales.shape[1] % ROWS_PER_WARP:
+        raise ValueError(
+            f"packed W and scales must have {groups} rows (one per 32 of out's {out.size}), got "
+            f"{W.shape[0]} and {tuple(scales.shape)}"
+        )
+    group = x.size // (scales.shape[1] // ROWS_PER_WARP)  # x.size // groups in a row: 128 or 64
+    slices, blocks = grid_for(out.size)
+    shared_bytes = WARPS_PER_BLOCK * STAGES * slot_bytes(group)  # dynamic: 74 or 76 KB a block
+    build(group, slices)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
