@@ -327,7 +327,7 @@ def scale_reversed(x_reversed, out):
 
 def pack(x):
     on_host = isinstance(x, np.ndarray)
-    reversed_x = np.ascontiguousarray((x if on_host else x.copy_to_host())[::-1])
+    reversed_x = (x if on_host else x.copy_to_host())[::-1].copy()  # a new array: numba mis-sizes a 1-element view
     return (reversed_x if on_host else cuda.to_device(reversed_x),)
 
 
