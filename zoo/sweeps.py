@@ -22,6 +22,7 @@ written in the simulator carry the simulator's name and are ignored by git.
 import csv
 import importlib
 import importlib.util
+import math
 import pkgutil
 from pathlib import Path
 
@@ -81,6 +82,12 @@ def read_csv(path):
     """Rows of a sweep CSV, numbers parsed back (int, then float, else the text)."""
     with open(path, newline="") as f:
         return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def is_number(value):
+    """Whether a cell of a row is a finite number (not a bool, NaN or infinity): a figure that was measured, as a
+    sweep's findings and plots ask of the rows, fresh or read back from a CSV."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _number(text):

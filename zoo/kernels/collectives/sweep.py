@@ -29,6 +29,7 @@ import numpy as np
 from zoo import SIMULATOR
 from zoo.device.memory import address
 from zoo.kernels.collectives import library, world
+from zoo.sweeps import is_number
 
 COMMAND = "allreduce"
 HELP = "sum all-reduce across the GPUs: bus bandwidth of every step and NCCL, 1 MB to 1 GB a rank"
@@ -231,7 +232,7 @@ def _peers(group):
 
 def _relate(rows, nbytes):
     """of_nccl: each row's bandwidth over NCCL's at this size (busbw; algbw with one rank)."""
-    here = [r for r in rows if r.get("bytes") == nbytes and _number(r.get("algbw_gbs"))]
+    here = [r for r in rows if r.get("bytes") == nbytes and is_number(r.get("algbw_gbs"))]
     nccl = next((r for r in here if r["row"] == NCCL), None)
     if nccl is None:
         return
@@ -241,12 +242,8 @@ def _relate(rows, nbytes):
             r["of_nccl"] = r[key] / nccl[key]
 
 
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
-
-
 def findings(rows):
-    timed = [r for r in rows if _number(r.get("algbw_gbs"))]
+    timed = [r for r in rows if is_number(r.get("algbw_gbs"))]
     if not timed:
         return []
     ranks, gpus = timed[0]["ranks"], timed[0]["gpus"]
@@ -289,7 +286,7 @@ def plot(rows, device_name):
 
     from zoo.sweeps import no_timings
 
-    timed = [r for r in rows if _number(r.get("algbw_gbs"))]
+    timed = [r for r in rows if is_number(r.get("algbw_gbs"))]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if not timed:
         no_timings(ax)

@@ -28,6 +28,7 @@ import numpy as np
 from zoo import SIMULATOR
 from zoo.kernels.collectives import world
 from zoo.kernels.collectives.sweep import free_cupy_blocks, seconds_per_call
+from zoo.sweeps import is_number
 
 COMMAND = "dataparallel"
 HELP = "a toy data-parallel training step: each layer's gradient all-reduce overlapped with the next layer's matmul"
@@ -196,12 +197,8 @@ def measure(args):
     return rows
 
 
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
-
-
 def findings(rows):
-    timed = [r for r in rows if _number(r.get("hidden"))]
+    timed = [r for r in rows if is_number(r.get("hidden"))]
     if not timed:
         return []
     first = timed[0]
@@ -232,7 +229,7 @@ def plot(rows, device_name):
 
     from zoo.sweeps import no_timings
 
-    timed = [r for r in rows if _number(r.get("compute_ms"))]
+    timed = [r for r in rows if is_number(r.get("compute_ms"))]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if not timed:
         no_timings(ax)
@@ -246,7 +243,7 @@ def plot(rows, device_name):
     ):
         ax.plot(batches, [r[key] for r in timed], style, marker="o", label=label)
     for r in timed:
-        if _number(r.get("hidden")):
+        if is_number(r.get("hidden")):
             ax.annotate(f"{100 * r['hidden']:.0f}% hidden", (r["batch"], r["overlapped_ms"]), fontsize=7)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -15,8 +15,6 @@ The findings state the goals: the fp16 kind at 90% or more of the copy bandwidth
 cuBLAS fp16's weights per second; int4 at 3.5x the fp16 kind's weights per second (graph timings).
 """
 
-import math
-
 import numpy as np
 
 from zoo import sweeps
@@ -149,12 +147,8 @@ def _kernel_name(since):
     return kernel.__name__ if kernel is not None else "-"
 
 
-def _number(value):
-    return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
-
-
 def findings(rows):
-    timed = [r for r in rows if _number(r.get("graph_us"))]
+    timed = [r for r in rows if sweeps.is_number(r.get("graph_us"))]
     out = []
     for size in dict.fromkeys(r["size"] for r in rows):
         mine = {r["kind"]: r for r in rows if r["size"] == size}
@@ -180,7 +174,7 @@ def plot(rows, device_name):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    timed = [r for r in rows if _number(r.get("graph_us"))]
+    timed = [r for r in rows if sweeps.is_number(r.get("graph_us"))]
     if not timed:
         sweeps.no_timings(ax)  # the simulator: an empty panel that says why
     else:

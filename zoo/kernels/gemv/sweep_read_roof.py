@@ -174,7 +174,7 @@ def _ratios(rows):
     fp16 = {r["form"]: r for r in rows if r["kind"] == "fp16"}
     for r in rows:
         same_form = fp16.get(r["form"], {}).get("graph_us")
-        if r["kind"] == "int4" and formats._number(r.get("graph_us")) and formats._number(same_form):
+        if r["kind"] == "int4" and sweeps.is_number(r.get("graph_us")) and sweeps.is_number(same_form):
             r["over_fp16"] = same_form / r["graph_us"]
 
 
@@ -183,7 +183,7 @@ def findings(rows):
     for size in dict.fromkeys(r["size"] for r in rows):
         int4 = {r["form"]: r for r in rows if r["size"] == size and r["kind"] == "int4"}
         fp16 = {r["form"]: r for r in rows if r["size"] == size and r["kind"] == "fp16"}
-        if not all(formats._number(int4.get(f, {}).get("over_fp16")) for f in (*FORMS, "step")):
+        if not all(sweeps.is_number(int4.get(f, {}).get("over_fp16")) for f in (*FORMS, "step")):
             continue
         roof = int4["64kb_before_wait"]["graph_us"]
         out.append(
@@ -203,7 +203,7 @@ def plot(rows, device_name):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    timed = [r for r in rows if r["kind"] == "int4" and formats._number(r.get("over_fp16"))]
+    timed = [r for r in rows if r["kind"] == "int4" and sweeps.is_number(r.get("over_fp16"))]
     if not timed:
         sweeps.no_timings(ax)  # the simulator: an empty panel that says why
     else:

@@ -22,6 +22,7 @@ from numba import cuda
 
 from zoo import SIMULATOR
 from zoo.kernels import launch as spec
+from zoo.sweeps import is_number
 
 COMMAND = "launch-loop"
 HELP = "a loop of tiny dependent launches, each launch path: host us per launch, us per loop, GPU floor"
@@ -146,10 +147,6 @@ def measure(args):
     return rows
 
 
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
-
-
 def plot(rows, device_name):
     import matplotlib.pyplot as plt
 
@@ -159,7 +156,7 @@ def plot(rows, device_name):
     for name in names:
         mine = sorted((r for r in rows if r["series"] == name), key=lambda r: r["n"])
         (line,) = loops.plot([r["n"] for r in mine], [r["loop_us"] for r in mine], marker="o", label=f"{name}: host")
-        floor = [r for r in mine if _number(r.get("device_us"))]
+        floor = [r for r in mine if is_number(r.get("device_us"))]
         if floor:
             has_floor = True
             loops.plot(
@@ -178,7 +175,7 @@ def plot(rows, device_name):
     loops.legend(fontsize=6)
     sizes = sorted({r["n"] for r in rows})
     at = min(sizes, key=lambda n: abs(n - FINDINGS_N)) if sizes else None
-    bars = [r for r in rows if r["n"] == at and _number(r.get("host_us_per_launch"))]
+    bars = [r for r in rows if r["n"] == at and is_number(r.get("host_us_per_launch"))]
     per_launch.barh([r["series"] for r in bars], [r["host_us_per_launch"] for r in bars], color="tab:blue")
     per_launch.invert_yaxis()
     per_launch.set_xscale("log")
@@ -192,11 +189,11 @@ def plot(rows, device_name):
 
 def findings(rows):
     """Host us per launch and us per loop of each series at the size nearest FINDINGS_N, against the GPU's floor."""
-    sizes = {r["n"] for r in rows if _number(r.get("n")) and _number(r.get("loop_us"))}
+    sizes = {r["n"] for r in rows if is_number(r.get("n")) and is_number(r.get("loop_us"))}
     if not sizes:
         return []
     n = min(sizes, key=lambda size: abs(size - FINDINGS_N))
-    at = {r["series"]: r for r in rows if r.get("n") == n and _number(r.get("loop_us"))}
+    at = {r["series"]: r for r in rows if r.get("n") == n and is_number(r.get("loop_us"))}
     lines = []
     names = list(at)
     steps = at[names[0]]["steps"]
@@ -215,7 +212,7 @@ def findings(rows):
             f"({first['host_us_per_launch'] / lean['host_us_per_launch']:,.1f}x less)"
         )
     graph = next((r for name, r in at.items() if name.startswith("v04")), None)
-    if graph is not None and lean is not None and _number(lean.get("device_us")):
+    if graph is not None and lean is not None and is_number(lean.get("device_us")):
         lines.append(
             f"the graph replays the {steps} kernels in {graph['loop_us']:,.0f} us a loop "
             f"({graph['loop_us'] / steps:,.2f} us a kernel); the same kernels launched one by one take "
@@ -230,7 +227,7 @@ def findings(rows):
     bound = [
         name
         for name, r in at.items()
-        if _number(r.get("device_us")) and r.get("queued") and r["loop_us"] > 1.5 * r["device_us"]
+        if is_number(r.get("device_us")) and r.get("queued") and r["loop_us"] > 1.5 * r["device_us"]
     ]
     if bound:
         lines.append(f"bound by the host (a loop takes over 1.5x the GPU's time for it): {', '.join(bound)}")

@@ -201,15 +201,11 @@ def measure(args):
     return rows
 
 
-def _number(value):
-    return isinstance(value, (int, float)) and value == value
-
-
 def plot(rows, device_name):
     import matplotlib.pyplot as plt
 
-    apps = [r for r in rows if r.get("row") == "amdahl" and _number(r.get("measured_speedup"))]
-    scaling = [r for r in rows if r.get("row") == "strong_scaling" and _number(r.get("efficiency"))]
+    apps = [r for r in rows if r.get("row") == "amdahl" and sweeps.is_number(r.get("measured_speedup"))]
+    scaling = [r for r in rows if r.get("row") == "strong_scaling" and sweeps.is_number(r.get("efficiency"))]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     fig.suptitle(f"Whole applications against the CPU on {device_name}")
     if not apps:
@@ -240,14 +236,14 @@ def plot(rows, device_name):
 def findings(rows):
     lines = []
     for r in rows:
-        if r.get("row") == "amdahl" and _number(r.get("measured_speedup")):
+        if r.get("row") == "amdahl" and sweeps.is_number(r.get("measured_speedup")):
             lines.append(
                 f"{r['application']}: the offloaded part is {r['p']:.0%} of the CPU's {r['cpu_ms']:,.1f} ms and runs "
                 f"{r['part_speedup']:,.1f}x faster on the GPU with its transfers; Amdahl bounds the application at "
                 f"{r['amdahl_bound']:,.2f}x (at most {r['amdahl_limit']:,.1f}x for any GPU); measured "
                 f"{r['measured_speedup']:,.2f}x, {r['measured_speedup'] / r['amdahl_bound']:.0%} of the bound"
             )
-    scaling = [r for r in rows if r.get("row") == "strong_scaling" and _number(r.get("efficiency"))]
+    scaling = [r for r in rows if r.get("row") == "strong_scaling" and sweeps.is_number(r.get("efficiency"))]
     if scaling:
         last = max(scaling, key=lambda r: r["sms"])
         lines.append(

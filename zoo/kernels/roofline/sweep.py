@@ -33,6 +33,7 @@ import sys
 import numpy as np
 
 from zoo.kernels import roofline as spec
+from zoo.sweeps import is_number
 
 COMMAND = "roofline"
 HELP = "sweep k of b = a + a^2 + ... + a^k for every roofline step; measured ceilings; roofline PNG"
@@ -190,7 +191,7 @@ def _baseline_rows(a, ks, idx, ceiling):
 
 # -- the plot -----------------------------------------------------------------------
 def _number(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    return value if is_number(value) else None
 
 
 def _results_points(device_name):
