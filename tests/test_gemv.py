@@ -512,12 +512,22 @@ def _compiled(cases):
     return compiled
 
 
+def _assert_nothing_spilled(kernel, case):
+    """ptxas's report of a compiled kernel: no register spilled to local memory, no stack."""
+    assert kernel["spill_stores"] == 0 and kernel["spill_loads"] == 0 and kernel["stack_bytes"] == 0, case
+
+
+def _assert_two_blocks_fit_an_sm(kernel, case):
+    """At most 128 registers a thread: two blocks of 256 threads an SM (the next kernel's block beside this one's)."""
+    assert kernel["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+
+
 @NEEDS_PTXAS
 def test_every_format_loads_16_bytes_and_v05_converts_no_integer():
     compiled = _compiled(CASES)
     for case, kernels in compiled.items():
         (k,) = kernels  # one kernel at these sizes: the 16-byte one
-        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        _assert_nothing_spilled(k, case)
         assert "LDG.E.128" in k["sass"], f"{case}: no 128-bit load"
         assert ("BAR.SYNC" in k["sass"]) == case.startswith("v06:64x4096"), f"{case}: the split's barrier"
         i2f = "I2F" in k["sass"].replace("I2F.F64", "")  # I2F.F64: index arithmetic outside the loop, if any
@@ -533,7 +543,7 @@ V07_CASES = ["v07:8192x4096:int4", "v07:8192x4096:int4_g64", "v07:33792x64:int4"
 def test_v07_multiplies_int4_on_tensor_cores_from_8_byte_loads():
     for case, kernels in _compiled(V07_CASES).items():
         (k,) = kernels
-        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        _assert_nothing_spilled(k, case)
         if case.endswith("fp16"):  # v06's kernel: 16-byte loads, FFMA
             assert k["name"] == "gemv_float" and "HMMA" not in k["sass"] and "LDG.E.128" in k["sass"], case
             continue
@@ -552,7 +562,7 @@ V08_CASES = ["v08:8192x4096:int4", "v08:8192x4096:int4_g64", "v08:33792x256:int4
 def test_v08_streams_the_codes_through_shared_memory_with_cp_async():
     for case, kernels in _compiled(V08_CASES).items():
         (k,) = kernels
-        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        _assert_nothing_spilled(k, case)
         if case.endswith("fp16"):
             assert k["name"] == "gemv_float", case
             continue
@@ -568,7 +578,7 @@ def test_v08_streams_the_codes_through_shared_memory_with_cp_async():
         ):
             assert instruction in k["sass"], f"{case}: no {instruction}"
         assert k["sass"].count("LDGSTS") >= 9, f"{case}: a run is eight 16-byte copies of codes and one of x a lane"
-        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        _assert_two_blocks_fit_an_sm(k, case)
 
 
 V09_CASES = ["v09:8192x4096:int4", "v09:8192x4096:int4_g64"]  # the ring kernel only: its other launches are v08's
@@ -581,14 +591,14 @@ def test_v09_asks_for_its_first_codes_before_waiting_for_the_kernel_before_it():
     for case, kernels in _compiled(V09_CASES).items():
         (k,) = kernels
         sass = k["sass"]
-        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
+        _assert_nothing_spilled(k, case)
         assert k["name"] == "gemv_int4_ring", case
         assert sass.count("ACQBULK") == 1 and "PREEXIT" in sass, f"{case}: the wait and the trigger"
         wait = sass.index("ACQBULK")
         assert sass.count("LDGSTS", 0, wait) == 8, f"{case}: the first run's codes before the wait, x after it"
         before = sass[:wait].replace("@!PT LDS RZ, [RZ]", "")  # ptxas's never-executed filler
         assert "LDS" not in before and "STG" not in before, f"{case}: nothing read or written before it"
-        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        _assert_two_blocks_fit_an_sm(k, case)
 
 
 V10_CASES = ["v10:4096x14336:int4"]  # 128 blocks of 256 threads: a block an SM, v10's own kernel (the default)
@@ -604,8 +614,8 @@ def test_v10_reads_a_run_before_asking_for_the_next_in_its_slot_within_128_regis
         (k,) = kernels
         sass = k["sass"]
         assert k["name"] == "gemv_int4_refill_ring", f"{case}: v10's own kernel, not v09's"
-        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
-        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        _assert_nothing_spilled(k, case)
+        _assert_two_blocks_fit_an_sm(k, case)
         wait = sass.index("ACQBULK")
         assert sass.count("ACQBULK") == 1 and "PREEXIT" in sass, f"{case}: the wait and the trigger"
         assert sass.count("LDGSTS", 0, wait) == 8, f"{case}: the first run's codes before the wait, x after it"
@@ -627,8 +637,8 @@ def test_v11_copies_each_runs_scales_with_its_codes_and_loads_none_on_the_side()
         (k,) = kernels
         sass = k["sass"]
         assert k["name"] == "gemv_int4_scales_ring", f"{case}: v11's own kernel, not v09's"
-        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
-        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        _assert_nothing_spilled(k, case)
+        _assert_two_blocks_fit_an_sm(k, case)
         wait = sass.index("ACQBULK")
         assert sass.count("LDGSTS", 0, wait) == 9, f"{case}: the first run's codes and scales before the wait"
         landed = sass.index("DEPBAR.LE")
@@ -709,8 +719,8 @@ def test_v12_reads_global_memory_only_through_its_copies():
         (k,) = kernels
         sass = k["sass"]
         assert k["name"] == "gemv_int4_packed_ring", case
-        assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, case
-        assert k["registers"] <= 128, f"{case}: two blocks of 256 threads an SM need 128 registers or fewer"
+        _assert_nothing_spilled(k, case)
+        _assert_two_blocks_fit_an_sm(k, case)
         assert sass.count("LDGSTS", 0, sass.index("ACQBULK")) == 9, f"{case}: the first run's copies before the wait"
         assert not re.search(r"\bLDG\.", sass), f"{case}: a load from global memory besides the copies"
 
