@@ -3,9 +3,10 @@
 The simulator runs each CUDA thread as a Python thread, so it can watch every
 access a kernel makes. ``observing()`` patches numba's simulator for the length of
 one call and records, per thread, its global accesses (address and size), its
-shared-memory accesses, its atomics, shuffles and barriers, and every launch
+cp.async copies from global memory, its shared-memory accesses, its atomics, shuffles and barriers, and every launch
 (grid, block, dynamic shared bytes, stream). ``figures`` turns that into numbers
-a profiler would show: sectors per warp request (coalescing), ways per shared
+a profiler would show: sectors per warp request (coalescing), pieces of memory
+per warp-wide cp.async, ways per shared
 access (bank conflicts), global loads per output element (reuse), and so on.
 
 The k-th access of each lane of a warp is taken to be one warp-wide instruction,
@@ -30,6 +31,7 @@ FIGURES = {
     "global_stores": "elements stored to global memory",
     "global_loads_per_output": "global loads per output element",
     "load_sectors_per_request": "sectors per warp load (4: one 128-byte line)",
+    "copy_pieces_per_request": "pieces of global memory per warp-wide cp.async (1: the lanes' bytes in one piece)",
     "store_sectors_per_request": "sectors per warp store (4: one 128-byte line)",
     "shared_accesses": "shared-memory loads and stores",
     "shared_ways": "ways per shared access (1: no bank conflict)",
@@ -61,6 +63,7 @@ class Observation:
         self.launches = []  # dicts: kernel, grid, block, threads, dynamic_shared, stream
         self.global_records = []  # (launch, block, thread, k, store, address, itemsize, allocation's address)
         self.shared_records = []  # (launch, block, thread, k, array, word)
+        self.copy_records = []  # cp.async from global memory: (launch, block, thread, k, address, bytes)
         self.static_shared = {}  # (launch, array id) -> bytes
         self.global_atomics = 0
         self.shared_atomics = 0
@@ -85,6 +88,13 @@ class Observation:
         self.global_records.append(
             (len(self.launches), tuple(t.blockIdx), t.thread_id, k, store, address, ary.itemsize, _root(ary))
         )
+
+    def async_copy(self, t, src, j, size):
+        """A cp.async of ``size`` bytes from element ``j`` of ``src`` (flat), by thread ``t``."""
+        host = getattr(src, "_ary", src)
+        k = self._counter(t, "_zoo_k_copy")
+        address = host.__array_interface__["data"][0] + int(j) * host.itemsize
+        self.copy_records.append((len(self.launches), tuple(t.blockIdx), t.thread_id, k, address, size))
 
     def shared_access(self, t, ary, idx):
         offset = _offset(ary, idx)
@@ -171,6 +181,18 @@ def install():
         return put(self, idx, value)
 
     fake.__getitem__, fake.__setitem__ = getitem, setitem
+
+    from zoo.device import mma  # cp.async copies without indexing the source: recorded where the simulator copies
+
+    if mma.SIMULATOR:
+        copy_bytes = mma._cp_async
+
+        def cp_async(tile, i, src, j, size):
+            if _current is not None and (t := _block_thread()) is not None:
+                _current.async_copy(t, src, j, size)
+            return copy_bytes(tile, i, src, j, size)
+
+        mma._cp_async = cp_async
 
     for name in ("copy_to_device", "copy_to_host"):
         original = getattr(fake, name)
@@ -337,6 +359,14 @@ def figures(obs, output_elements, extra=None):
             if key[4] == store
         )
 
+    copies = defaultdict(list)  # a warp's k-th cp.async: its lanes' (address, bytes)
+    for launch, block, tid, k, address, size in obs.copy_records:
+        copies[(launch, block, tid // 32, k)].append((address, size))
+
+    def pieces(spans):  # runs of bytes with no gap between them
+        ends = sorted((a, a + n) for a, n in spans)
+        return 1 + sum(1 for (_, end), (start, _) in zip(ends, ends[1:], strict=False) if start > end)
+
     shared = defaultdict(set)
     for launch, block, tid, k, array, word in obs.shared_records:
         shared[(launch, block, tid // 32, k)].add((array, word))
@@ -356,6 +386,7 @@ def figures(obs, output_elements, extra=None):
         "global_loads_per_output": len(loads) / max(output_elements, 1),
         "load_sectors_per_request": sectors(False),
         "store_sectors_per_request": sectors(True),
+        "copy_pieces_per_request": _mean(pieces(spans) for spans in copies.values()),
         "shared_accesses": len(obs.shared_records),
         "shared_ways": _mean(ways),
         "static_shared_bytes": max(_per_launch(obs.static_shared).values(), default=0),

@@ -77,4 +77,30 @@ EXERCISES = {
             ),
         ),
     },
+    "v12": {  # the weights in the kernel's own layout: a pack function beside the kernel (Variant.packed)
+        "kinds": ("int4", "int4_g64"),  # its kernel's formats, in whole runs; the family's test sizes go to v11's
+        # 512 columns: two runs of 256; 1280: five. 33 rows: two groups of 32, the second padded with zeros; 3 rows:
+        # two warps share a group's runs
+        "sizes": ((33, 512), (3, 1280)),
+        "lesson_size": (33, 512),
+        "hints": (
+            "Write pack(W, x, scales): reshape W (rows padded to a multiple of 32) to [group of 32 rows][row][run]"
+            "[128 bytes], swap the row and run axes and make it contiguous, so that a run of a warp's 32 rows is "
+            "4 KB in one piece; the scales likewise, a run's 32 x 2 (or 4) in one piece. The step's launch then "
+            "gets packed arrays wherever it runs (Variant.packed).",
+            "Give the packed W a shape the row-major one cannot have, (rows / 32, 16 in), so that launch can tell "
+            "them apart and refuse a W that was not packed instead of computing a wrong answer.",
+            "In the kernel only the addresses change: copy instruction i of lane l reads bytes 512 i + 16 l of the "
+            "run, the run at 4096 x its index in the warp's group; lane l's scales of the run sit right after "
+            "lane l - 1's. The slot's layout and the math stay v11's.",
+        ),
+        "lesson": (
+            (
+                "copy_pieces_per_request",
+                "<=",
+                "each warp-wide copy reads one piece of memory: the codes' 512 bytes and the 32 rows' scales lie "
+                "one after another in the packed layout, not a row apart",
+            ),
+        ),
+    },
 }
