@@ -492,8 +492,7 @@ def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None):
         return [tuple(host_copy(a, pinned) for a in host_inputs)], host_copy(poison, pinned)
     out = cuda.device_array(shape, dtype)
     out.copy_to_device(poison)
-    sets = sets if sets is not None else input_sets(host_inputs)
-    return (sets if variant.pack is None else [variant.packed(s) for s in sets]), out
+    return [variant.packed(s) for s in (sets if sets is not None else input_sets(host_inputs))], out
 
 
 BUDGET_S = 1.0  # seconds of samples a row is timed for by default (at least min_samples of them)

@@ -316,7 +316,7 @@ class Variant:
 
     def packed(self, inputs):
         """``inputs`` as the step's launch takes them: through its ``pack`` where it has one, else as they are."""
-        return tuple(inputs) if self.pack is None else tuple(self.pack(*inputs))
+        return inputs if self.pack is None else tuple(self.pack(*inputs))
 
     def _place(self, inputs, out, kind, shape, dtype):
         """prepare's second half: the arrays the step's launch gets, once the inputs are known to be valid."""
@@ -347,7 +347,7 @@ class Variant:
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
         if kind == arrays.CUPY and arrays.CUPY_AS_IS:  # the lean launch takes them as they are
-            return (inputs if self.pack is None else self.packed(inputs)), device_out, result, kind
+            return self.packed(inputs), device_out, result, kind
         device_inputs = tuple(None if a is None else arrays.to_device(a) for a in inputs)
         return self.packed(device_inputs), device_out, result, kind
 

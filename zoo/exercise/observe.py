@@ -3,11 +3,11 @@
 The simulator runs each CUDA thread as a Python thread, so it can watch every
 access a kernel makes. ``observing()`` patches numba's simulator for the length of
 one call and records, per thread, its global accesses (address and size), its
-cp.async copies from global memory, its shared-memory accesses, its atomics, shuffles and barriers, and every launch
-(grid, block, dynamic shared bytes, stream). ``figures`` turns that into numbers
-a profiler would show: sectors per warp request (coalescing), pieces of memory
-per warp-wide cp.async, ways per shared
-access (bank conflicts), global loads per output element (reuse), and so on.
+cp.async copies from global memory, its shared-memory accesses, its atomics,
+shuffles and barriers, and every launch (grid, block, dynamic shared bytes,
+stream). ``figures`` turns that into numbers a profiler would show: sectors per
+warp request (coalescing), pieces of memory per warp-wide cp.async, ways per
+shared access (bank conflicts), global loads per output element (reuse), and so on.
 
 The k-th access of each lane of a warp is taken to be one warp-wide instruction,
 as on the GPU when the lanes run the same code; lanes that diverge make that an

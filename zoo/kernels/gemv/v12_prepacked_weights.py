@@ -129,8 +129,8 @@ def mma_word(top, bottom, y0, y1, y2, y3, acc):
 @jit(device=True)
 def mma_block(codes, at, xs, x_at, acc):
     """A tile's block of 64 columns: the lane's two words of row g (codes[at], codes[at + 1]) and of row g + 8
-    (codes[at + 2], codes[at + 3]) against its x pairs (xs[x_at .. x_at + 7], ``x_pairs``): four mma. D's eight
-    columns are equal (every column of B is x): d0 is row g's sum, d2 row g + 8's."""
+    (codes[at + 2], codes[at + 3]) against its x pairs (xs[x_at .. x_at + 7], as ``read_run`` pairs them): four
+    mma. D's eight columns are equal (every column of B is x): d0 is row g's sum, d2 row g + 8's."""
     acc = mma_word(codes[at], codes[at + 2], xs[x_at], xs[x_at + 1], xs[x_at + 2], xs[x_at + 3], acc)
     return mma_word(codes[at + 1], codes[at + 3], xs[x_at + 4], xs[x_at + 5], xs[x_at + 6], xs[x_at + 7], acc)
 
@@ -269,16 +269,15 @@ def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
 
 
 @functools.cache
-def build(group, slices, stages=STAGES):
-    """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows and a ring's
-    slots."""
+def build(group, slices):
+    """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows."""
     groups_per_block = WARPS_PER_BLOCK // slices
     blocks_per_group = group // BLOCK  # 1 or 2: the mma of a group add into one sum
     per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 4 or 2
     copy_scales = copy_two_scales if per_run == 2 else copy_four_scales  # a row's scales of a run: 4 or 8 bytes
-    newer = stages - 1  # groups that may still be in flight when a run is read: a constant of the instruction
+    newer = STAGES - 1  # groups that may still be in flight when a run is read: a constant of the instruction
     slot_size = slot_bytes(group)
-    ring_bytes = stages * slot_size  # a warp's ring
+    ring_bytes = STAGES * slot_size  # a warp's ring
 
     # launch_bounds: at most 128 registers a thread, so that two blocks of 256 threads fit on an SM, as in v09 (the
     # next kernel's blocks beside this one's). A run held in registers while the next copies are asked for takes 64
@@ -318,7 +317,7 @@ def build(group, slices, stages=STAGES):
             mine_runs = max(int64(0), min(per_slice, runs - int64(piece) * per_slice))
             at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
             first_at = at  # the first run's byte: its x is asked for after the wait
-            for r in range(stages - 1):  # the first STAGES - 1 runs' codes and scales, before the wait (as v09)
+            for r in range(STAGES - 1):  # the first STAGES - 1 runs' codes and scales, before the wait (as v09)
                 if r < mine_runs:
                     copy_codes(W, lines, at, ring, ring_at + uint32(r * slot_size), lane)
                     copy_scales(scales, scales_row, at, ring, ring_at + uint32(r * slot_size), lane)  # weights too
@@ -329,10 +328,10 @@ def build(group, slices, stages=STAGES):
             # start 1.5-1.8 us before the last warp of the call before ends, the wait returns 0.8-1.0 us after it,
             # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing
             wait_for_previous_kernel()
-            for r in range(stages):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
+            for r in range(STAGES):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
                 if r < mine_runs:
                     slot = ring_at + uint32(r * slot_size)
-                    if r == stages - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
+                    if r == STAGES - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
                         copy_codes(W, lines, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
                         copy_scales(scales, scales_row, at, ring, slot, lane)  # the last reads of the kernel before,
                         at += RUN_BYTES  # which the wait is waiting for)
@@ -355,7 +354,7 @@ def build(group, slices, stages=STAGES):
                     word = load_word(ring, reading + scales_at + uint32(4 * k))
                     run_scales[2 * k], run_scales[2 * k + 1] = unpack_half2(word)
                 cuda.syncwarp()  # every lane has read slot r before any lane's copy may overwrite it
-                if r + stages < mine_runs:  # run r + STAGES into the slot just read: STAGES runs in flight
+                if r + STAGES < mine_runs:  # run r + STAGES into the slot just read: STAGES runs in flight
                     copy_codes(W, lines, at, ring, reading, lane)
                     copy_scales(scales, scales_row, at, ring, reading, lane)
                     copy_x(x, at, ring, reading, lane)
