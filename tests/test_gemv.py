@@ -233,7 +233,7 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
     assert result.ok, result.detail
 
 
-V08, V09, V10, V11 = GEMV["v08"], GEMV["v09"], GEMV["v10"], GEMV["v11"]
+V08, V09, V10, V11, V12 = GEMV["v08"], GEMV["v09"], GEMV["v10"], GEMV["v11"], GEMV["v12"]
 # in = 1344: 21 blocks, five runs of four and one last block; 1216: four runs and three last blocks (ten groups of 128:
 # whole pairs, which v11's kernel copies 4 bytes a row a run); 1280 and 1024: five and four runs, whole groups of 64 in
 # fours (v11's 8-byte copies; rows in fours of 64 have no last blocks)
@@ -273,7 +273,7 @@ def test_v10_runs_its_kernel_where_an_sm_holds_one_block_and_v09s_elsewhere(monk
     whose tune table picked v09's kernel for a block an SM (the H200's), the first case takes v09's."""
     taken = _record_builds(monkeypatch, V10, V09)
     assert harness.check(V10, (33, 320), seed=4, kind="int4").ok  # one block of two warps: v10's kernel
-    assert taken == [(ring.ring_for(1, "v10").kernel, "build")]
+    assert taken == [(ring.ring_for(1, ("v09", "v10")).kernel, "build")]
     taken.clear()
     if zoo.SIMULATOR:
         assert harness.check(V10, (70, 320), seed=4, kind="int4").ok  # three groups of 32 rows, two blocks: v09's
@@ -289,9 +289,9 @@ def test_v11_runs_its_kernel_where_it_copies_whole_scales_and_an_sm_holds_one_bl
     in = 320: three of 128 and five of 64, so v10's launch (its kernel for groups of 128, v09's for 64); more blocks
     than the simulator's one SM: v09's."""
     taken = _record_builds(monkeypatch, V11, V10, V09)
-    for kind, before in (("int4", ring.ring_for(1, "v10").kernel), ("int4_g64", "v09")):
+    for kind, before in (("int4", ring.ring_for(1, ("v09", "v10")).kernel), ("int4_g64", "v09")):
         assert harness.check(V11, (33, 512), seed=4, kind=kind).ok  # one block of two warps: v11's kernel
-        assert taken == [(ring.ring_for(1, "v11").kernel, "build")], kind
+        assert taken == [(ring.ring_for(1, ("v09", "v11")).kernel, "build")], kind
         taken.clear()
         assert harness.check(V11, (33, 320), seed=4, kind=kind).ok
         assert taken == [(before, "build")], kind
@@ -303,13 +303,14 @@ def test_v11_runs_its_kernel_where_it_copies_whole_scales_and_an_sm_holds_one_bl
 
 def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path, monkeypatch):
     """A table (the repository's, no user cache) whose fastest ring for a block an SM is v09's kernel with three
-    slots, then v10's, then v11's, each ahead of the others: v10's and v11's launches each build the fastest of
-    v09's kernel and their own, and the product is right; the class it has no entry for keeps its default."""
+    slots, then v10's, then v11's, then v12's refilling after the math, each ahead of the others: v10's and v11's
+    launches each build the fastest of v09's kernel and their own, v12's its own as the table says (it has no
+    other), and the product is right; the class it has no entry for keeps its default."""
     built = []
-    for step in (V09, V10, V11):
+    for step in (V09, V10, V11, V12):
 
         def recording(*args, build=step.module.build, name=step.name[:3]):
-            built.append((name, args[-1]))  # (kernel, slots a warp)
+            built.append((name, *args[-2 if name == "v12" else -1 :]))  # (kernel, slots a warp[, refill after math])
             return build(*args)
 
         monkeypatch.setattr(step.module, "build", recording)
@@ -317,33 +318,41 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
     monkeypatch.setattr(ring, "path", lambda: table)
     monkeypatch.setattr(ring, "cache_path", lambda: tmp_path / "no-cache.json")
     row = lambda choice, ms: {"tiles": choice._asdict(), "ms": ms, "agrees": True}  # noqa: E731
-    rings = [ring.Ring("v09", 3), ring.Ring("v10", 3), ring.Ring("v11", 3)]
+    rings = [ring.Ring("v09", 3), ring.Ring("v10", 3), ring.Ring("v11", 3), ring.Ring("v12", 3, True)]
+    kernels = {V10: ("v09", "v10"), V11: ("v09", "v11"), V12: ("v12",)}
     try:
         for fastest in rings:
             ranked = [fastest] + [r for r in rings if r != fastest]
             rows = [row(r, 0.01 * (i + 1)) for i, r in enumerate(ranked)]
             table.write_text(json.dumps({"classes": {"one_block_an_sm": {"rows": rows}}}))
             ring.table.cache_clear()
-            for step in (V10, V11):
-                mine = next(r for r in ranked if r.kernel in ("v09", step.name[:3]))
+            for step, mine in kernels.items():
+                pick = next(r for r in ranked if r.kernel in mine)
                 built.clear()
                 assert harness.check(step, (33, 512), seed=6, kind="int4").ok  # one block: the class in the table
-                assert set(built) == {(mine.kernel, 3)}, (fastest, step.name)
-        assert ring.ring_for(10**6, "v11") == ring.defaults("v11")["two_blocks_an_sm"]  # not in the table: default
+                assert set(built) == {(pick.kernel, 3, True)[: 3 if pick.kernel == "v12" else 2]}, (fastest, step)
+        default = ring.defaults(("v09", "v11"))["two_blocks_an_sm"]
+        assert ring.ring_for(10**6, ("v09", "v11")) == default  # a class not in the table: its default
+        assert ring.ring_for(10**6, ("v12",)) == ring.Ring("v12", 2)  # v12's own, in v11's order: v09's cannot
     finally:
         ring.table.cache_clear()
 
 
-@pytest.mark.parametrize("choice", gemv_tune.candidates(), ids=lambda c: f"{c.kernel}-{c.stages}")
+@pytest.mark.parametrize(
+    "choice", gemv_tune.candidates(), ids=lambda c: f"{c.kernel}-{c.stages}{'-after-math' * c.refill_after_math}"
+)
 def test_every_ring_the_sweep_may_pick_is_right(choice):
-    """Each candidate of ``zoo tune gemv``, launched as its step launches a pick: in = 1472 is five runs and three
-    last blocks (twelve groups of 128), so the ring turns five times (three slots: a slot is refilled with the run
-    three ahead), on a poisoned output, right on a second call."""
-    size = (33, 1472)
+    """Each candidate of ``zoo tune gemv``, launched as its step launches a pick on inputs as it reads them: in =
+    1472 is five runs and three last blocks (twelve groups of 128; v12's kernel takes whole runs: 1280, five), so
+    the ring turns five times (three slots: a slot is refilled with the run three ahead), on a poisoned output,
+    right on a second call."""
+    size = (33, 1280 if choice.kernel == "v12" else 1472)
     out = cuda.to_device(np.full(size[0], np.nan, np.float32))
     for seed in (1, 2):
         inputs = GEMV.inputs(size, seed, "int4")
-        gemv_tune.launch(choice, *(cuda.to_device(a) for a in inputs), out)
+        since = launch_count()
+        gemv_tune.launch(choice, *gemv_tune.inputs_for(choice, tuple(cuda.to_device(a) for a in inputs)), out)
+        assert launched_since(since).__name__ != "gemv_int4_packed_ring" or choice.kernel == "v12"
         ok, err, detail = harness.compare(out.copy_to_host(), GEMV.reference(*inputs), GEMV.tolerance(size))
         assert ok, (seed, detail)
         out.copy_to_device(np.full(size[0], np.nan, np.float32))
@@ -648,7 +657,6 @@ def test_v11_copies_each_runs_scales_with_its_codes_and_loads_none_on_the_side()
         assert refill.count("LDGSTS") == 10, f"{case}: a refill: eight copies of codes, one of scales, one of x"
 
 
-V12 = GEMV["v12"]
 # v12's kernel: in a multiple of 256 (whole runs), any rows (packed in 32s): 33 rows are two groups of 32, the second
 # padded with 31 rows of zeros; 3 rows split the runs between two warps. 512, 1280 and 1024: two, five and four runs
 V12_SIZES = {"int4": ((33, 512), (3, 1280)), "int4_g64": ((33, 1280), (3, 1024))}
@@ -743,7 +751,7 @@ def test_sweep_writes_csv_and_png_with_the_quantization_error(zoo_cli, tmp_path)
     assert [r["kind"] for r in rows] == list(GEMV.kinds)
     assert all(r["correct"] == "True" for r in rows)
     kernels = {r["kind"]: r["kernel"] for r in rows}  # what ran: at in = 320 (three groups of 128, five of 64) v11
-    v10_pick = "gemv_int4_refill_ring" if ring.ring_for(1, "v10").kernel == "v10" else "gemv_int4_ring"
+    v10_pick = "gemv_int4_refill_ring" if ring.ring_for(1, ("v09", "v10")).kernel == "v10" else "gemv_int4_ring"
     assert kernels["int4"] == v10_pick and kernels["int4_g64"] == "gemv_int4_ring", kernels  # takes v10's launch
     assert all(k.startswith("gemv") for k in kernels.values()), kernels
     errors = {r["kind"]: float(r["quantization_error"]) for r in rows}

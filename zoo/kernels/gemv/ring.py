@@ -1,22 +1,23 @@
 """The ring kernel an int4 call launches, per shape class: this GPU's measured fastest, else a default.
 
-Three steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's
-right after reading it (two), and v11's carries each run's scales in its slot too. Which is faster depends on
-the GPU as well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel takes
-11.2 us on the H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel
-alone: 16.3 against 14.5 there); v11's takes 11.15 on the H100, first, and 10.4 on the H200, second to
-v09's. So the choice is measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
+Four steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's
+right after reading it (two), v11's carries each run's scales in its slot too, and v12's reads weights packed in
+its order, refilling a slot in either order (``refill_after_math``: v09's). Which is faster depends on the GPU as
+well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel takes 11.2 us on the
+H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel alone: 16.3 against
+14.5 there); v11's takes 11.15 on the H100, first, and 10.4 on the H200, second to v09's. So the choice is
+measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
 
     class              what it is                                 tuned at        default without a table
     one_block_an_sm    a grid of at most one block an SM          4096 x 14336    the step's own kernel, 2 slots
-    two_blocks_an_sm   more blocks than SMs                       14336 x 4096    v09's kernel, 2 slots
+    two_blocks_an_sm   more blocks than SMs                       14336 x 4096    v09's kernel, 2 slots (v12: its own)
 
 The defaults are the H100's choices (two blocks an SM already make 64 KB in flight an SM with v09's kernel, and
 v10's was slower there: 11.3 -> 11.9 us at 14336 x 4096). ``python -m zoo tune gemv`` (``tune.sweep``) times
 every step's kernel at each class's shape and writes this GPU's table with all of them, fastest first; a step
-launches the fastest of the kernels it has (v10: v09's and its own; v11: v09's and its own), read on its first
-int4 call. The table is tuned with groups of 128; v11 applies its pick to groups of 64 too (v10's kernel takes
-128 only).
+launches the fastest of the kernels it has (v10: v09's and its own; v11: v09's and its own; v12: its own in either
+order, since v09's kernel cannot read packed weights), read on its first int4 call. The table is tuned with groups
+of 128; v11 and v12 apply their pick to groups of 64 too (v10's kernel takes 128 only).
 """
 
 import functools
@@ -29,16 +30,19 @@ from zoo.device import sm_count
 class Ring(NamedTuple):
     """A ring kernel and its slots a warp."""
 
-    kernel: str = "v10"  # the step whose kernel: "v09" (refill a run later), "v10" (refill after read), "v11" (scales)
+    kernel: str = "v10"  # the step whose kernel: "v09" (refill a run later), "v10" (refill after read), "v11" (scales),
+    # "v12" (packed weights)
     stages: int = 2  # slots a warp, about 36 KB a block each
+    refill_after_math: bool = False  # v12's kernel only: refill a slot after its run's math (v09's order), not before
 
 
 SHAPE_CLASSES = {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}  # class: (out, in) tuned at
 
 
-def defaults(kernel):
-    """Each class's ring without a table, for the step whose own kernel is ``kernel``."""
-    return {"one_block_an_sm": Ring(kernel, 2), "two_blocks_an_sm": Ring("v09", 2)}
+def defaults(kernels):
+    """Each class's ring without a table, for a step whose ring kernels are ``kernels`` (its own last): its own
+    where an SM holds one block, the first (v09's, where it has it) where it holds two."""
+    return {"one_block_an_sm": Ring(kernels[-1], 2), "two_blocks_an_sm": Ring(kernels[0], 2)}
 
 
 def shape_class(blocks, sms=None):
@@ -65,9 +69,9 @@ def table():
     return data, ranked
 
 
-def ring_for(blocks, kernel):
-    """The ring for a grid of ``blocks`` launched by the step whose own kernel is ``kernel``: the table's fastest of
-    v09's and that one for the grid's class, else the class's default."""
+def ring_for(blocks, kernels):
+    """The ring for a grid of ``blocks`` launched by a step whose ring kernels are ``kernels`` (v11: ``("v09",
+    "v11")``): the table's fastest of them for the grid's class, else the class's default."""
     cls = shape_class(blocks)
-    mine = [choice for choice in table()[1].get(cls, []) if choice.kernel in ("v09", kernel)]
-    return mine[0] if mine else defaults(kernel)[cls]
+    mine = [choice for choice in table()[1].get(cls, []) if choice.kernel in kernels]
+    return mine[0] if mine else defaults(kernels)[cls]

@@ -1,12 +1,13 @@
-"""The ring sweep behind v10 and v11: ``python -m zoo tune gemv``.
+"""The ring sweep behind v10 to v12: ``python -m zoo tune gemv``.
 
-v10's kernel keeps two runs a warp in flight, v09's one, and v11's carries the scales in its slots; which is
-fastest at a shape differs from GPU to GPU (``ring.py`` gives the figures). The sweep times each candidate, each
-step's kernel with two and three slots a warp, at each shape class's shape with int4 weights in groups of 128:
+v10's kernel keeps two runs a warp in flight, v09's one, v11's carries the scales in its slots, and v12's reads
+packed weights in v11's order or v09's; which is fastest at a shape differs from GPU to GPU (``ring.py`` gives the
+figures). The sweep times each candidate, each step's kernel with two and three slots a warp (v12's in both
+orders, on weights ``v12.pack`` packed once), at each shape class's shape with int4 weights in groups of 128:
 in a CUDA graph of calls over rotating inputs (``sweep.graph_us``), as the formats sweep times a step, because
 a call of ~10 us launched from Python is timed at the host's pace, and in a graph the dependent launch overlaps
 each call with the one before, as in a decode step. It writes this GPU's table (``zoo.tune_table``) with every
-row, fastest first; v10 and v11 read it through ``ring.py`` (each the fastest of the kernels it has), never
+row, fastest first; v10 to v12 read it through ``ring.py`` (each the fastest of the kernels it has), never
 through this module, which loads the timing harness.
 """
 
@@ -14,23 +15,39 @@ from zoo.kernels.gemv import ring
 from zoo.kernels.gemv.ring import SHAPE_CLASSES, Ring, cache_path, path
 
 # what `zoo tune` uses
-__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "launch", "path", "shape_class", "sweep"]
+__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "inputs_for", "launch", "path", "shape_class", "sweep"]
 
 
-KERNELS = ("v09", "v10", "v11")  # the steps with a ring kernel
+KERNELS = ("v09", "v10", "v11", "v12")  # the steps with a ring kernel
 
 
 def candidates():
-    """Each ring kernel with two and three slots a warp (72 to 114 KB a block)."""
-    return [Ring(kernel, stages) for kernel in KERNELS for stages in (2, 3)]
+    """Each ring kernel with two and three slots a warp (72 to 114 KB a block), v12's in both orders."""
+    return [
+        Ring(kernel, stages, after_math)
+        for kernel in KERNELS
+        for stages in (2, 3)
+        for after_math in ((False, True) if kernel == "v12" else (False,))
+    ]
+
+
+def inputs_for(choice, inputs):
+    """``inputs`` (W, x, scales) as ``choice``'s kernel reads them: packed for v12's (``v12.pack``), else as given."""
+    if choice.kernel != "v12":
+        return inputs
+    from zoo.kernels.gemv import v12_prepacked_weights as v12
+
+    return v12.pack(*inputs)
 
 
 def launch(choice, W, x, scales, out):
-    """Launch ``choice`` as the step that owns its kernel launches a pick (v09's kernel through v10's launch)."""
+    """Launch ``choice`` as the step that owns its kernel launches a pick (v09's kernel through v10's launch), on
+    inputs ``inputs_for`` made."""
     from zoo.kernels.gemv import v10_refill_after_read as v10
     from zoo.kernels.gemv import v11_scales_in_the_ring as v11
+    from zoo.kernels.gemv import v12_prepacked_weights as v12
 
-    (v11 if choice.kernel == "v11" else v10).launch_ring(choice, W, x, scales, out)
+    {"v11": v11, "v12": v12}.get(choice.kernel, v10).launch_ring(choice, W, x, scales, out)
 
 
 def shape_class(rows, cols):
@@ -64,21 +81,25 @@ def sweep(shapes=None, progress=None, save=False):
         out = cupy.full(out_size, np.nan, np.float32)
         blocks = v10.grid_for(out_size)[1]
         rows = []
+        as_read = {}  # each kernel's input sets as it reads them (v12's packed once, before any timing)
         for choice in candidates():
             if progress:
                 progress(name, choice)
+            if choice.kernel not in as_read:
+                as_read[choice.kernel] = [inputs_for(choice, s) for s in sets]
+            mine = as_read[choice.kernel]
 
             def call(inputs, choice=choice, out=out):
                 launch(choice, *inputs, out)
 
             since = launch_count()
             try:
-                for inputs in (sets[-1], sets[0]):  # right on a second call with other inputs too
+                for inputs in (mine[-1], mine[0]):  # right on a second call with other inputs too
                     out[:] = np.nan
                     call(inputs)
                 kernel = launched_since(since)  # the kernel the choice launched, as it launched it
                 agrees = bool(harness.compare(cupy.asnumpy(out), reference, fam.tolerance((out_size, in_size)))[0])
-                us = formats.graph_us(call, sets)
+                us = formats.graph_us(call, mine)
             except Exception as e:  # a choice this compiler or device refuses: record why, go on
                 rows.append({"tiles": choice._asdict(), "error": f"{type(e).__name__}: {e}"[:200]})
                 continue

@@ -411,4 +411,4 @@ def launch(W, x, scales, out):
     # v10's kernel or v09's, as measured fastest on this GPU for the grid's class (ring.py: by default v10's where
     # an SM holds one block, v09's where it holds two)
     grid = grid_for(out.size)
-    launch_ring(ring.ring_for(grid[1], "v10"), W, x, scales, out, grid)
+    launch_ring(ring.ring_for(grid[1], ("v09", "v10")), W, x, scales, out, grid)

@@ -3,13 +3,16 @@
 Changes:
     From v11: ``pack`` reorders an int4 W and its scales once, as a model's
     weights are reordered when they load: a warp's run, 32 rows x 128 bytes
-    that v11 copied from 32 places a row apart, is 4 KB in one piece, a warp's
-    runs follow each other, and a run's scales (32 rows x 2 or 4) are 128 or
-    256 bytes in one piece. The kernel is v11's with other addresses: a copy
-    instruction asks for 512 bytes in a row. Rows are padded to a multiple of
-    32 and the last blocks are gone (v12 takes in a multiple of 256; the rest
-    runs v11's launch). A packed W is (rows / 32, 16 in), so launch refuses a
-    row-major int4 W it would take, and Variant packs on the way in.
+    that v11 copied from 32 places a row apart, is 4 KB in one piece, its runs
+    follow each other, and a run's scales (32 rows x 2 or 4) are one piece.
+    The kernel is v11's with other addresses: a copy instruction asks for 512
+    bytes in a row. Rows are padded to a multiple of 32 and the last blocks
+    are gone (in a multiple of 256; the rest runs v11's launch). A packed W is
+    (rows / 32, 16 in): launch refuses a row-major int4 W it would take, and
+    Variant packs on the way in. v09's kernel cannot read packed weights, so
+    where v11 timed it against its own per GPU, v12 times its own in v11's
+    order and in v09's (a slot refilled after the run's math), with 2 or 3
+    slots (``zoo tune gemv``).
 
 Why it is faster:
     Row-major, a run is 32 pieces of 128 bytes 7 KB apart (4096 x 14336),
@@ -52,7 +55,7 @@ from zoo.device.mma import (
     cp_async_wait_group,
     mma_f16_f32,
 )
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import check_index_range, layout, ring
 from zoo.kernels.gemv import v11_scales_in_the_ring as v11
 
 BASE = "v11"  # other formats, and rows not of whole runs: v11's launch
@@ -74,7 +77,8 @@ X_BYTES = RUN_BLOCKS * BLOCK * 2  # 512: x of the run's 256 columns, float16, 16
 SCALES_AT = CODE_BYTES + X_BYTES  # a slot: codes, x, then the 32 rows' scales of the run (row r at r x 2 per_run)
 # Slots in a warp's ring: STAGES runs in flight during a run's math (v09: STAGES - 1), each slot refilled as soon as its
 # run is in registers. 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights in flight, in 8 x 2 x 4.6 KB =
-# 74 KB of shared memory a block, so the next kernel's block still fits beside it (dependent launch).
+# 74 KB of shared memory a block, so the next kernel's block still fits beside it (dependent launch). The default: a
+# GPU's tune table (ring.py) may pick 3 slots, or v09's order (refill after the math), per shape class.
 STAGES = 2
 
 
@@ -269,15 +273,17 @@ def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
 
 
 @functools.cache
-def build(group, slices):
-    """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows."""
+def build(group, slices, stages=STAGES, refill_after_math=False):
+    """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows, ``stages``
+    slots a warp, and a slot refilled as soon as its run is in registers or (``refill_after_math``, v09's order)
+    after the run's math."""
     groups_per_block = WARPS_PER_BLOCK // slices
     blocks_per_group = group // BLOCK  # 1 or 2: the mma of a group add into one sum
     per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 4 or 2
     copy_scales = copy_two_scales if per_run == 2 else copy_four_scales  # a row's scales of a run: 4 or 8 bytes
-    newer = STAGES - 1  # groups that may still be in flight when a run is read: a constant of the instruction
+    newer = stages - 1  # groups that may still be in flight when a run is read: a constant of the instruction
     slot_size = slot_bytes(group)
-    ring_bytes = STAGES * slot_size  # a warp's ring
+    ring_bytes = stages * slot_size  # a warp's ring
 
     # launch_bounds: at most 128 registers a thread, so that two blocks of 256 threads fit on an SM, as in v09 (the
     # next kernel's blocks beside this one's). A run held in registers while the next copies are asked for takes 64
@@ -317,7 +323,7 @@ def build(group, slices):
             mine_runs = max(int64(0), min(per_slice, runs - int64(piece) * per_slice))
             at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
             first_at = at  # the first run's byte: its x is asked for after the wait
-            for r in range(STAGES - 1):  # the first STAGES - 1 runs' codes and scales, before the wait (as v09)
+            for r in range(stages - 1):  # the first STAGES - 1 runs' codes and scales, before the wait (as v09)
                 if r < mine_runs:
                     copy_codes(W, lines, at, ring, ring_at + uint32(r * slot_size), lane)
                     copy_scales(scales, scales_row, at, ring, ring_at + uint32(r * slot_size), lane)  # weights too
@@ -328,10 +334,10 @@ def build(group, slices):
             # start 1.5-1.8 us before the last warp of the call before ends, the wait returns 0.8-1.0 us after it,
             # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing
             wait_for_previous_kernel()
-            for r in range(STAGES):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
+            for r in range(stages):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
                 if r < mine_runs:
                     slot = ring_at + uint32(r * slot_size)
-                    if r == STAGES - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
+                    if r == stages - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
                         copy_codes(W, lines, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
                         copy_scales(scales, scales_row, at, ring, slot, lane)  # the last reads of the kernel before,
                         at += RUN_BYTES  # which the wait is waiting for)
@@ -354,13 +360,16 @@ def build(group, slices):
                     word = load_word(ring, reading + scales_at + uint32(4 * k))
                     run_scales[2 * k], run_scales[2 * k + 1] = unpack_half2(word)
                 cuda.syncwarp()  # every lane has read slot r before any lane's copy may overwrite it
-                if r + STAGES < mine_runs:  # run r + STAGES into the slot just read: STAGES runs in flight
+                if refill_after_math:  # v09's order: STAGES - 1 runs in flight during the math, the slot waits
+                    total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
+                if r + stages < mine_runs:  # run r + STAGES into the slot just read
                     copy_codes(W, lines, at, ring, reading, lane)
                     copy_scales(scales, scales_row, at, ring, reading, lane)
                     copy_x(x, at, ring, reading, lane)
                     at += RUN_BYTES
                 cp_async_commit()  # a group even when empty: wait_group counts groups
-                total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)  # STAGES runs in flight
+                if not refill_after_math:  # v11's order: STAGES runs in flight during the math
+                    total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
                 reading += uint32(slot_size)  # the ring turns
                 if reading == ring_end:
                     reading = ring_at
@@ -428,6 +437,17 @@ def launch(W, x, scales, out):
             f"{W.shape[0]} and {tuple(scales.shape)}"
         )
     group = x.size // (scales.shape[1] // ROWS_PER_WARP)  # x.size // groups in a row: 128 or 64
-    slices, blocks = grid_for(out.size)
-    shared_bytes = WARPS_PER_BLOCK * STAGES * slot_bytes(group)  # dynamic: 74 or 76 KB a block
-    build(group, slices)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
+    # the ring measured fastest on this GPU for the grid's class, of this kernel's two orders and two or three slots
+    # (ring.py; by default v11's order, 2 slots)
+    grid = grid_for(out.size)
+    launch_ring(ring.ring_for(grid[1], ("v12",)), W, x, scales, out, grid, group)
+
+
+def launch_ring(choice, W, x, scales, out, grid=None, group=None):
+    """Launch v12's kernel on packed inputs as ``choice`` (a ``ring.Ring`` of kernel "v12") says: its slots, and
+    whether a slot is refilled after its run's math. ``grid`` and ``group``: where the caller has them already."""
+    group = group or x.size // (scales.shape[1] // ROWS_PER_WARP)
+    slices, blocks = grid or grid_for(out.size)
+    shared_bytes = WARPS_PER_BLOCK * choice.stages * slot_bytes(group)  # dynamic: 74 or 76 KB a block at 2 slots
+    kernel = build(group, slices, choice.stages, choice.refill_after_math)
+    kernel[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
