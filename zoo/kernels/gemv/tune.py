@@ -19,6 +19,10 @@ __all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "inputs_for", "launch", 
 
 
 KERNELS = ("v09", "v10", "v11", "v12")  # the steps with a ring kernel
+# Each candidate is timed in ROUNDS rounds over all of them and keeps its fastest: in one pass, a candidate's time
+# moved by ~1 us from one sweep to the next (H100, 4096 x 14336: v11's kernel 11.15 us, then 12.11), more than
+# separates the first few
+ROUNDS = 3
 
 
 def candidates():
@@ -81,6 +85,7 @@ def sweep(shapes=None, progress=None, save=False):
         out = cupy.full(out_size, np.nan, np.float32)
         blocks = v10.grid_for(out_size)[1]
         rows = []
+        timed = []  # (call, its input sets, its row) of each candidate timed, for the later rounds
         as_read = {}  # each kernel's input sets as it reads them (v12's packed once, before any timing)
         for choice in candidates():
             if progress:
@@ -110,7 +115,6 @@ def sweep(shapes=None, progress=None, save=False):
                     "tiles": choice._asdict(),
                     "threads": used["threads_per_block"],
                     "ms": us / 1e3,
-                    "gflops": 2 * out_size * in_size / us / 1e3,  # a multiply and an add a weight
                     "agrees": agrees,
                     "registers": used["registers"],
                     "local_bytes": used["local_bytes"],
@@ -120,6 +124,12 @@ def sweep(shapes=None, progress=None, save=False):
                     "last_wave_full": waves / -(-waves // 1),
                 }
             )
+            timed.append((call, mine, rows[-1]))
+        for _ in range(ROUNDS - 1):  # every candidate again, in turn: a slow moment of the GPU costs one round
+            for call, mine, row in timed:
+                row["ms"] = min(row["ms"], formats.graph_us(call, mine) / 1e3)
+        for _, _, row in timed:
+            row["gflops"] = 2 * out_size * in_size / row["ms"] / 1e6  # a multiply and an add a weight
         table["classes"][name] = tune_table.class_entry((out_size, in_size), rows)
     partial = set(shapes) != set(SHAPE_CLASSES)  # tuning some classes keeps the others
     tune_table.write(table, ring.table()[0], partial, cache_path(), *([path()] if save else []))
