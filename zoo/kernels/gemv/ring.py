@@ -12,12 +12,13 @@ measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
     one_block_an_sm    a grid of at most one block an SM          4096 x 14336    the step's own kernel, 2 slots
     two_blocks_an_sm   more blocks than SMs                       14336 x 4096    v09's kernel, 2 slots (v12: its own)
 
-The defaults are the H100's choices (two blocks an SM already make 64 KB in flight an SM with v09's kernel, and
-v10's was slower there: 11.3 -> 11.9 us at 14336 x 4096). ``python -m zoo tune gemv`` (``tune.sweep``) times
-every step's kernel at each class's shape and writes this GPU's table with all of them, fastest first; a step
-launches the fastest of the kernels it has (v10: v09's and its own; v11: v09's and its own; v12: its own in either
-order, since v09's kernel cannot read packed weights), read on its first int4 call. The table is tuned with groups
-of 128; v11 and v12 apply their pick to groups of 64 too (v10's kernel takes 128 only).
+The defaults are the H100's choices for v10 and v11 (two blocks an SM already make 64 KB in flight an SM with v09's
+kernel, and v10's was slower there: 11.3 -> 11.9 us at 14336 x 4096); v12's is v11's order with two slots, within 2%
+of the H100's pick at a block an SM (v09's order, three slots: 10.67 against 10.86 us). ``python -m zoo tune gemv``
+(``tune.sweep``) times every step's kernel at each class's shape and writes this GPU's table with all of them,
+fastest first; a step launches the fastest of the kernels it has (v10: v09's and its own; v11: v09's and its own;
+v12: its own in either order, since v09's kernel cannot read packed weights), read on its first int4 call. The table
+is tuned with groups of 128; v11 and v12 apply their pick to groups of 64 too (v10's kernel takes 128 only).
 """
 
 import functools
