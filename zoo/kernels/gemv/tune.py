@@ -36,12 +36,11 @@ def candidates():
 
 
 def inputs_for(choice, inputs):
-    """``inputs`` (W, x, scales) as ``choice``'s kernel reads them: packed for v12's (``v12.pack``), else as given."""
-    if choice.kernel != "v12":
-        return inputs
-    from zoo.kernels.gemv import v12_prepacked_weights as v12
+    """``inputs`` (W, x, scales) as ``choice``'s kernel reads them: through its step's ``pack`` (the registry's
+    ``Variant.packed``: v12 packs, the others take them as given)."""
+    import zoo
 
-    return v12.pack(*inputs)
+    return zoo.family("gemv")[choice.kernel].packed(inputs)
 
 
 def launch(choice, W, x, scales, out):
