@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gemv tuning probe (a GPU, under 3 minutes): the last step's kernel with every number of warps per group of rows
+# gemv tuning probe (a GPU, under 3 minutes): v06's kernel (split in, the one every later step runs for fp32,
+# fp16, int8 and rows not of whole blocks) with every number of warps per group of rows
 # (slices 1, 2, 4, 8) at the benchmark shapes, per weight format, against launch's own choice, timed as CUDA
 # graphs of 32 calls (the decode loop's way: short kernels are not host-bound there). Prints one table; logs under
 # $OUT. Use it to check WARPS_PER_SM in v06_split_k.py (launch's choice should be the fastest or within a few %).
@@ -20,7 +21,7 @@ from zoo.device import graphs, properties
 from zoo.kernels.gemv import layout
 
 fam = zoo.family("gemv")
-step = fam.variants[-1].module
+step = fam["v06"].module  # the split it probes: WARPS_PER_SM and slices_for are v06's
 name = step.__name__.rsplit(".", 1)[1]
 print(f"{properties()['name']}, {name}: us a call (CUDA graph of 32 calls), GB/s of the kind's bytes")
 print(f"{'size':>11} {'kind':>9} {'slices':>6} {'us':>8} {'GB/s':>7} {'Gw/s':>7} {'correct':>7}  launch's choice")
