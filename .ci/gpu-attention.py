@@ -1,6 +1,6 @@
 """GPU probe of the attention family: the goals' figures, v07's tile shapes, and the S traffic under ncu.
 
-    python3 .ci/gpu-attention.py goals      CuPy, torch sdpa, v06 and v07 at 32 x 4096 x {64, 128}, full and
+    python3 .ci/gpu-attention.py goals      CuPy, torch sdpa, v05 to v07 at 32 x 4096 x {64, 128}, full and
                                             causal; the best zoo hgemm at 4096^3 on the same GPU; a table of
                                             TFLOP/s, x over CuPy, % of torch, % of hgemm, v07 over v06 (causal)
     python3 .ci/gpu-attention.py tune       v07 with (warps, keys) in SHAPES, each also with launch bounds for
@@ -65,11 +65,15 @@ def goals():
     import cupy
 
     hgemm = zoo.family("hgemm")
-    best = hgemm.variants[-1]
     A, B = (cupy.asarray(a) for a in hgemm.make_inputs(4096, 0))
     c = cupy.empty((4096, 4096), cupy.float32)
-    hgemm_tflops = 2 * 4096**3 / timed(best.launch, (A, B), c) / 1e9
-    print(f"hgemm {best.name} at 4096^3: {hgemm_tflops:.0f} TFLOP/s (the zoo's best hgemm, this GPU, this run)")
+    # the last step is not always the fastest (at 4096^3 v14 beat v15 and v16 on the H100 and the H200): time the
+    # last four this GPU runs and take the fastest
+    steps = [v for v in hgemm.variants if not v.unsupported() and not v.demonstration][-4:]
+    rates = {v.name: 2 * 4096**3 / timed(v.launch, (A, B), c) / 1e9 for v in steps}
+    best = max(rates, key=rates.get)
+    hgemm_tflops = rates[best]
+    print(f"hgemm at 4096^3, TFLOP/s: {', '.join(f'{k} {r:.0f}' for k, r in rates.items())}; the zoo's best: {best}")
     rows = []
     for size in SIZES:
         Q, K, V = device_inputs(size)

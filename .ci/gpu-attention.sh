@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The attention family's GPU probe (under 3 minutes on an H100): the goals' figures, v07's tile shapes and the
 # S traffic measured by ncu. Logs and attention-probe.json under $OUT; a short table printed last.
-#   usage: .ci/gpu-attention.sh [goals] [tune] [groups] [traffic]   (default: all three)
+#   usage: .ci/gpu-attention.sh [goals] [tune] [groups] [traffic]   (default: goals tune traffic)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .whl ]; then  # the lent GPU's Python (see ../shared/gpu/README.md)

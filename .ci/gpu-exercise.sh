@@ -51,7 +51,8 @@ nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"meta
 nbformat.write(nb, f"{sys.argv[1]}/zoo-tour.executed.ipynb")
 PY
   ) > "$OUT/notebook.txt" 2>&1
-  record "notebook on the GPU: $(tail -1 "$OUT/notebook.txt" | cut -c1-80)" $?
+  status=$?  # the notebook's, before the $(...) below sets $?
+  record "notebook on the GPU: $(tail -1 "$OUT/notebook.txt" | cut -c1-80)" $status
 else
   record "notebook: skipped (no nbclient or ipykernel here)"
 fi
