@@ -67,8 +67,9 @@ def goals():
     hgemm = zoo.family("hgemm")
     A, B = (cupy.asarray(a) for a in hgemm.make_inputs(4096, 0))
     c = cupy.empty((4096, 4096), cupy.float32)
-    # the last step is not always the fastest (at 4096^3 v14 beat v15 and v16 on the H100 and the H200): time the
-    # last four this GPU runs and take the fastest
+    # the last step is not always the fastest: at 4096^3 v14 beat v15 and v16 in `zoo run`'s records on both GPUs,
+    # while this probe's timing put v16 first on an H100 (638 TFLOP/s against v14's 612). Time the last four this
+    # GPU runs and take the fastest of this run
     steps = [v for v in hgemm.variants if not v.unsupported() and not v.demonstration][-4:]
     rates = {v.name: 2 * 4096**3 / timed(v.launch, (A, B), c) / 1e9 for v in steps}
     best = max(rates, key=rates.get)
