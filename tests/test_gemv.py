@@ -480,7 +480,25 @@ def test_few_rows_split_in_across_the_warps_of_a_block(monkeypatch):
         monkeypatch.setattr(step.module, "sm_count", lambda: 132)
         monkeypatch.setattr(step.module, "WARPS_PER_SM", warps_per_sm)
         monkeypatch.setattr(step.module, "WARPS_PER_BLOCK", 8)
-        assert [step.module.slices_for(rows) for rows in (14336, 8192, 4096, 1000, 1)] == want, step.name
+        rows = (14336, 8192, 4096, 1000, 1)
+        args = [(r, 32) for r in rows] if step is V06 else [(r,) for r in rows]  # v06: rows too short to split more
+        assert [step.module.slices_for(*a) for a in args] == want, step.name
+
+
+def test_v06_splits_long_rows_while_each_warp_keeps_four_trips(monkeypatch):
+    monkeypatch.setattr(V06.module, "sm_count", lambda: 132)
+    monkeypatch.setattr(V06.module, "WARPS_PER_SM", 16)
+    monkeypatch.setattr(V06.module, "WARPS_PER_BLOCK", 8)
+    cases = {  # (rows, chunks a row): slices; 32 chunks a trip a slice
+        (14336, 512): 4,  # fp16 at 14336 x 4096: 4 trips a warp
+        (14336, 256): 2,  # int8 at 14336 x 4096
+        (14336, 1024): 8,  # fp32 at 14336 x 4096
+        (14336, 255): 1,  # under 2 x 4 trips: no split
+        (8192, 512): 4,  # int8 at 8192 x 8192: 2 for the SMs, 4 for the trips
+        (4096, 256): 4,  # int8 at 4096 x 4096: 4 for the SMs, though the trips would take 2
+        (28672, 1 << 20): 8,  # at most a block
+    }
+    assert {case: V06.module.slices_for(*case) for case in cases} == cases
 
 
 # -- the machine code of each format (offline: NVVM and ptxas, no GPU) -------------------------------------------------

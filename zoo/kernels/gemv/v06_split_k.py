@@ -7,8 +7,8 @@ Changes:
     32 slices. Each warp reduces its sums by the butterfly as before; with
     slices > 1 lane 0 puts them in shared memory, one barrier, and lanes 0-3
     of the group's first warp add the slices and write. ``launch`` takes the
-    fewest slices that give about WARPS_PER_SM warps per SM (2 in the
-    simulator), so 8192 rows or more run v05's way, one warp per group.
+    most slices that leave each warp MIN_TRIPS trips of its loop, and at
+    least enough for WARPS_PER_SM warps per SM (``slices_for``).
 
 Why it is faster:
     Parallelism for the short outputs. 4096 rows of four make 1024 warps,
@@ -19,6 +19,8 @@ Why it is faster:
     of the loop's latency. Split four ways, the same rows are 4096 warps, 31
     an SM, four times the bytes in flight, for one barrier and a few
     shared-memory stores per block. No atomics: every output written once.
+    Long outputs gain too, from shorter warps: fp16 at 14336 x 4096 on the
+    H100, 42.5 us in 1 slice, 39.5 in 4 (see slices_for).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,857 GB/s (94 us a call), 118.7% of
@@ -56,10 +58,11 @@ THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps 
 ROWS_PER_WARP = 4  # rows a group of warps owns: four 16-byte loads of W in flight per lane
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's four sums, when warps share rows
-# launch's target: the fewest slices that give this many warps per SM. 16 of 64 resident warps: with four 16-byte
+# launch's floor: at least the slices that give this many warps per SM. 16 of 64 resident warps: with four 16-byte
 # loads per lane, 16 x 32 x 64 bytes = 32 KB in flight per SM, past the knee of the bytes-in-flight sweep. The
 # simulator has one "SM" (zoo.device.SIM_SM_COUNT): 2 there makes the test sizes take both paths.
 WARPS_PER_SM = 2 if SIMULATOR else 16
+MIN_TRIPS = 4  # launch's ceiling: at most the slices that leave a warp this many trips of its loop (see slices_for)
 AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c
 CHUNK = {"fp32": 4, "fp16": 8, "int8": 16, "int4": 32}  # weights in 16 bytes of a row
 
@@ -254,11 +257,25 @@ def build(fmt, group, slices):
     return kernels(fmt, dot_rows)
 
 
-def slices_for(rows):
-    """Warps per group of rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
+def slices_for(rows, chunks):
+    """Warps per group of rows (a power of two, at most a block): the fewest that make WARPS_PER_SM per SM, then
+    doubled while each warp keeps MIN_TRIPS trips of its loop over a row's ``chunks`` (32 a trip, a slice each).
+
+    Why more slices than fill the SMs: a warp's trips run one after another, and the warps that start last run on
+    with the SM part empty. Shorter warps fill the SM where one a group leaves slots empty (14336 rows: 27 warps
+    an SM of the 40 the registers allow) and shorten the last wave where they are many (28672 rows: 54 an SM, in
+    waves of 40). Why not more: each warp pays its set-up, the butterfly of four rows and the block's barrier once,
+    however few its trips. H100, graph us, slices 1 / 2 / 4 / 8 (the rule's pick starred):
+        fp16  14336 x 4096  42.5 / 40.3 / 39.5* / 39.1     fp16  28672 x 4096   83.5 / 77.9 / 76.7* / 75.8
+        int8  14336 x 4096  23.8 / 22.4* / 23.0 / 23.6     int8  4096 x 4096    14.0 / 8.5 / 7.7* / 8.5
+        fp32  14336 x 4096  80.1 / 82.9 / 78.8 / 77.6*     int8  8192 x 8192    32.2 / 25.0 / 24.9* / 25.4
+    Over fp32, fp16 and int8 at six shapes (2048 x 8192 to 28672 x 4096) the pick took at most 2% longer than the
+    fastest; the fewest slices for WARPS_PER_SM alone took up to 10% longer (fp16 at 28672 x 4096)."""
     groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
     slices = 1
-    while slices < WARPS_PER_BLOCK and groups * slices < WARPS_PER_SM * sm_count():
+    while slices < WARPS_PER_BLOCK and groups * slices < WARPS_PER_SM * sm_count():  # fill the SMs
+        slices *= 2
+    while slices < WARPS_PER_BLOCK and chunks >= 2 * slices * 32 * MIN_TRIPS:  # twice the slices: half the trips
         slices *= 2
     return slices
 
@@ -330,7 +347,7 @@ def launch(W, x, scales, out):
     fmt, n, group = layout(W, x, scales)
     wide = n % CHUNK[fmt] == 0 and aligned(W) and aligned(x)  # then every row starts 16-byte aligned
     if wide:
-        slices = slices_for(out.size)
+        slices = slices_for(out.size, n // CHUNK[fmt])
         kernel = build(fmt, group, slices)
         rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
     else:
