@@ -26,13 +26,13 @@ Why it is faster:
     reads at its copy bandwidth; fp32 and int8 keep v06's kernels.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,858 GB/s (93.9 us a call), 118.8% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,910 GB/s (92.3 us a call), 120.8% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 102.9%, 14336x4096@fp16: 189.3%,
-    14336x4096@int4: 485.9%, 14336x4096@int4_g64: 403.1%, 14336x4096@int8: 325.4%,
-    4096x14336: 98.3%, 4096x14336@fp16: 197.8%, 4096x14336@int4: 390.3%,
-    4096x14336@int4_g64: 376.5%, 4096x14336@int8: 354.5%, 8192x8192@fp16: 234.1%,
-    8192x8192@int4: 574.4%, 8192x8192@int4_g64: 500.5%, 8192x8192@int8: 413.8%. From
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 203.6%,
+    14336x4096@int4: 419.8%, 14336x4096@int4_g64: 404.3%, 14336x4096@int8: 349.2%,
+    4096x14336: 99.4%, 4096x14336@fp16: 200.3%, 4096x14336@int4: 388.1%,
+    4096x14336@int4_g64: 344.8%, 4096x14336@int8: 353.6%, 8192x8192@fp16: 240.2%,
+    8192x8192@int4: 568.0%, 8192x8192@int4_g64: 493.0%, 8192x8192@int8: 419.4%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 8192x8192: 4,005 GB/s (67 us a call), 134.4% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32

@@ -29,13 +29,13 @@ Why it is faster:
     the math, bounds it (see STAGES for the ring's depth).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,858 GB/s (93.9 us a call), 118.7% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,910 GB/s (92.3 us a call), 120.8% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 102.9%, 14336x4096@fp16: 189.0%,
-    14336x4096@int4: 592.7%, 14336x4096@int4_g64: 527.8%, 14336x4096@int8: 325.6%,
-    4096x14336: 98.3%, 4096x14336@fp16: 197.4%, 4096x14336@int4: 562.9%,
-    4096x14336@int4_g64: 563.5%, 4096x14336@int8: 355.5%, 8192x8192@fp16: 234.2%,
-    8192x8192@int4: 710.6%, 8192x8192@int4_g64: 680.3%, 8192x8192@int8: 414.2%. From
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 203.7%,
+    14336x4096@int4: 419.1%, 14336x4096@int4_g64: 392.3%, 14336x4096@int8: 345.8%,
+    4096x14336: 99.4%, 4096x14336@fp16: 200.4%, 4096x14336@int4: 574.2%,
+    4096x14336@int4_g64: 417.1%, 4096x14336@int8: 331.3%, 8192x8192@fp16: 240.2%,
+    8192x8192@int4: 472.2%, 8192x8192@int4_g64: 531.3%, 8192x8192@int8: 419.4%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 8192x8192: 4,078 GB/s (65.8 us a call), 136.5% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32

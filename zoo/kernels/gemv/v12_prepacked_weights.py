@@ -21,17 +21,18 @@ Why it is faster:
     a warp reads one stream of 4 KB runs, as a copy kernel does. H100, graph
     time (``zoo gemv-formats``), int4 at 8192 x 8192, 4096 x 14336 and 14336
     x 4096: v11 12.95, 11.11, 11.36 us -> 11.98, 10.87, 11.05; fp16's weights
-    per second x 3.58, 3.58, 3.79 -> 3.86, 3.70, 3.85. Groups of 64, which
-    missed 3.5x at two shapes: x 3.26, 3.50, 3.24 -> 3.78, 3.61, 3.78.
+    per second (fp16 then about 46.4, 40.2, 42.7 us) x 3.58, 3.58, 3.79 ->
+    3.86, 3.70, 3.85. Groups of 64, which missed 3.5x at two shapes: x 3.26,
+    3.50, 3.24 -> 3.78, 3.61, 3.78.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,849 GB/s (94.2 us a call), 118.3% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,911 GB/s (92.2 us a call), 120.9% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 103.0%, 14336x4096@fp16: 190.8%,
-    14336x4096@int4: 633.4%, 14336x4096@int4_g64: 372.9%, 14336x4096@int8: 307.9%,
-    4096x14336: 101.2%, 4096x14336@fp16: 199.9%, 4096x14336@int4: 619.5%,
-    4096x14336@int4_g64: 395.5%, 4096x14336@int8: 254.6%, 8192x8192@fp16: 234.8%,
-    8192x8192@int4: 515.0%, 8192x8192@int4_g64: 550.9%, 8192x8192@int8: 422.6%. From
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 204.5%,
+    14336x4096@int4: 386.9%, 14336x4096@int4_g64: 609.7%, 14336x4096@int8: 348.3%,
+    4096x14336: 99.5%, 4096x14336@fp16: 201.0%, 4096x14336@int4: 599.8%,
+    4096x14336@int4_g64: 405.3%, 4096x14336@int8: 245.4%, 8192x8192@fp16: 241.2%,
+    8192x8192@int4: 808.0%, 8192x8192@int4_g64: 431.0%, 8192x8192@int8: 420.8%. From
     results/nvidia-h100-80gb-hbm3.json.
 """
 
