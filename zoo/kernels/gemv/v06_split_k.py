@@ -31,13 +31,13 @@ Measured:
     4096x14336@int4_g64: 377.8%, 4096x14336@int8: 354.8%, 8192x8192@fp16: 240.2%,
     8192x8192@int4: 501.6%, 8192x8192@int4_g64: 487.5%, 8192x8192@int8: 419.4%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,003 GB/s (67.1 us a call), 134.4% of cupy.matmul fp32
+    NVIDIA H200, size 8192x8192: 4,006 GB/s (67 us a call), 134.2% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 112.7%, 14336x4096@fp16: 201.8%, 14336x4096@int4: 277.7%,
-    14336x4096@int4_g64: 258.7%, 14336x4096@int8: 312.1%, 4096x14336: 98.6%,
-    4096x14336@fp16: 191.2%, 4096x14336@int4: 287.6%, 4096x14336@int4_g64: 280.8%,
-    4096x14336@int8: 318.8%, 8192x8192@fp16: 266.0%, 8192x8192@int4: 437.2%,
-    8192x8192@int4_g64: 425.5%, 8192x8192@int8: 442.8%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 110.9%, 14336x4096@fp16: 208.9%, 14336x4096@int4: 270.6%,
+    14336x4096@int4_g64: 254.8%, 14336x4096@int8: 330.7%, 4096x14336: 98.6%,
+    4096x14336@fp16: 189.4%, 4096x14336@int4: 276.8%, 4096x14336@int4_g64: 272.1%,
+    4096x14336@int8: 258.4%, 8192x8192@fp16: 275.1%, 8192x8192@int4: 436.3%,
+    8192x8192@int4_g64: 422.5%, 8192x8192@int8: 419.8%. From results/nvidia-h200.json.
 """
 
 import functools

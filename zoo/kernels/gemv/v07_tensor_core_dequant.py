@@ -34,13 +34,13 @@ Measured:
     4096x14336@int4_g64: 344.8%, 4096x14336@int8: 353.6%, 8192x8192@fp16: 240.2%,
     8192x8192@int4: 568.0%, 8192x8192@int4_g64: 493.0%, 8192x8192@int8: 419.4%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,005 GB/s (67 us a call), 134.4% of cupy.matmul fp32
+    NVIDIA H200, size 8192x8192: 4,005 GB/s (67 us a call), 134.1% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 112.7%, 14336x4096@fp16: 202.0%, 14336x4096@int4: 417.2%,
-    14336x4096@int4_g64: 326.0%, 14336x4096@int8: 311.7%, 4096x14336: 98.6%,
-    4096x14336@fp16: 191.1%, 4096x14336@int4: 288.6%, 4096x14336@int4_g64: 269.7%,
-    4096x14336@int8: 319.5%, 8192x8192@fp16: 266.2%, 8192x8192@int4: 467.4%,
-    8192x8192@int4_g64: 444.2%, 8192x8192@int8: 441.7%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 209.3%, 14336x4096@int4: 354.1%,
+    14336x4096@int4_g64: 320.9%, 14336x4096@int8: 325.9%, 4096x14336: 98.6%,
+    4096x14336@fp16: 189.5%, 4096x14336@int4: 234.4%, 4096x14336@int4_g64: 229.9%,
+    4096x14336@int8: 261.2%, 8192x8192@fp16: 275.2%, 8192x8192@int4: 525.1%,
+    8192x8192@int4_g64: 438.7%, 8192x8192@int8: 420.7%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -37,13 +37,13 @@ Measured:
     4096x14336@int4_g64: 417.1%, 4096x14336@int8: 331.3%, 8192x8192@fp16: 240.2%,
     8192x8192@int4: 472.2%, 8192x8192@int4_g64: 531.3%, 8192x8192@int8: 419.4%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,078 GB/s (65.8 us a call), 136.5% of cupy.matmul fp32
+    NVIDIA H200, size 8192x8192: 4,004 GB/s (67.1 us a call), 134.1% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 110.3%, 14336x4096@fp16: 204.0%, 14336x4096@int4: 540.9%,
-    14336x4096@int4_g64: 411.2%, 14336x4096@int8: 311.4%, 4096x14336: 99.0%,
-    4096x14336@fp16: 189.9%, 4096x14336@int4: 474.9%, 4096x14336@int4_g64: 449.9%,
-    4096x14336@int8: 316.4%, 8192x8192@fp16: 270.7%, 8192x8192@int4: 482.7%,
-    8192x8192@int4_g64: 482.8%, 8192x8192@int8: 439.6%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 210.1%, 14336x4096@int4: 329.1%,
+    14336x4096@int4_g64: 417.7%, 14336x4096@int8: 296.3%, 4096x14336: 98.6%,
+    4096x14336@fp16: 190.1%, 4096x14336@int4: 283.5%, 4096x14336@int4_g64: 272.3%,
+    4096x14336@int8: 319.5%, 8192x8192@fp16: 275.2%, 8192x8192@int4: 730.9%,
+    8192x8192@int4_g64: 592.7%, 8192x8192@int8: 422.5%. From results/nvidia-h200.json.
 """
 
 import functools

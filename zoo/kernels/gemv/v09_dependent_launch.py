@@ -35,13 +35,13 @@ Measured:
     4096x14336@int4_g64: 418.6%, 4096x14336@int8: 301.0%, 8192x8192@fp16: 240.2%,
     8192x8192@int4: 834.2%, 8192x8192@int4_g64: 506.7%, 8192x8192@int8: 419.9%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,009 GB/s (67 us a call), 134.6% of cupy.matmul fp32
+    NVIDIA H200, size 8192x8192: 4,004 GB/s (67.1 us a call), 134.1% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 109.5%, 14336x4096@fp16: 202.3%, 14336x4096@int4: 346.8%,
-    14336x4096@int4_g64: 297.1%, 14336x4096@int8: 316.0%, 4096x14336: 98.9%,
-    4096x14336@fp16: 191.0%, 4096x14336@int4: 300.0%, 4096x14336@int4_g64: 462.3%,
-    4096x14336@int8: 216.1%, 8192x8192@fp16: 266.8%, 8192x8192@int4: 462.0%,
-    8192x8192@int4_g64: 584.8%, 8192x8192@int8: 366.7%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 209.8%, 14336x4096@int4: 347.8%,
+    14336x4096@int4_g64: 353.1%, 14336x4096@int8: 272.0%, 4096x14336: 98.7%,
+    4096x14336@fp16: 189.6%, 4096x14336@int4: 273.8%, 4096x14336@int4_g64: 283.8%,
+    4096x14336@int8: 244.0%, 8192x8192@fp16: 275.5%, 8192x8192@int4: 470.9%,
+    8192x8192@int4_g64: 483.7%, 8192x8192@int8: 422.3%. From results/nvidia-h200.json.
 """
 
 import functools

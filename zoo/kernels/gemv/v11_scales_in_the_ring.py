@@ -34,13 +34,13 @@ Measured:
     4096x14336@int4_g64: 522.2%, 4096x14336@int8: 260.9%, 8192x8192@fp16: 241.0%,
     8192x8192@int4: 593.8%, 8192x8192@int4_g64: 304.5%, 8192x8192@int8: 420.4%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,003 GB/s (67.1 us a call), 134.3% of cupy.matmul fp32
+    NVIDIA H200, size 8192x8192: 4,005 GB/s (67 us a call), 134.2% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 105.6%, 14336x4096@fp16: 202.4%, 14336x4096@int4: 386.2%,
-    14336x4096@int4_g64: 411.0%, 14336x4096@int8: 272.8%, 4096x14336: 98.8%,
-    4096x14336@fp16: 191.0%, 4096x14336@int4: 381.7%, 4096x14336@int4_g64: 355.8%,
-    4096x14336@int8: 323.4%, 8192x8192@fp16: 270.1%, 8192x8192@int4: 577.0%,
-    8192x8192@int4_g64: 594.5%, 8192x8192@int8: 345.2%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 209.7%, 14336x4096@int4: 244.4%,
+    14336x4096@int4_g64: 363.1%, 14336x4096@int8: 234.4%, 4096x14336: 98.6%,
+    4096x14336@fp16: 190.9%, 4096x14336@int4: 198.4%, 4096x14336@int4_g64: 213.6%,
+    4096x14336@int8: 187.7%, 8192x8192@fp16: 276.4%, 8192x8192@int4: 354.1%,
+    8192x8192@int4_g64: 553.0%, 8192x8192@int8: 380.6%. From results/nvidia-h200.json.
 """
 
 import functools
