@@ -23,7 +23,9 @@ Why it is faster:
     x 4096: v11 12.95, 11.11, 11.36 us -> 11.98, 10.87, 11.05; fp16's weights
     per second (fp16 then about 46.4, 40.2, 42.7 us) x 3.58, 3.58, 3.79 ->
     3.86, 3.70, 3.85. Groups of 64, which missed 3.5x at two shapes: x 3.26,
-    3.50, 3.24 -> 3.78, 3.61, 3.78.
+    3.50, 3.24 -> 3.78, 3.61, 3.78. The H200 gains less (``zoo tune gemv``,
+    one run): 4096 x 14336, v09's kernel 9.19 us -> 8.72; 14336 x 4096, v09's
+    9.61 against v12's best 9.79 (v09's cannot read packed weights).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,911 GB/s (92.2 us a call), 120.9% of
