@@ -3,7 +3,8 @@
 # fp16, int8 and rows not of whole blocks) with every number of warps per group of rows
 # (slices 1, 2, 4, 8) at the benchmark shapes, per weight format, against launch's own choice, timed as CUDA
 # graphs of 32 calls (the decode loop's way: short kernels are not host-bound there). Prints one table; logs under
-# $OUT. Use it to check WARPS_PER_SM in v06_split_k.py (launch's choice should be the fastest or within a few %).
+# $OUT. Use it to check WARPS_PER_SM and MIN_TRIPS in v06_split_k.py (launch's choice should be the fastest or
+# within a few %).
 #   usage: .ci/gpu-gemv.sh [SIZES]   (default 8192x8192,4096x14336,14336x4096)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ from zoo.device import graphs, properties
 from zoo.kernels.gemv import layout
 
 fam = zoo.family("gemv")
-step = fam["v06"].module  # the split it probes: WARPS_PER_SM and slices_for are v06's
+step = fam["v06"].module  # the split it probes: WARPS_PER_SM, MIN_TRIPS and slices_for are v06's
 name = step.__name__.rsplit(".", 1)[1]
 print(f"{properties()['name']}, {name}: us a call (CUDA graph of 32 calls), GB/s of the kind's bytes")
 print(f"{'size':>11} {'kind':>9} {'slices':>6} {'us':>8} {'GB/s':>7} {'Gw/s':>7} {'correct':>7}  launch's choice")
@@ -45,7 +46,7 @@ for text in sys.argv[1].split(","):
         out = cupy.empty(size[0], cupy.float32)
         ref = fam.reference(*host)
         fmt, n, group = layout(*host)
-        chosen = step.slices_for(size[0])
+        chosen = step.slices_for(size[0], n // step.CHUNK[fmt])  # launch's rule: the rows, and a row's 16-byte chunks
         for slices in (1, 2, 4, 8):
             kernel = step.build(fmt, group, slices)
             rows_per_block = step.ROWS_PER_WARP * (step.WARPS_PER_BLOCK // slices)
