@@ -22,10 +22,11 @@ Why it is faster:
     latency family's chase-dram-loaded; 340 ns idle). Two runs a warp make
     64 KB, v09's figure for two blocks an SM. H100, graph time, int4 at
     4096 x 14336: v09 11.7 us -> 11.3, fp16's weights per second (fp16 then
-    40.2 us) x 3.43 -> 3.57. On the H200 the same kernel is slower, 12.6 us against v09's 9.3
-    (alone under Nsight Compute 16.3 against 14.5, DRAM 39% busy against
-    44%), mostly for its side-loaded scales (``load_scales``); its tune
-    table sends that grid to v09's kernel (``ring.py``).
+    40.2 us) x 3.43 -> 3.57. On the H200 the same kernel is slower, 12.6 us
+    against v09's 9.3 (alone under Nsight Compute 16.3 against 14.5, DRAM
+    39% busy against 44%), mostly for its side-loaded scales
+    (``load_scales``); its tune table sends that grid to v09's kernel
+    (``ring.py``).
 
 Measured:
     NVIDIA H100 80GB HBM3, size 8192x8192: 2,910 GB/s (92.3 us a call), 120.8% of
