@@ -699,10 +699,17 @@ def test_v12_runs_its_kernel_on_packed_weights_for_any_rows(kind):
     assert launched_since(since).__name__ != "gemv_int4_packed_ring"
 
 
+def _nibbles_of_words(codes):
+    """uint8 codes as (words, 8) nibbles, nibble j of each 4-byte word in column j."""
+    words = codes.view(np.uint32)[:, None]
+    return (words >> (4 * np.arange(8, dtype=np.uint32))) & 0xF
+
+
 def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
-    """Row 32 q + r's bytes 128 k .. 128 k + 127 (run k) land at [q, 4096 k + 128 r]; its scales of run k (two of
-    128) at [q, 64 k + 2 r]; rows past the last are zeros; x is not copied; on the device it packs on the device and
-    gives back the same library; fp16 weights come back as they are."""
+    """Row 32 q + r's bytes 128 k .. 128 k + 127 (run k) land at [q, 4096 k + 128 r], each word's column c at
+    nibble (0, 4, 1, 5, 2, 6, 3, 7)[c] (dequant's pairs of nibbles j, j + 4 are then columns 2j, 2j + 1); its
+    scales of run k (two of 128) at [q, 64 k + 2 r]; rows past the last are zeros; x is not copied; on the device
+    it packs on the device and gives back the same library; fp16 weights come back as they are."""
     W, x, scales = GEMV.inputs((40, 512), 3, "int4")  # two runs; one group of 32 rows and 8 more
     packed_W, same_x, packed_scales = V12.module.pack(W, x, scales)
     assert same_x is x and packed_W.shape == (2, 16 * 512) and packed_scales.shape == (2, 32 * 4)
@@ -711,7 +718,8 @@ def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
         codes = packed_W[q, 4096 * k + 128 * r : 4096 * k + 128 * r + 128]
         two = packed_scales[q, 64 * k + 2 * r : 64 * k + 2 * r + 2]
         if row < 40:
-            assert np.array_equal(codes, W[row, 128 * k : 128 * k + 128]), (q, k, r)
+            columns = _nibbles_of_words(np.ascontiguousarray(W[row, 128 * k : 128 * k + 128]))
+            assert np.array_equal(_nibbles_of_words(codes)[:, [0, 4, 1, 5, 2, 6, 3, 7]], columns), (q, k, r)
             assert np.array_equal(two, scales[row, 2 * k : 2 * k + 2]), (q, k, r)
         else:
             assert not codes.any() and not two.any(), (q, k, r)

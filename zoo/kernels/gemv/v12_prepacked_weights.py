@@ -4,15 +4,14 @@ Changes:
     From v11: ``pack`` reorders an int4 W and its scales once, as a model's
     weights are reordered when they load: a warp's run, 32 rows x 128 bytes
     that v11 copied from 32 places a row apart, is 4 KB in one piece, its runs
-    follow each other, and a run's scales (32 rows x 2 or 4) are one piece.
-    The kernel is v11's with other addresses: a copy instruction asks for 512
-    bytes in a row. Rows are padded to a multiple of 32 and the last blocks
-    are gone (in a multiple of 256; the rest runs v11's launch). A packed W is
-    (rows / 32, 16 in): launch refuses a row-major int4 W it would take, and
-    Variant packs on the way in. v09's kernel cannot read packed weights, so
-    where v11 timed it against its own per GPU, v12 times its own in v11's
-    order and in v09's (a slot refilled after the run's math), with 2 or 3
-    slots (``zoo tune gemv``).
+    follow each other, a run's scales are one piece, and each word's codes
+    come in the pairs x comes in (``NIBBLE``: no PRMT). The kernel is v11's
+    with other addresses: a copy asks for 512 bytes in a row. Rows are padded
+    to a multiple of 32; no last blocks (in a multiple of 256; the rest runs
+    v11's launch). A packed W is (rows / 32, 16 in): launch refuses a
+    row-major int4 W it would take; Variant packs on the way in. v09's kernel
+    cannot read packed weights, so v12 times its own in v11's order and in
+    v09's (a slot refilled after the math), with 2 or 3 slots (``zoo tune``).
 
 Why it is faster:
     Row-major, a run is 32 pieces of 128 bytes 7 KB apart (4096 x 14336),
@@ -52,7 +51,7 @@ from numba import cuda, float32, int64, uint8, uint32
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
-from zoo.device.bits import hfma2, lop3, prmt, unpack_half2
+from zoo.device.bits import hfma2, lop3, unpack_half2
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_word, load_words2, load_words4
@@ -108,8 +107,9 @@ SIXTEENTH, MINUS_72 = 0x2C002C00, 0xD480D480  # (1024 + 16 (code + 8)) / 16 - 72
 # -- one word of codes: eight columns of a row ------------------------------------------------------------------------
 @jit(device=True)
 def dequant(w):
-    """The eight int4 codes of a word (nibble j is column j) as four words of two exact float16 each: (q0, q4),
-    (q1, q5), (q2, q6), (q3, q7). Every intermediate is an integer below 2048: exact in float16."""
+    """The eight int4 codes of a packed word as four words of two exact float16 each: nibbles (0, 4), (1, 5),
+    (2, 6), (3, 7), which ``pack`` filled with columns (0, 1), (2, 3), (4, 5), (6, 7): x's own pairs. Every
+    intermediate is an integer below 2048: exact in float16."""
     high = w >> uint32(8)  # nibbles 2, 3 and 6, 7 where 0, 1 and 4, 5 were
     return (
         hfma2(lop3(w, 0x000F000F, LOW_MAGIC, AND_XOR), ONE, MINUS_1032),  # nibbles 0 and 4: 1024 + q + 8, less 1032
@@ -120,19 +120,12 @@ def dequant(w):
 
 
 @jit(device=True)
-def pair_x(x01, x23, x45, x67):
-    """x of eight columns (four words, two float16 each) paired as ``dequant`` pairs the codes."""
-    # prmt 0x5410: the low halves of both words; 0x7632: the high halves
-    return prmt(x01, x45, 0x5410), prmt(x01, x45, 0x7632), prmt(x23, x67, 0x5410), prmt(x23, x67, 0x7632)
-
-
-@jit(device=True)
 def mma_word(top, bottom, y0, y1, y2, y3, acc):
     """One word of codes of row g (top) and of row g + 8 (bottom) against x's pairs: two mma into acc.
 
     Fragments (zoo.device.mma): lane (g, t) gives A's rows g and g + 8 at k = 2t, 2t + 1 (registers a0, a1) and
     k = 2t + 8, 2t + 9 (a2, a3), and B's column g at the same k (b0, b1). Which W column a k stands for is free (the
-    mma sums over k) as long as A and B agree: here k = 2t, 2t + 1 are columns j, j + 4 of the word, and so on."""
+    mma sums over k) as long as A and B agree: here k = 2t, 2t + 1 are columns 2j, 2j + 1 of the word (pack's order)."""
     t0, t1, t2, t3 = dequant(top)
     b0, b1, b2, b3 = dequant(bottom)
     d0, d1, d2, d3 = acc
@@ -143,8 +136,8 @@ def mma_word(top, bottom, y0, y1, y2, y3, acc):
 @jit(device=True)
 def mma_block(codes, at, xs, x_at, acc):
     """A tile's block of 64 columns: the lane's two words of row g (codes[at], codes[at + 1]) and of row g + 8
-    (codes[at + 2], codes[at + 3]) against its x pairs (xs[x_at .. x_at + 7], as ``read_run`` pairs them): four
-    mma. D's eight columns are equal (every column of B is x): d0 is row g's sum, d2 row g + 8's."""
+    (codes[at + 2], codes[at + 3]) against its x pairs (xs[x_at .. x_at + 7], x's words as ``read_run`` loads
+    them): four mma. D's eight columns are equal (every column of B is x): d0 is row g's sum, d2 row g + 8's."""
     acc = mma_word(codes[at], codes[at + 2], xs[x_at], xs[x_at + 1], xs[x_at + 2], xs[x_at + 3], acc)
     return mma_word(codes[at + 1], codes[at + 3], xs[x_at + 4], xs[x_at + 5], xs[x_at + 6], xs[x_at + 7], acc)
 
@@ -163,6 +156,22 @@ def pick(tile0, tile1, upper, odd):
 # W is (rows / 32, 16 in): row q holds rows 32 q .. 32 q + 31's runs one after another, run k at 4096 k, its row r at
 # 4096 k + 128 r. Byte b of row 32 q + r's run k is at [q, 4096 k + 128 r + b]: the slot's order, less the swizzle.
 # The scales likewise: (rows / 32, 32 groups), run k's 32 rows x per_run at 32 per_run k, row r's at per_run r.
+# Within each 4-byte word of codes, column c of its eight moves to nibble NIBBLE[c] (``_paired``): dequant's pairs
+# of nibbles (j, j + 4) are then columns (2j, 2j + 1), the pairs x's float16 already come in, so the kernel needs no
+# PRMT to pair x as v07 to v11 do (33 fewer instructions a run; H200, 8192 x 8192, 9.80 us -> 9.47, graph time).
+NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)
+
+
+def _paired(xp, codes):
+    """uint8 codes (rows of whole 4-byte words, row-major nibbles: nibble c of a word is column c) with column c of
+    each word moved to nibble NIBBLE[c]."""
+    words = codes.view(xp.uint32)
+    out = xp.zeros_like(words)
+    for column, nibble in enumerate(NIBBLE):
+        out |= ((words >> xp.uint32(4 * column)) & xp.uint32(0xF)) << xp.uint32(4 * nibble)
+    return out.view(xp.uint8)
+
+
 def _packed(xp, a, runs):
     """``a`` (rows, runs x per) reordered as above: (rows / 32 rounded up, 32 runs per), rows past the last zero."""
     rows, width = a.shape
@@ -174,9 +183,9 @@ def _packed(xp, a, runs):
 
 
 def pack(W, x, scales=None):
-    """The inputs as v12's kernel reads them, made once per W: W and scales packed (``_packed``) where the kernel
-    takes the call, else all as they are. Any library in, the same out (NumPy on the host, CuPy or numba on the
-    device: packed by CuPy there, by NumPy in the simulator)."""
+    """The inputs as v12's kernel reads them, made once per W: W and scales packed (``_packed``, and W's nibbles
+    ``_paired``) where the kernel takes the call, else all as they are. Any library in, the same out (NumPy on
+    the host, CuPy or numba on the device: packed by CuPy there, by NumPy in the simulator)."""
     if scales is None or not takes(W, x, scales):
         return (W, x) if scales is None else (W, x, scales)  # as given
     runs = x.size // (RUN_BLOCKS * BLOCK)
@@ -184,12 +193,14 @@ def pack(W, x, scales=None):
     numba_array = hasattr(W, "copy_to_host")  # numba's device array (the simulator's too), not CuPy's
     if on_host or SIMULATOR:  # the simulator's device arrays: through the host
         packed = [_packed(np, a if on_host else a.copy_to_host(), runs) for a in (W, scales)]
+        packed[0] = _paired(np, packed[0])
         if not on_host:
             packed = [cuda.to_device(a) for a in packed]
         return packed[0], x, packed[1]
     import cupy
 
     packed = [_packed(cupy, cupy.asarray(a), runs) for a in (W, scales)]
+    packed[0] = _paired(cupy, packed[0])
     if numba_array:
         packed = [cuda.as_cuda_array(a) for a in packed]  # a numba view that keeps the CuPy array alive
     return packed[0], x, packed[1]
@@ -254,7 +265,7 @@ def set_copy_lines(lines, group_at, lane):
 @jit(device=True)
 def read_run(ring, slot, lane_src, g, t, codes, xs):
     """The lane's codes of a run out of its slot, in v07's order codes[8 b + 2 j + w] (block b, row j, word w), and
-    its x pairs, xs[8 b ..], paired as v07's ``x_pairs`` pairs them.
+    its x pairs, xs[8 b ..]: x's words as they are, two columns each, since ``pack`` ordered the nibbles to match.
 
     Block b of row 8j + g, lane t: bytes 8 t .. 8 t + 7 of the block, in chunk 2 b + t // 2, its first or second 8
     bytes (``lane_src`` holds g * 128 and that 8 (t % 2)). Its x: columns 64 b + 16 t .. + 15, 32 bytes, the same for
@@ -268,7 +279,7 @@ def read_run(ring, slot, lane_src, g, t, codes, xs):
         at = slot + uint32(CODE_BYTES + 128 * b) + t * uint32(32)  # 2 bytes a column
         x0, x1, x2, x3 = load_words4(ring, at)
         x4, x5, x6, x7 = load_words4(ring, at + uint32(16))
-        pairs = pair_x(x0, x1, x2, x3) + pair_x(x4, x5, x6, x7)
+        pairs = (x0, x1, x2, x3, x4, x5, x6, x7)  # no PRMT: the codes come paired as x is (``pack``)
         for p in range(8):
             xs[8 * b + p] = pairs[p]
 
