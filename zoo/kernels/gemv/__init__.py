@@ -102,11 +102,11 @@ copies each run's scales into its slot with its codes (``cp.async`` of 4 or 8
 bytes a lane) instead of loading them on the side, which frees the registers
 for groups of 64 too. v12 reads W and its scales packed once in the order its
 kernel reads them (``pack``: each warp's run of 32 rows x 128 bytes in one 4 KB
-piece, its runs one after another), as a model's weights are packed when they
-load; it takes rows of whole runs (in a multiple of 256). Steps
-v03 on read 16 bytes at a time and need every row 16-byte aligned: in a
-multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other shapes run
-v02's kernel.
+piece, its runs one after another, each word's codes in the pairs x comes in),
+as a model's weights are packed when they load; it takes rows of whole runs (in
+a multiple of 256). Steps v03 on read 16 bytes at a time and need every row
+16-byte aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4);
+other shapes run v02's kernel.
 
 Goals (the issue): at 8192 x 8192, 4096 x 14336 and 14336 x 4096, the fp16 kind
 at 90% of the copy bandwidth of its bytes and at least cuBLAS fp16; int4 at
