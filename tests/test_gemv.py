@@ -699,12 +699,6 @@ def test_v12_runs_its_kernel_on_packed_weights_for_any_rows(kind):
     assert launched_since(since).__name__ != "gemv_int4_packed_ring"
 
 
-def _nibbles_of_words(codes):
-    """uint8 codes as (words, 8) nibbles, nibble j of each 4-byte word in column j."""
-    words = codes.view(np.uint32)[:, None]
-    return (words >> (4 * np.arange(8, dtype=np.uint32))) & 0xF
-
-
 def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
     """Row 32 q + r's bytes 128 k .. 128 k + 127 (run k) land at [q, 4096 k + 128 r], each word's column c at
     nibble (0, 4, 1, 5, 2, 6, 3, 7)[c] (dequant's pairs of nibbles j, j + 4 are then columns 2j, 2j + 1); its
@@ -718,8 +712,9 @@ def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
         codes = packed_W[q, 4096 * k + 128 * r : 4096 * k + 128 * r + 128]
         two = packed_scales[q, 64 * k + 2 * r : 64 * k + 2 * r + 2]
         if row < 40:
-            columns = _nibbles_of_words(np.ascontiguousarray(W[row, 128 * k : 128 * k + 128]))
-            assert np.array_equal(_nibbles_of_words(codes)[:, [0, 4, 1, 5, 2, 6, 3, 7]], columns), (q, k, r)
+            columns = SPEC.unpack_rows(W[row : row + 1, 128 * k : 128 * k + 128], 256).reshape(-1, 8)
+            nibbles = SPEC.unpack_rows(codes[None], 256).reshape(-1, 8)  # nibble j of each word in column j
+            assert np.array_equal(nibbles[:, [0, 4, 1, 5, 2, 6, 3, 7]], columns), (q, k, r)
             assert np.array_equal(two, scales[row, 2 * k : 2 * k + 2]), (q, k, r)
         else:
             assert not codes.any() and not two.any(), (q, k, r)

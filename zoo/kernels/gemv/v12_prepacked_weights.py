@@ -182,25 +182,29 @@ def _packed(xp, a, runs):
     return xp.ascontiguousarray(tiles).reshape(groups, ROWS_PER_WARP * width)
 
 
+def _packed_pair(xp, W, scales, runs):
+    """[W, scales] of one library (``xp``) as the kernel reads them: both ``_packed``, W's nibbles ``_paired``."""
+    return [_paired(xp, _packed(xp, W, runs)), _packed(xp, scales, runs)]
+
+
 def pack(W, x, scales=None):
-    """The inputs as v12's kernel reads them, made once per W: W and scales packed (``_packed``, and W's nibbles
-    ``_paired``) where the kernel takes the call, else all as they are. Any library in, the same out (NumPy on
-    the host, CuPy or numba on the device: packed by CuPy there, by NumPy in the simulator)."""
+    """The inputs as v12's kernel reads them, made once per W: W and scales packed (``_packed_pair``) where the
+    kernel takes the call, else all as they are. Any library in, the same out (NumPy on the host, CuPy or numba on
+    the device: packed by CuPy there, by NumPy in the simulator)."""
     if scales is None or not takes(W, x, scales):
         return (W, x) if scales is None else (W, x, scales)  # as given
     runs = x.size // (RUN_BLOCKS * BLOCK)
     on_host = isinstance(W, np.ndarray)
     numba_array = hasattr(W, "copy_to_host")  # numba's device array (the simulator's too), not CuPy's
     if on_host or SIMULATOR:  # the simulator's device arrays: through the host
-        packed = [_packed(np, a if on_host else a.copy_to_host(), runs) for a in (W, scales)]
-        packed[0] = _paired(np, packed[0])
+        W_host, scales_host = (W, scales) if on_host else (W.copy_to_host(), scales.copy_to_host())
+        packed = _packed_pair(np, W_host, scales_host, runs)
         if not on_host:
             packed = [cuda.to_device(a) for a in packed]
         return packed[0], x, packed[1]
     import cupy
 
-    packed = [_packed(cupy, cupy.asarray(a), runs) for a in (W, scales)]
-    packed[0] = _paired(cupy, packed[0])
+    packed = _packed_pair(cupy, cupy.asarray(W), cupy.asarray(scales), runs)
     if numba_array:
         packed = [cuda.as_cuda_array(a) for a in packed]  # a numba view that keeps the CuPy array alive
     return packed[0], x, packed[1]
