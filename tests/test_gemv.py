@@ -303,14 +303,15 @@ def test_v11_runs_its_kernel_where_it_copies_whole_scales_and_an_sm_holds_one_bl
 
 def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path, monkeypatch):
     """A table (the repository's, no user cache) whose fastest ring for a block an SM is v09's kernel with three
-    slots, then v10's, then v11's, then v12's refilling after the math, each ahead of the others: v10's and v11's
-    launches each build the fastest of v09's kernel and their own, v12's its own as the table says (it has no
-    other), and the product is right; the class it has no entry for keeps its default."""
+    slots, then v10's, then v11's, then v12's refilling after the math and triggering two runs early, each ahead of
+    the others: v10's and v11's launches each build the fastest of v09's kernel and their own, v12's its own as the
+    table says (slots, order and trigger: it has no other), and the product is right; the class it has no entry
+    for keeps its default."""
     built = []
     for step in (V09, V10, V11, V12):
 
         def recording(*args, build=step.module.build, name=step.name[:3]):
-            built.append((name, *args[-2 if name == "v12" else -1 :]))  # (kernel, slots a warp[, refill after math])
+            built.append((name, *args[-3 if name == "v12" else -1 :]))  # (kernel, slots[, refill after math, trigger])
             return build(*args)
 
         monkeypatch.setattr(step.module, "build", recording)
@@ -318,7 +319,7 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
     monkeypatch.setattr(ring, "path", lambda: table)
     monkeypatch.setattr(ring, "cache_path", lambda: tmp_path / "no-cache.json")
     row = lambda choice, ms: {"tiles": choice._asdict(), "ms": ms, "agrees": True}  # noqa: E731
-    rings = [ring.Ring("v09", 3), ring.Ring("v10", 3), ring.Ring("v11", 3), ring.Ring("v12", 3, True)]
+    rings = [ring.Ring("v09", 3), ring.Ring("v10", 3), ring.Ring("v11", 3), ring.Ring("v12", 3, True, 2)]
     kernels = {V10: ("v09", "v10"), V11: ("v09", "v11"), V12: ("v12",)}
     try:
         for fastest in rings:
@@ -330,8 +331,8 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
                 pick = next(r for r in ranked if r.kernel in mine)
                 built.clear()
                 assert harness.check(step, (33, 512), seed=6, kind="int4").ok  # one block: the class in the table
-                refill = (pick.refill_after_math,) if pick.kernel == "v12" else ()  # only v12's build takes it
-                assert set(built) == {(pick.kernel, pick.stages, *refill)}, (fastest, step)
+                mine = (pick.refill_after_math, pick.trigger_early) if pick.kernel == "v12" else ()  # v12's build
+                assert set(built) == {(pick.kernel, pick.stages, *mine)}, (fastest, step)
         default = ring.defaults(("v09", "v11"))["two_blocks_an_sm"]
         assert ring.ring_for(10**6, ("v09", "v11")) == default  # a class not in the table: its default
         assert ring.ring_for(10**6, ("v12",)) == ring.Ring("v12", 2)  # v12's own, in v11's order: v09's cannot
@@ -340,7 +341,12 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
 
 
 @pytest.mark.parametrize(
-    "choice", gemv_tune.candidates(), ids=lambda c: f"{c.kernel}-{c.stages}{'-after-math' * c.refill_after_math}"
+    "choice",
+    gemv_tune.candidates(),
+    ids=lambda c: (
+        f"{c.kernel}-{c.stages}{'-after-math' * c.refill_after_math}"
+        + (f"-early{c.trigger_early}" if c.trigger_early else "")
+    ),
 )
 def test_every_ring_the_sweep_may_pick_is_right(choice):
     """Each candidate of ``zoo tune gemv``, launched as its step launches a pick on inputs as it reads them: in =

@@ -2,7 +2,8 @@
 
 Four steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's
 right after reading it (two), v11's carries each run's scales in its slot too, and v12's reads weights packed in
-its order, refilling a slot in either order (``refill_after_math``: v09's). Which is faster depends on the GPU as
+its order, refilling a slot in either order (``refill_after_math``: v09's) and letting the next kernel start at
+a warp's last run or earlier (``trigger_early``). Which is faster depends on the GPU as
 well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel takes 11.2 us on the
 H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel alone: 16.3 against
 14.5 there); v11's takes 11.15 on the H100, first, and 10.4 on the H200, second to v09's. So the choice is
@@ -35,6 +36,7 @@ class Ring(NamedTuple):
     # "v12" (packed weights)
     stages: int = 2  # slots a warp, about 36 KB a block each
     refill_after_math: bool = False  # v12's kernel only: refill a slot after its run's math (v09's order), not before
+    trigger_early: int = 0  # v12's kernel only: runs before its last at which a warp lets the next kernel start
 
 
 SHAPE_CLASSES = {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}  # class: (out, in) tuned at

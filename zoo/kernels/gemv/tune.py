@@ -3,10 +3,11 @@
 v10's kernel keeps two runs a warp in flight, v09's one, v11's carries the scales in its slots, and v12's reads
 packed weights in v11's order or v09's; which is fastest at a shape differs from GPU to GPU (``ring.py`` gives the
 figures). The sweep times each candidate, each step's kernel with two and three slots a warp (v12's in both
-orders, on weights ``v12.pack`` packed once), at each shape class's shape with int4 weights in groups of 128:
-in a CUDA graph of calls over rotating inputs (``sweep.graph_us``), as the formats sweep times a step, because
-a call of ~10 us launched from Python is timed at the host's pace, and in a graph the dependent launch overlaps
-each call with the one before, as in a decode step. It writes this GPU's table (``zoo.tune_table``) with every
+orders and with three places for its dependent-launch trigger, on weights ``v12.pack`` packed once), at each
+shape class's shape with int4 weights in groups of 128: in a CUDA graph of calls over rotating inputs
+(``sweep.graph_us``), as the formats sweep times a step, because a call of ~10 us launched from Python is timed
+at the host's pace, and in a graph the dependent launch overlaps each call with the one before, as in a decode
+step. It writes this GPU's table (``zoo.tune_table``) with every
 row, fastest first; v10 to v12 read it through ``ring.py`` (each the fastest of the kernels it has), never
 through this module, which loads the timing harness.
 """
@@ -25,13 +26,18 @@ KERNELS = ("v09", "v10", "v11", "v12")  # the steps with a ring kernel
 ROUNDS = 3
 
 
+TRIGGERS_EARLY = (0, 1, 2)  # v12's kernel: a warp lets the next kernel start at its last run, or 1 or 2 before
+
+
 def candidates():
-    """Each ring kernel with two and three slots a warp (72 to 114 KB a block), v12's in both orders."""
+    """Each ring kernel with two and three slots a warp (72 to 114 KB a block); v12's in both orders, each with
+    the trigger of the dependent launch at a warp's last run or one or two runs before it."""
     return [
-        Ring(kernel, stages, after_math)
+        Ring(kernel, stages, after_math, early)
         for kernel in KERNELS
         for stages in (2, 3)
         for after_math in ((False, True) if kernel == "v12" else (False,))
+        for early in (TRIGGERS_EARLY if kernel == "v12" else (0,))
     ]
 
 

@@ -9,9 +9,10 @@ Changes:
     with other addresses: a copy asks for 512 bytes in a row. Rows are padded
     to a multiple of 32; no last blocks (in a multiple of 256; the rest runs
     v11's launch). A packed W is (rows / 32, 16 in): launch refuses a
-    row-major int4 W it would take; Variant packs on the way in. v09's kernel
-    cannot read packed weights, so v12 times its own in v11's order and in
-    v09's (a slot refilled after the math), with 2 or 3 slots (``zoo tune``).
+    row-major int4 W it would take; Variant packs on the way in. ``zoo tune``
+    picks v12's ring per GPU: v11's order or v09's (v09's kernel cannot read
+    packed weights), 2 or 3 slots, and the trigger of the dependent launch at
+    a warp's last run or one or two before it (``trigger_early``).
 
 Why it is faster:
     Row-major, a run is 32 pieces of 128 bytes 7 KB apart (4096 x 14336),
@@ -311,10 +312,10 @@ def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
 
 
 @functools.cache
-def build(group, slices, stages=STAGES, refill_after_math=False):
+def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0):
     """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows, ``stages``
-    slots a warp, and a slot refilled as soon as its run is in registers or (``refill_after_math``, v09's order)
-    after the run's math."""
+    slots a warp, a slot refilled as soon as its run is in registers or (``refill_after_math``, v09's order)
+    after the run's math, and each warp letting the next kernel start ``trigger_early`` runs before its last."""
     groups_per_block = WARPS_PER_BLOCK // slices
     blocks_per_group = group // BLOCK  # 1 or 2: the mma of a group add into one sum
     per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 4 or 2
@@ -382,14 +383,19 @@ def build(group, slices, stages=STAGES, refill_after_math=False):
                     copy_x(x, first_at + r * RUN_BYTES, ring, slot, lane)
                 cp_async_commit()  # a group even when empty: wait_group counts groups (the first holds the codes)
             reading = ring_at  # the slot of run r, and of run r + STAGES once run r is in registers
+            # the run at which this warp lets the next kernel start placing blocks (once every block of this one
+            # has, or has ended), each asking for its first runs before its wait: ``trigger_early`` runs before
+            # the warp's last (0: at its last, when every copy of the warp is asked for), the GPU's pick (``zoo
+            # tune``). Too early, the next kernel's first runs compete with this one's; too late, they are not yet
+            # asked for when this kernel's last math and the wait leave the memory idle. H100, 4096 x 14336 (one
+            # block an SM), us a call: at the last run 11.7; at the first 13.9; a run earlier 12.3; after the last
+            # run's math 14.1. The H200 drains a call's runs faster and wants them earlier: 8192 x 8192, 4096 x
+            # 14336, 14336 x 4096 in v09's order with two slots, at the last run 9.45, 8.62, 9.32 us; a run
+            # earlier 9.10, 8.51, 8.62; two 9.11, 8.85, 8.56 (three slots, two earlier: 10.11, 8.26, 9.05)
+            trigger_at = max(mine_runs - int64(1 + trigger_early), int64(0))
             r = int64(0)
             while r < mine_runs:
-                if r == mine_runs - 1:  # every copy of this warp is asked for: the next kernel may start
-                    # placing blocks as this kernel's leave. At 4096 x 14336 on the H100 (one block an SM), us a
-                    # call: here 11.7; at the warp's first run 13.9 (the next kernel's blocks wait on every SM from
-                    # the start); a run earlier, right after the last copy is asked for, 12.3; after the last
-                    # run's math 14.1. At 14336 x 4096, where 40 SMs hold one block, not two, the first run does
-                    # as well (11.1)
+                if r == trigger_at:
                     let_next_kernel_start()
                 cp_async_wait_group(newer)  # run r has landed: only the STAGES - 1 newer groups may be in flight
                 cuda.syncwarp()  # run r's copies, made by every lane, are visible to every lane
@@ -487,5 +493,5 @@ def launch_ring(choice, W, x, scales, out, grid=None, group=None):
     group = group or x.size // (scales.shape[1] // ROWS_PER_WARP)
     slices, blocks = grid or grid_for(out.size)
     shared_bytes = WARPS_PER_BLOCK * choice.stages * slot_bytes(group)  # dynamic: 74 or 76 KB a block at 2 slots
-    kernel = build(group, slices, choice.stages, choice.refill_after_math)
+    kernel = build(group, slices, choice.stages, choice.refill_after_math, choice.trigger_early)
     kernel[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
