@@ -20,29 +20,29 @@ Why it is faster:
     request of its own to a DRAM page that has likely closed since. Packed,
     a warp reads one stream of 4 KB runs, as a copy kernel does. H100, graph
     time (``zoo gemv-formats``), int4 at 8192 x 8192, 4096 x 14336 and 14336
-    x 4096: v11 12.95, 11.11, 11.36 us -> 11.98, 10.87, 11.05; x fp16's
-    weights per second 3.58, 3.58, 3.79 -> 3.86, 3.70, 3.85 (groups of 64:
-    3.26, 3.50, 3.24 -> 3.78, 3.61, 3.78). On the H200, whose memory leaves
-    the math less time, the pairs (no PRMT) count too: 9.83, 9.31, 9.83 us
-    -> 9.46, 8.53, 9.31 with them (3.37x, 3.26x, 3.11x fp16); the H100's
-    times did not move (12.02, 10.65, 11.01).
+    x 4096: v11 12.95, 11.11, 11.36 us -> 11.98, 10.87, 11.05; with the tuned
+    trigger (a warp lets the next kernel start a run or two before its last,
+    so that its first loads fill this call's idle end) 12.00, 10.40, 10.33
+    (x fp16's weights per second 3.73, 3.82, 3.82). On the H200, whose memory
+    leaves the math less time, the pairs (no PRMT) took 9.83, 9.31, 9.83 us
+    to 9.46, 8.53, 9.31, the trigger to 9.08, 8.24, 8.57 (3.52x, 3.38x, 3.38x).
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,904 GB/s (92.4 us a call), 120.6% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,903 GB/s (92.5 us a call), 120.6% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.0%, 14336x4096@fp16: 206.7%,
-    14336x4096@int4: 529.8%, 14336x4096@int4_g64: 675.3%, 14336x4096@int8: 342.3%,
-    4096x14336: 99.6%, 4096x14336@fp16: 197.3%, 4096x14336@int4: 414.0%,
-    4096x14336@int4_g64: 500.4%, 4096x14336@int8: 348.5%, 8192x8192@fp16: 242.0%,
-    8192x8192@int4: 537.1%, 8192x8192@int4_g64: 541.2%, 8192x8192@int8: 320.1%. From
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.2%, 14336x4096@fp16: 206.1%,
+    14336x4096@int4: 382.7%, 14336x4096@int4_g64: 399.6%, 14336x4096@int8: 351.4%,
+    4096x14336: 99.6%, 4096x14336@fp16: 197.6%, 4096x14336@int4: 415.6%,
+    4096x14336@int4_g64: 389.0%, 4096x14336@int8: 354.2%, 8192x8192@fp16: 242.2%,
+    8192x8192@int4: 642.8%, 8192x8192@int4_g64: 535.4%, 8192x8192@int8: 339.7%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,016 GB/s (66.9 us a call), 134.2% of cupy.matmul fp32
+    NVIDIA H200, size 8192x8192: 4,009 GB/s (67 us a call), 134.1% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 109.9%, 14336x4096@fp16: 207.2%, 14336x4096@int4: 351.2%,
-    14336x4096@int4_g64: 343.1%, 14336x4096@int8: 340.0%, 4096x14336: 99.0%,
-    4096x14336@fp16: 191.8%, 4096x14336@int4: 275.0%, 4096x14336@int4_g64: 458.3%,
-    4096x14336@int8: 200.3%, 8192x8192@fp16: 272.6%, 8192x8192@int4: 427.1%,
-    8192x8192@int4_g64: 438.5%, 8192x8192@int8: 295.0%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 110.2%, 14336x4096@fp16: 212.7%, 14336x4096@int4: 356.4%,
+    14336x4096@int4_g64: 475.7%, 14336x4096@int8: 331.1%, 4096x14336: 99.0%,
+    4096x14336@fp16: 190.4%, 4096x14336@int4: 317.6%, 4096x14336@int4_g64: 410.8%,
+    4096x14336@int8: 298.9%, 8192x8192@fp16: 271.4%, 8192x8192@int4: 435.7%,
+    8192x8192@int4_g64: 426.7%, 8192x8192@int8: 291.7%. From results/nvidia-h200.json.
 """
 
 import functools
