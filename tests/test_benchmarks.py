@@ -85,6 +85,48 @@ def test_the_tracks_read_setup_caches_one_table():
         suite.track_wall_ms({("v02_grid_stride", size): (0.5, 3000.0, None)}, "v02_grid_stride", size)
 
 
+def test_setup_cache_makes_each_sizes_inputs_once_for_all_its_rows(monkeypatch):
+    """measure_family hands every row of a size the inputs it made at the size's first row; a row that fails
+    (here the first, once) does not stop the others, and the next size gets inputs of its own."""
+    made, seen = [], []
+
+    def inputs(fam, size, kind):
+        made.append((size, kind))
+        return (f"host of {size}",)
+
+    class Recorded:
+        def __init__(self, fam, name, size, kind=None, host=None):
+            seen.append((name, size, host))
+            if name == "broken" and size == fam.BENCH_SIZES[0]:
+                raise ValueError("broken")
+
+        def ms(self):
+            return 1.0
+
+        def rate(self):
+            return 2.0
+
+        def wall_ms(self):
+            return 3.0
+
+    from types import SimpleNamespace
+
+    from numba import cuda
+
+    monkeypatch.setattr(common.zoo, "SIMULATOR", False)  # measure_family returns nothing in the simulator
+    freed = SimpleNamespace(deallocations=SimpleNamespace(clear=lambda: None))  # the simulator's context has none
+    monkeypatch.setattr(cuda, "current_context", lambda: freed)
+    monkeypatch.setattr(common, "_inputs", inputs)
+    monkeypatch.setattr(common, "Case", Recorded)
+    fam = zoo.family("vector_add")
+    sizes = common._case_keys(fam)
+    table = common.measure_family(fam, ["broken", "v01", "baseline"], sizes)
+    assert made == list(sizes.values())  # once a size, not once a row
+    assert seen == [(name, s, (f"host of {s}",)) for s, _ in sizes.values() for name in ("broken", "v01", "baseline")]
+    first = size_key(fam.BENCH_SIZES[0])
+    assert table["broken", first] == {"error": "ValueError: broken"} and table["v01", first] == (1.0, 2.0, 3.0)
+
+
 def test_each_family_has_its_own_setup_cache_key():
     """asv runs one setup_cache per key (module and line) and hands its table to every benchmark with that key."""
     from asv_runner.benchmarks._base import get_setup_cache_key
