@@ -88,7 +88,7 @@ SCALES_AT = CODE_BYTES + X_BYTES  # a slot: codes, x, then the 32 rows' scales o
 # Slots in a warp's ring: STAGES runs in flight during a run's math (v09: STAGES - 1), each slot refilled as soon as its
 # run is in registers. 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights in flight, in 8 x 2 x 4.6 KB =
 # 74 KB of shared memory a block, so the next kernel's block still fits beside it (dependent launch). The default: a
-# GPU's tune table (ring.py) may pick 3 slots, or v09's order (refill after the math), per shape class.
+# GPU's tune table (ring.py) may pick 3 slots, v09's order (refill after the math), or an earlier trigger, per class.
 STAGES = 2
 
 
@@ -481,8 +481,8 @@ def launch(W, x, scales, out):
             f"{W.shape[0]} and {tuple(scales.shape)}"
         )
     group = x.size // (scales.shape[1] // ROWS_PER_WARP)  # x.size // groups in a row: 128 or 64
-    # the ring measured fastest on this GPU for the grid's class, of this kernel's two orders and two or three slots
-    # (ring.py; by default v11's order, 2 slots)
+    # the ring measured fastest on this GPU for the grid's class, of this kernel's two orders, two or three slots and
+    # three places for the trigger (ring.py; by default v11's order, 2 slots, the trigger at a warp's last run)
     grid = grid_for(out.size)
     launch_ring(ring.ring_for(grid[1], ("v12",)), W, x, scales, out, grid, group)
 
