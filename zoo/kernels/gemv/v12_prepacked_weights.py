@@ -383,15 +383,16 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                     copy_x(x, first_at + r * RUN_BYTES, ring, slot, lane)
                 cp_async_commit()  # a group even when empty: wait_group counts groups (the first holds the codes)
             reading = ring_at  # the slot of run r, and of run r + STAGES once run r is in registers
-            # the run at which this warp lets the next kernel start placing blocks (once every block of this one
-            # has, or has ended), each asking for its first runs before its wait: ``trigger_early`` runs before
-            # the warp's last (0: at its last, when every copy of the warp is asked for), the GPU's pick (``zoo
-            # tune``). Too early, the next kernel's first runs compete with this one's; too late, they are not yet
-            # asked for when this kernel's last math and the wait leave the memory idle. H100, 4096 x 14336 (one
-            # block an SM), us a call: at the last run 11.7; at the first 13.9; a run earlier 12.3; after the last
-            # run's math 14.1. The H200 drains a call's runs faster and wants them earlier: 8192 x 8192, 4096 x
-            # 14336, 14336 x 4096 in v09's order with two slots, at the last run 9.45, 8.62, 9.32 us; a run
-            # earlier 9.10, 8.51, 8.62; two 9.11, 8.85, 8.56 (three slots, two earlier: 10.11, 8.26, 9.05)
+            # the run at which this warp lets the next kernel start placing blocks (once every block of this one has, or
+            # has ended), each asking for its first runs before its wait: ``trigger_early`` runs before the warp's last
+            # (0: at its last, when every copy of the warp is asked for), the GPU's pick (``zoo tune``). Too early, the
+            # next kernel's first runs compete with this one's; too late, they are not yet asked for when this kernel's
+            # last math and the wait leave the memory idle. v09's kernel, H100, 4096 x 14336 (one block an SM), us a
+            # call: at the last run 11.7; at the first 13.9; a run earlier 12.3; after the last run's math 14.1 (this
+            # kernel there, 3 slots in v11's order: 11.79, 10.39 a run early, 10.61 two: ``zoo tune``). The H200 drains
+            # a call's runs faster and wants them earlier: 8192 x 8192, 4096 x 14336, 14336 x 4096 in v09's order with
+            # two slots, at the last run 9.45, 8.62, 9.32 us; a run earlier 9.10, 8.51, 8.62; two 9.11, 8.85, 8.56
+            # (three slots, two earlier: 10.11, 8.26, 9.05)
             trigger_at = max(mine_runs - int64(1 + trigger_early), int64(0))
             r = int64(0)
             while r < mine_runs:
