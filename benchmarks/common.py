@@ -98,13 +98,13 @@ def _case_keys(fam):
 
 class Case:
     """One variant (or a baseline) at one size and kind: device inputs, output, first launch done. ``host``: the
-    size's host inputs where the caller made them already (every row of a size reads the same; none writes them)."""
+    size's host inputs (``_inputs``), made once for all its rows (every row of a size reads the same; none writes
+    them)."""
 
-    def __init__(self, fam, name, size, kind=None, host=None):
+    def __init__(self, fam, name, size, kind, host):
         from numba import cuda
 
         self.fam, self.name, self.size, self.kind = fam, name, size, kind
-        host = _inputs(fam, size, kind) if host is None else host
         self.params = _kind_params(fam, kind)
         self.call = _baselines(fam).get(name)
         if getattr(fam.module, "HOST_INPUTS", False):  # steps and baseline take host arrays, copy themselves

@@ -95,7 +95,7 @@ def test_setup_cache_makes_each_sizes_inputs_once_for_all_its_rows(monkeypatch):
         return (f"host of {size}",)
 
     class Recorded:
-        def __init__(self, fam, name, size, kind=None, host=None):
+        def __init__(self, fam, name, size, kind, host):
             seen.append((name, size, host))
             if name == "broken" and size == fam.BENCH_SIZES[0]:
                 raise ValueError("broken")

@@ -105,9 +105,9 @@ kernel reads them (``pack``: each warp's run of 32 rows x 128 bytes in one 4 KB
 piece, its runs one after another, each word's codes in the pairs x comes in),
 as a model's weights are packed when they load; it takes rows of whole runs (in
 a multiple of 256), and its tuning also picks where a warp lets the next kernel
-start: at its last run, or one or two runs before it. Steps v03 on read 16 bytes at a time and need every row
-16-byte aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4);
-other shapes run v02's kernel.
+start: at its last run, or one or two runs before it. Steps v03 on read 16 bytes
+at a time and need every row 16-byte aligned: in a multiple of 4 (fp32), 8
+(fp16), 16 (int8) or 32 (int4); other shapes run v02's kernel.
 
 Goals (the issue): at 8192 x 8192, 4096 x 14336 and 14336 x 4096, the fp16 kind
 at 90% of the copy bandwidth of its bytes and at least cuBLAS fp16; int4 at

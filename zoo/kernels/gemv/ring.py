@@ -1,13 +1,13 @@
 """The ring kernel an int4 call launches, per shape class: this GPU's measured fastest, else a default.
 
-Four steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's
-right after reading it (two), v11's carries each run's scales in its slot too, and v12's reads weights packed in
-its order, refilling a slot in either order (``refill_after_math``: v09's) and letting the next kernel start at
-a warp's last run or earlier (``trigger_early``). Which is faster depends on the GPU as
-well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel takes 11.2 us on the
-H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel alone: 16.3 against
-14.5 there); v11's takes 11.15 on the H100, first, and 10.4 on the H200, second to v09's. So the choice is
-measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
+Four steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's right
+after reading it (two), v11's carries each run's scales in its slot too, and v12's reads weights packed in its
+order, refilling a slot in either order (``refill_after_math``: v09's) and letting the next kernel start at a
+warp's last run or earlier (``trigger_early``). Which is faster depends on the GPU as well as on the shape. At
+4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel takes 11.2 us on the H100 against v09's 11.7,
+but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel alone: 16.3 against 14.5 there); v11's takes
+11.15 on the H100, first, and 10.4 on the H200, second to v09's. So the choice is measured on each GPU, as sgemm's
+tile shapes are (``zoo.tune_table``):
 
     class              what it is                                 tuned at        default without a table
     one_block_an_sm    a grid of at most one block an SM          4096 x 14336    the step's own kernel, 2 slots
