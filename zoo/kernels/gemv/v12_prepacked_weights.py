@@ -222,6 +222,11 @@ def is_packed(W, x):
 # the same bank, so the eight rows' chunk lands on the same four banks: 8 wavefronts a read. Swizzled, chunk 2b lands
 # at 2b ^ g and chunk 2b + 1 at (2b + 1) ^ g, sixteen places over eight rows that cover every bank twice: 2
 # wavefronts, the least a warp's 256 bytes can take.
+#
+# Why every lane asks for 16 bytes, and not one lane for the run's 4 KB with a TMA bulk copy (``cp.async.bulk``, its
+# bytes counted on an mbarrier a slot, ``pack`` storing each run already swizzled, x and the scales one copy each):
+# tried on the H200 (graph time, each shape's best ring), 9.11, 8.27, 8.63 us -> 10.74, 9.18, 9.91 at 8192 x 8192,
+# 4096 x 14336 and 14336 x 4096: right sums from fewer instructions, but 11 to 18% slower.
 @jit(device=True)
 def copy_codes(W, lines, at, ring, slot, lane):
     """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
@@ -362,7 +367,10 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             mine_runs = max(int64(0), min(per_slice, runs - int64(piece) * per_slice))
             at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
             first_at = at  # the first run's byte: its x is asked for after the wait
-            for r in range(stages - 1):  # the first STAGES - 1 runs' codes and scales, before the wait (as v09)
+            # the first STAGES - 1 runs' codes and scales, before the wait (as v09). Run 0 loaded straight into
+            # registers here instead, its slot then holding run STAGES, was slower (H200, graph time, best trigger
+            # each): 9.01, 8.24, 8.61 us -> 11.42, 9.78, 10.08 at 8192 x 8192, 4096 x 14336 and 14336 x 4096
+            for r in range(stages - 1):
                 if r < mine_runs:
                     copy_codes(W, lines, at, ring, ring_at + uint32(r * slot_size), lane)
                     copy_scales(scales, scales_row, at, ring, ring_at + uint32(r * slot_size), lane)  # weights too
