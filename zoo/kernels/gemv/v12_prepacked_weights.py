@@ -367,9 +367,11 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             mine_runs = max(int64(0), min(per_slice, runs - int64(piece) * per_slice))
             at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
             first_at = at  # the first run's byte: its x is asked for after the wait
-            # the first STAGES - 1 runs' codes and scales, before the wait (as v09). Run 0 loaded straight into
-            # registers here instead, its slot then holding run STAGES, was slower (H200, graph time, best trigger
-            # each): 9.01, 8.24, 8.61 us -> 11.42, 9.78, 10.08 at 8192 x 8192, 4096 x 14336 and 14336 x 4096
+            # the first STAGES - 1 runs' codes and scales, before the wait (as v09). Two ways to have more landed by
+            # the wait were slower (H200, graph time, 8192 x 8192, 4096 x 14336, 14336 x 4096, best ring each):
+            # run 0 loaded straight into registers, its slot then holding run STAGES, 9.01, 8.24, 8.61 us -> 11.42,
+            # 9.78, 10.08; the warp's next runs asked of L2 (one ``cp.async.bulk.prefetch.L2``, packed runs being
+            # one piece), 9.12, 8.21, 8.64 -> 10.17, 8.23, 9.44 for one run and 11.41, 8.52, 9.89 for two
             for r in range(stages - 1):
                 if r < mine_runs:
                     copy_codes(W, lines, at, ring, ring_at + uint32(r * slot_size), lane)
