@@ -19,13 +19,11 @@ __all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "inputs_for", "launch", 
 
 
 KERNELS = ("v09", "v10", "v11", "v12")  # the steps with a ring kernel
+TRIGGERS_EARLY = (0, 1, 2)  # v12's kernel: a warp lets the next kernel start at its last run, or 1 or 2 before
 # Each candidate is timed in ROUNDS rounds over all of them and keeps its fastest: in one pass, a candidate's time
 # moved by ~1 us from one sweep to the next (H100, 4096 x 14336: v11's kernel 11.15 us, then 12.11), more than
 # separates the first few
 ROUNDS = 3
-
-
-TRIGGERS_EARLY = (0, 1, 2)  # v12's kernel: a warp lets the next kernel start at its last run, or 1 or 2 before
 
 
 def candidates():
