@@ -74,8 +74,15 @@ MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent lau
 validate = check_index_range  # the step's size limit: its indices are uint32
 
 THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share 32 rows
+# Why not 16 warps a block (512 threads: 16 warps share 32 rows at 4096 x 14336, twice the warps an SM): one such
+# block fills an SM's registers, so the next kernel's block cannot start beside it. Graph time, 8192 x 8192, 4096 x
+# 14336, 14336 x 4096, best ring each: H100 11.92, 10.39, 10.33 us -> 13.76, 11.14, 12.14; H200 9.11, 8.28, 8.57 ->
+# 11.86, 9.11, 10.70
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
+# (one m-tile of 16 rows a warp gives 4096 x 14336 256 blocks, two an SM; but x's shared-memory reads and the mma per
+# byte of codes double: H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096, 9.12, 8.26, 8.57
+# us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM: 80 registers, spilling)
 PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's 32 sums, when warps share rows
 WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
@@ -161,6 +168,11 @@ def pick(tile0, tile1, upper, odd):
 # of nibbles (j, j + 4) are then columns (2j, 2j + 1), the pairs x's float16 already come in, so the kernel needs no
 # PRMT to pair x as v07 to v11 do (33 fewer instructions a run; H200, 8192 x 8192, 9.80 us -> 9.47, graph time).
 NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)
+# A warp's runs are one contiguous range. Two orders that read W more in step were tried on the H200 (graph time, best
+# ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096): the warps of a group taking its runs in turn (warp w runs w, w
+# + slices, ...), 9.13, 8.24, 8.53 us -> 8.86, 8.49, 8.54; and W stored step-major (run t of every warp of the grid
+# side by side, so that the grid reads one window of W at a time), 9.21, 8.22, 8.59 -> 8.99, 8.67, 8.86. Both gain
+# 2-3% at 8192 x 8192, which meets 3.5x without them, and lose at the Llama shapes, which do not.
 
 
 def _paired(xp, codes):
@@ -381,7 +393,10 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             # visible from here on: x may be its output, and out may be what it reads; nothing above touched them.
             # What that costs (4096 x 14336, H100, 32 calls in a graph, each warp's %globaltimer): this call's warps
             # start 1.5-1.8 us before the last warp of the call before ends, the wait returns 0.8-1.0 us after it,
-            # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing
+            # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing.
+            # On a (Firecracker) H200 at this GPU's tuned ring the wait returns 0.5 us after that last warp, the first
+            # math starts 0.8 us later, a block's warps end their loops up to 1.0 us apart (median over blocks; no warp
+            # index ends last more than another), and no call put two of its blocks on one SM
             wait_for_previous_kernel()
             for r in range(stages):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
                 if r < mine_runs:
@@ -389,7 +404,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                     if r == stages - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
                         copy_codes(W, lines, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
                         copy_scales(scales, scales_row, at, ring, slot, lane)  # the last reads of the kernel before,
-                        at += RUN_BYTES  # which the wait is waiting for)
+                        at += RUN_BYTES  # which the wait is waiting for; H200, best ring each, 9.20, 8.19,
+                        # 8.57 us -> 10.10, 8.59, 9.17 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
                     copy_x(x, first_at + r * RUN_BYTES, ring, slot, lane)
                 cp_async_commit()  # a group even when empty: wait_group counts groups (the first holds the codes)
             reading = ring_at  # the slot of run r, and of run r + STAGES once run r is in registers
@@ -402,7 +418,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             # kernel there, 3 slots in v11's order: 11.79, 10.39 a run early, 10.61 two: ``zoo tune``). The H200 drains
             # a call's runs faster and wants them earlier: 8192 x 8192, 4096 x 14336, 14336 x 4096 in v09's order with
             # two slots, at the last run 9.45, 8.62, 9.32 us; a run earlier 9.10, 8.51, 8.62; two 9.11, 8.85, 8.56
-            # (three slots, two earlier: 10.11, 8.26, 9.05)
+            # (three slots, two earlier: 10.11, 8.26, 9.05). Earlier still at 4096 x 14336 (three slots, after the
+            # math): two runs 8.29 us, three 8.23, four 8.96, five 9.37, six (a warp's first run) 9.66
             trigger_at = max(mine_runs - int64(1 + trigger_early), int64(0))
             r = int64(0)
             while r < mine_runs:
@@ -417,6 +434,9 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                 cuda.syncwarp()  # every lane has read slot r before any lane's copy may overwrite it
                 if refill_after_math:  # v09's order: STAGES - 1 runs in flight during the math, the slot waits
                     total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
+                # (asking L2 for the warp's run 1, 2 or 3 beyond the ring here too, one cp.async.bulk.prefetch.L2
+                # from lane 0 with each refill: H200, best of the three and ring each, 9.11, 8.28, 8.57 us -> 9.14,
+                # 8.77, 8.88 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
                 if r + stages < mine_runs:  # run r + STAGES into the slot just read
                     copy_codes(W, lines, at, ring, reading, lane)
                     copy_scales(scales, scales_row, at, ring, reading, lane)
@@ -454,6 +474,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
 # 4096: 9.03, 8.25, 8.62 us -> 11.87, 12.01, 11.78. The split alone, without that reduction (wrong sums: its bound),
 # took 9.78, 8.82, 8.83; the reduction's fence, counter and reads of the pieces are trips to L2 at the call's end,
 # where the slices of a block add through shared memory.
+# (The other way, one group a block at 14336 x 4096, 448 blocks of 8 warps instead of 224 of two groups, so that
+# the hardware hands blocks to SMs as they free up: H200, graph time, 8.59 us -> 10.19.)
 def slices_for(rows):
     """Warps per 32 rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
     groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
