@@ -80,9 +80,9 @@ THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps 
 # 11.86, 9.11, 10.70
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
-# (one m-tile of 16 rows a warp gives 4096 x 14336 256 blocks, two an SM; but x's shared-memory reads and the mma per
-# byte of codes double: H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096, 9.12, 8.26, 8.57
-# us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM: 80 registers, spilling)
+# Why not one m-tile of 16 rows a warp, which gives 4096 x 14336 256 blocks, two an SM: x's shared-memory reads and the
+# mma per byte of codes double. H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096: 9.12, 8.26,
+# 8.57 us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM (80 registers, spilling)
 PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's 32 sums, when warps share rows
 WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
