@@ -233,7 +233,8 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
     assert result.ok, result.detail
 
 
-V08, V09, V10, V11, V12 = GEMV["v08"], GEMV["v09"], GEMV["v10"], GEMV["v11"], GEMV["v12"]
+V08, V09, V10, V11, V12, V13 = (GEMV[f"v{n:02d}"] for n in range(8, 14))
+PACKED_RING = {"v12": "gemv_int4_packed_ring", "v13": "gemv_int4_immediate_ring"}  # the kernels of packed weights
 # in = 1344: 21 blocks, five runs of four and one last block; 1216: four runs and three last blocks (ten groups of 128:
 # whole pairs, which v11's kernel copies 4 bytes a row a run); 1280 and 1024: five and four runs, whole groups of 64 in
 # fours (v11's 8-byte copies; rows in fours of 64 have no last blocks)
@@ -303,15 +304,15 @@ def test_v11_runs_its_kernel_where_it_copies_whole_scales_and_an_sm_holds_one_bl
 
 def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path, monkeypatch):
     """A table (the repository's, no user cache) whose fastest ring for a block an SM is v09's kernel with three
-    slots, then v10's, then v11's, then v12's refilling after the math and triggering two runs early, each ahead of
-    the others: v10's and v11's launches each build the fastest of v09's kernel and their own, v12's its own as the
-    table says (slots, order and trigger: it has no other), and the product is right; the class it has no entry
-    for keeps its default."""
+    slots, then v10's, then v11's, then v12's refilling after the math and triggering two runs early, then v13's
+    so, each ahead of the others: v10's and v11's launches each build the fastest of v09's kernel and their own,
+    v12's its own as the table says (slots, order and trigger: it has no other), v13's the fastest of v12's and its
+    own, and the product is right; the class it has no entry for keeps its default."""
     built = []
-    for step in (V09, V10, V11, V12):
+    for step in (V09, V10, V11, V12, V13):
 
         def recording(*args, build=step.module.build, name=step.name[:3]):
-            built.append((name, *args[-3 if name == "v12" else -1 :]))  # (kernel, slots[, refill after math, trigger])
+            built.append((name, *args[-3 if name in PACKED_RING else -1 :]))  # (kernel, slots[, after math, trigger])
             return build(*args)
 
         monkeypatch.setattr(step.module, "build", recording)
@@ -319,8 +320,8 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
     monkeypatch.setattr(ring, "path", lambda: table)
     monkeypatch.setattr(ring, "cache_path", lambda: tmp_path / "no-cache.json")
     row = lambda choice, ms: {"tiles": choice._asdict(), "ms": ms, "agrees": True}  # noqa: E731
-    rings = [ring.Ring("v09", 3), ring.Ring("v10", 3), ring.Ring("v11", 3), ring.Ring("v12", 3, True, 2)]
-    kernels = {V10: ("v09", "v10"), V11: ("v09", "v11"), V12: ("v12",)}
+    rings = [ring.Ring(k, 3, k in PACKED_RING, 2 * (k in PACKED_RING)) for k in ("v09", "v10", "v11", "v12", "v13")]
+    kernels = {V10: ("v09", "v10"), V11: ("v09", "v11"), V12: ("v12",), V13: ("v12", "v13")}
     try:
         for fastest in rings:
             ranked = [fastest] + [r for r in rings if r != fastest]
@@ -331,11 +332,12 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
                 pick = next(r for r in ranked if r.kernel in mine)
                 built.clear()
                 assert harness.check(step, (33, 512), seed=6, kind="int4").ok  # one block: the class in the table
-                mine = (pick.refill_after_math, pick.trigger_early) if pick.kernel == "v12" else ()  # v12's build
+                mine = (pick.refill_after_math, pick.trigger_early) if pick.kernel in PACKED_RING else ()
                 assert set(built) == {(pick.kernel, pick.stages, *mine)}, (fastest, step)
         default = ring.defaults(("v09", "v11"))["two_blocks_an_sm"]
         assert ring.ring_for(10**6, ("v09", "v11")) == default  # a class not in the table: its default
         assert ring.ring_for(10**6, ("v12",)) == ring.Ring("v12", 2)  # v12's own, in v11's order: v09's cannot
+        assert ring.ring_for(10**6, ("v12", "v13")) == ring.Ring("v12", 2)  # v13's default there: v12's kernel
     finally:
         ring.table.cache_clear()
 
@@ -350,19 +352,20 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
 )
 def test_every_ring_the_sweep_may_pick_is_right(choice):
     """Each candidate of ``zoo tune gemv``, launched as its step launches a pick on inputs as it reads them: in =
-    1472 is five runs and three last blocks (twelve groups of 128; v12's kernel takes whole runs: 1280, five), so
+    1472 is five runs and three last blocks (twelve groups of 128; v12's and v13's take whole runs: 1280, five), so
     the ring turns five times (three slots: a slot is refilled with the run three ahead), on a poisoned output,
     right on a second call. The simulator runs the dependent launch's trigger as a no-op, so there a candidate that
     differs from another only in where it triggers (``trigger_early``) is the same program: it runs on the GPU."""
     if zoo.SIMULATOR and choice.trigger_early:
         pytest.skip("the same program as trigger_early=0 in the simulator (the trigger is a no-op): checked on the GPU")
-    size = (33, 1280 if choice.kernel == "v12" else 1472)
+    size = (33, 1280 if choice.kernel in PACKED_RING else 1472)
     out = cuda.to_device(np.full(size[0], np.nan, np.float32))
     for seed in (1, 2):
         inputs = GEMV.inputs(size, seed, "int4")
         since = launch_count()
         gemv_tune.launch(choice, *gemv_tune.inputs_for(choice, tuple(cuda.to_device(a) for a in inputs)), out)
-        assert launched_since(since).__name__ != "gemv_int4_packed_ring" or choice.kernel == "v12"
+        launched, packed = launched_since(since).__name__, PACKED_RING.get(choice.kernel)
+        assert launched == packed if packed else launched not in PACKED_RING.values(), (choice, launched)
         ok, err, detail = harness.compare(out.copy_to_host(), GEMV.reference(*inputs), GEMV.tolerance(size))
         assert ok, (seed, detail)
         out.copy_to_device(np.full(size[0], np.nan, np.float32))
@@ -685,27 +688,32 @@ def test_v11_copies_each_runs_scales_with_its_codes_and_loads_none_on_the_side()
         assert refill.count("LDGSTS") == 10, f"{case}: a refill: eight copies of codes, one of scales, one of x"
 
 
-# v12's kernel: in a multiple of 256 (whole runs), any rows (packed in 32s): 33 rows are two groups of 32, the second
-# padded with 31 rows of zeros; 3 rows split the runs between two warps. 512, 1280 and 1024: two, five and four runs
+# v12's and v13's kernels: in a multiple of 256 (whole runs), any rows (packed in 32s): 33 rows are two groups of 32,
+# the second padded with 31 rows of zeros; 3 rows split the runs between two warps. 512, 1280 and 1024: two, five and
+# four runs
 V12_SIZES = {"int4": ((33, 512), (3, 1280)), "int4_g64": ((33, 1280), (3, 1024))}
 
 
+@pytest.mark.parametrize("step", ["v12", "v13"])
 @pytest.mark.parametrize("kind", ["int4", "int4_g64"])
-def test_v12_runs_its_kernel_on_packed_weights_for_any_rows(kind):
-    """v12 through Variant (which packs): its own kernel, right on a poisoned output and on a second call with other
-    inputs; shapes not of whole runs go to v11's launch."""
+def test_packed_steps_run_a_packed_kernel_on_packed_weights_for_any_rows(step, kind):
+    """v12 and v13 through Variant (which packs): a kernel of packed weights (v12's own; v13's own or v12's, as the
+    class's ring says), right on a poisoned output and on a second call with other inputs; shapes not of whole runs
+    go to v11's launch."""
+    variant = GEMV[step]
     for size in V12_SIZES[kind]:
         out = cuda.to_device(np.full(size[0], np.nan, np.float32))
+        kernel = PACKED_RING[ring.ring_for(1, ("v12",) if step == "v12" else ("v12", "v13")).kernel]  # one block
         for seed in (1, 2):
             inputs = GEMV.inputs(size, seed, kind)
             since = launch_count()
-            got = V12(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
-            assert launched_since(since).__name__ == "gemv_int4_packed_ring", (size, kind)
+            got = variant(*(cuda.to_device(a) for a in inputs), out=out).copy_to_host()
+            assert launched_since(since).__name__ == kernel, (size, kind)
             ok, err, detail = harness.compare(got, GEMV.reference(*inputs), GEMV.tolerance(size))
             assert ok, (size, seed, detail)
     since = launch_count()
-    assert harness.check(V12, (33, 320), seed=3, kind=kind).ok  # 320: a run and a block, v11's launch
-    assert launched_since(since).__name__ != "gemv_int4_packed_ring"
+    assert harness.check(variant, (33, 320), seed=3, kind=kind).ok  # 320: a run and a block, v11's launch
+    assert launched_since(since).__name__ not in PACKED_RING.values()
 
 
 def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
@@ -735,33 +743,47 @@ def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
     assert V12.module.pack(W16, x16) == (W16, x16)
 
 
-def test_v12_refuses_int4_weights_it_did_not_pack(no_launch):
-    """Its launch on the row-major int4 weights its kernel would take: an error naming pack, not a wrong answer; on
-    a packed W of the wrong rows for out: an error too."""
+@pytest.mark.parametrize("step", ["v12", "v13"])
+def test_packed_steps_refuse_int4_weights_they_did_not_pack(no_launch, step):
+    """v12's and v13's launch on the row-major int4 weights their kernel would take: an error naming pack, not a
+    wrong answer; on a packed W of the wrong rows for out: an error too."""
+    module = GEMV[step].module
     W, x, scales = GEMV.inputs((33, 512), 1, "int4")
     out = cuda.to_device(np.full(33, np.nan, np.float32))
     with pytest.raises(ValueError, match="pass W and scales through pack"):
-        V12.module.launch(*(cuda.to_device(a) for a in (W, x, scales)), out)
-    packed = V12.module.pack(*(cuda.to_device(a) for a in GEMV.inputs((70, 512), 1, "int4")))
+        module.launch(*(cuda.to_device(a) for a in (W, x, scales)), out)
+    packed = module.pack(*(cuda.to_device(a) for a in GEMV.inputs((70, 512), 1, "int4")))
     with pytest.raises(ValueError, match="must have 2 rows"):
-        V12.module.launch(*packed, out)
+        module.launch(*packed, out)
 
 
-V12_CASES = ["v12:4096x14336:int4", "v12:4096x14336:int4_g64"]
+PACKED_CASES = [f"{step}:4096x14336:{kind}" for step in ("v12", "v13") for kind in ("int4", "int4_g64")]
+# a copy of 16 bytes: its shared address [Rd + offset], then its global one [Rs.64 + offset]
+COPY = re.compile(r"LDGSTS\.E\.BYPASS\.128 \[(R\d+)(?:\+0x[0-9a-f]+)?\], desc\[\w+\]\[(R\d+)\.64")
 
 
 @NEEDS_PTXAS
-def test_v12_reads_global_memory_only_through_its_copies():
-    """v12's kernel, groups of 128 and 64: v11's copies before the wait (eight of codes, one of scales) and in each
-    refill (and x's), and no other load from global memory: no last blocks; 128 registers, nothing spilled."""
-    for case, kernels in _compiled(V12_CASES).items():
+def test_packed_kernels_read_global_memory_only_through_their_copies():
+    """v12's and v13's kernels (the default ring: v13's own at a block an SM), groups of 128 and 64: v11's copies
+    before the wait (eight of codes, one of scales) and in each refill (and x's), and no other load from global
+    memory: no last blocks; 128 registers, nothing spilled. v13's eight copies of a refill's codes use two shared
+    and at most two global base registers, their offsets folded into the instructions (ptxas splits the global
+    one's 3.5 KB span where its immediate's range ends), where v12's use about one of each a copy."""
+    for case, kernels in _compiled(PACKED_CASES).items():
         (k,) = kernels
-        sass = k["sass"]
-        assert k["name"] == "gemv_int4_packed_ring", case
+        sass, step = k["sass"], case[:3]
+        assert k["name"] == PACKED_RING[step], case
         _assert_nothing_spilled(k, case)
         _assert_two_blocks_fit_an_sm(k, case)
         assert sass.count("LDGSTS", 0, sass.index("ACQBULK")) == 9, f"{case}: the first run's copies before the wait"
         assert not re.search(r"\bLDG\.", sass), f"{case}: a load from global memory besides the copies"
+        refill = sass.index("LDGSTS", sass.index("DEPBAR.LE"))  # the loop's first copy: the refill's codes first
+        codes = COPY.findall(sass, refill)[:8]
+        shared, global_ = {d for d, _ in codes}, {s for _, s in codes}
+        if step == "v13":
+            assert len(shared) == 2 and len(global_) <= 2, f"{case}: {codes}"
+        else:
+            assert len(shared) > 2 and len(global_) > 2, f"{case}: {codes}"  # about one pair a copy
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------

@@ -105,7 +105,10 @@ kernel reads them (``pack``: each warp's run of 32 rows x 128 bytes in one 4 KB
 piece, its runs one after another, each word's codes in the pairs x comes in),
 as a model's weights are packed when they load; it takes rows of whole runs (in
 a multiple of 256), and its tuning also picks where a warp lets the next kernel
-start: at its last run, or one or two runs before it. Steps v03 on read 16 bytes
+start: at its last run, or one or two runs before it. v13 asks for a run's codes
+with fewer instructions, each copy's address a base register plus a constant that
+the instruction itself holds, and launches its kernel or v12's, as tuned per
+shape class. Steps v03 on read 16 bytes
 at a time and need every row 16-byte aligned: in a multiple of 4 (fp32), 8
 (fp16), 16 (int8) or 32 (int4); other shapes run v02's kernel.
 
