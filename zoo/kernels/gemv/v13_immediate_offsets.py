@@ -13,17 +13,25 @@ Changes:
 
 Why it is faster:
     A slot's refill was about 80 of a run's 488 SASS, mostly 64-bit address
-    arithmetic; folded, the loop is 445. The math waits less for its issue
-    slots where one block of 8 warps holds an SM (4096 x 14336), whose
-    time is latency more than bandwidth. H200, graph time, best ring each,
-    8192 x 8192, 4096 x 14336, 14336 x 4096: 9.14, 8.23, 8.55 us -> 9.36,
-    7.98, 8.43 (3.47x, 3.54x, 3.42x fp16's weights per second); the H100
-    within 0.6% of v12 at each. Where two blocks share an SM the gain is
-    small and at 8192 x 8192 a loss, which is why the tune may keep v12's
-    kernel for that class.
+    arithmetic; folded, the loop is 445. That counts where a warp's runs are
+    a chain of math more than a wait for memory. With W left in L2 between
+    calls (one input set, a stand-in for faster memory), H100, graph time,
+    best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096: 8.34, 8.02,
+    8.25 us -> 8.04, 7.81, 7.94. From DRAM the H100's memory sets the pace:
+    12.04, 10.46, 10.32 -> 11.86, 10.38, 10.38. The H200, with 1.4x the
+    bandwidth, lies between: 9.14, 8.23, 8.55 -> 9.36, 7.98, 8.43 in an
+    earlier run of this kernel (3.54x fp16's weights per second at 4096 x
+    14336). The tune picks each class's faster kernel, this one or v12's.
 
 Measured:
-    Not recorded yet: ``python -m zoo run gemv --step v13 --save`` on a GPU, then ``python -m zoo report``.
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,909 GB/s (92.3 us a call), 120.9% of
+    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.2%, 14336x4096@fp16: 203.8%,
+    14336x4096@int4: 365.7%, 14336x4096@int4_g64: 368.3%, 14336x4096@int8: 265.2%,
+    4096x14336: 99.7%, 4096x14336@fp16: 199.5%, 4096x14336@int4: 333.5%,
+    4096x14336@int4_g64: 368.0%, 4096x14336@int8: 233.5%, 8192x8192@fp16: 240.5%,
+    8192x8192@int4: 510.3%, 8192x8192@int4_g64: 565.6%, 8192x8192@int8: 350.2%. From
+    results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools
@@ -464,6 +472,11 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
 # where the slices of a block add through shared memory.
 # (The other way, one group a block at 14336 x 4096, 448 blocks of 8 warps instead of 224 of two groups, so that
 # the hardware hands blocks to SMs as they free up: H200, graph time, 8.59 us -> 10.19.)
+# Nor is the SMs' balance what 14336 x 4096 waits for, though 92 SMs hold four groups and 40 hold two. With W left in
+# L2 between calls (one input set: the math, not the memory, sets the pace, as it nearly does on the H200), H100,
+# graph time, this kernel: the split over two blocks an SM, no reduction (its bound), 7.93 us -> 7.86; a warp's
+# longest chain of runs is still four (3.4 on average), and it sets the time. At 12672 x 4096, three runs a warp
+# split, 7.81 -> 7.05. One block an SM of 112 rows (three groups and a half: 128 blocks, eight runs a warp): 10.0.
 def slices_for(rows):
     """Warps per 32 rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
     groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
