@@ -108,9 +108,9 @@ a multiple of 256), and its tuning also picks where a warp lets the next kernel
 start: at its last run, or one or two runs before it. v13 asks for a run's codes
 with fewer instructions, each copy's address a base register plus a constant that
 the instruction itself holds, and launches its kernel or v12's, as tuned per
-shape class. Steps v03 on read 16 bytes
-at a time and need every row 16-byte aligned: in a multiple of 4 (fp32), 8
-(fp16), 16 (int8) or 32 (int4); other shapes run v02's kernel.
+shape class. Steps v03 on read 16 bytes at a time and need every row 16-byte
+aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other
+shapes run v02's kernel.
 
 Goals (the issue): at 8192 x 8192, 4096 x 14336 and 14336 x 4096, the fp16 kind
 at 90% of the copy bandwidth of its bytes and at least cuBLAS fp16; int4 at

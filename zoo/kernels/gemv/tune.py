@@ -4,10 +4,10 @@ v10's kernel keeps two runs a warp in flight, v09's one, v11's carries the scale
 weights in v11's order or v09's, and v13's is v12's with its copies' addresses folded into the instructions; which
 is fastest at a shape differs from GPU to GPU (``ring.py`` gives the figures). The sweep times each candidate, each
 step's kernel with two and three slots a warp (v12's and v13's in both orders and with three places for the
-dependent-launch trigger, on weights their ``pack`` packed once), at each shape
-class's shape with int4 weights in groups of 128: in a CUDA graph of calls over rotating inputs
-(``sweep.graph_us``), as the formats sweep times a step, because a call of ~10 us launched from Python is timed at
-the host's pace, and in a graph the dependent launch overlaps each call with the one before, as in a decode step.
+dependent-launch trigger, on weights their ``pack`` packed once), at each shape class's shape with int4 weights in
+groups of 128: in a CUDA graph of calls over rotating inputs (``sweep.graph_us``), as the formats sweep times a
+step, because a call of ~10 us launched from Python is timed at the host's pace, and in a graph the dependent
+launch overlaps each call with the one before, as in a decode step.
 It writes this GPU's table (``zoo.tune_table``) with every row, fastest first; v10 to v13 read it through
 ``ring.py`` (each the fastest of the kernels it has), never through this module, which loads the timing harness.
 """
