@@ -239,13 +239,6 @@ def is_packed(W, x):
 # bytes counted on an mbarrier a slot, ``pack`` storing each run already swizzled, x and the scales one copy each):
 # tried on the H200 (graph time, each shape's best ring), 9.11, 8.27, 8.63 us -> 10.74, 9.18, 9.91 at 8192 x 8192,
 # 4096 x 14336 and 14336 x 4096: right sums from fewer instructions, but 11 to 18% slower.
-#
-# A lead, measured but not taken: the eight copies' addresses as two shared bases (i even, i odd: the swizzle is
-# chunk ^ quad, or that ^ 4) and one 64-bit source, each plus 512 i, which ptxas folds into the LDGSTS immediates (a
-# loop body of 445 SASS instead of 488; ``lines`` one word, not eight). H200, graph time, best ring each, 8192 x 8192,
-# 4096 x 14336, 14336 x 4096: 9.14, 8.23, 8.55 us -> 9.36, 7.98, 8.43 (3.47x, 3.54x, 3.42x fp16's weights per
-# second); only the destinations folded 9.12, 8.06, 8.51; only the source 9.09, 8.11, 8.49. On the H100 all three are
-# within 0.6% of this kernel. None reaches 3.5x at every shape on the H200, and each would need the records redone.
 @jit(device=True)
 def copy_codes(W, lines, at, ring, slot, lane):
     """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:

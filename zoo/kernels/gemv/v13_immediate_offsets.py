@@ -36,7 +36,6 @@ Measured:
 
 import functools
 
-import numpy as np
 from numba import cuda, float32, int64, uint8, uint32
 
 from zoo import SIMULATOR
@@ -44,7 +43,7 @@ from zoo.device import sm_count
 from zoo.device.bits import hfma2, lop3, unpack_half2
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit
-from zoo.device.memory import aligned, load_word, load_words2, load_words4
+from zoo.device.memory import load_word, load_words2, load_words4
 from zoo.device.mma import (
     SHARED_ALIGN,
     cp_async4,
@@ -54,7 +53,7 @@ from zoo.device.mma import (
     cp_async_wait_group,
     mma_f16_f32,
 )
-from zoo.kernels.gemv import check_index_range, layout, ring
+from zoo.kernels.gemv import check_index_range, ring
 from zoo.kernels.gemv import v12_prepacked_weights as v12
 
 BASE = "v12"  # other formats, rows not of whole runs, and a class whose tuned pick is v12's kernel: v12's launch
@@ -148,73 +147,16 @@ def pick(tile0, tile1, upper, odd):
     return mine1 if upper else mine0  # selects: no branch, all lanes stay together for the next mma
 
 
-# -- the packed layout: a warp's runs in the order it reads them ---------------------------------------------------
+# -- the packed layout: v12's ------------------------------------------------------------------------------------------
 # Row-major, run k of the warp's 32 rows is 128 bytes at 128 k in each of 32 rows, a row (in / 2 bytes) apart. Packed,
 # W is (rows / 32, 16 in): row q holds rows 32 q .. 32 q + 31's runs one after another, run k at 4096 k, its row r at
 # 4096 k + 128 r. Byte b of row 32 q + r's run k is at [q, 4096 k + 128 r + b]: the slot's order, less the swizzle.
 # The scales likewise: (rows / 32, 32 groups), run k's 32 rows x per_run at 32 per_run k, row r's at per_run r.
-# Within each 4-byte word of codes, column c of its eight moves to nibble NIBBLE[c] (``_paired``): dequant's pairs
-# of nibbles (j, j + 4) are then columns (2j, 2j + 1), the pairs x's float16 already come in, so the kernel needs no
-# PRMT to pair x as v07 to v11 do (33 fewer instructions a run; H200, 8192 x 8192, 9.80 us -> 9.47, graph time).
-NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)
-# A warp's runs are one contiguous range. Two orders that read W more in step were tried on the H200 (graph time, best
-# ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096): the warps of a group taking its runs in turn (warp w runs w, w
-# + slices, ...), 9.13, 8.24, 8.53 us -> 8.86, 8.49, 8.54; and W stored step-major (run t of every warp of the grid
-# side by side, so that the grid reads one window of W at a time), 9.21, 8.22, 8.59 -> 8.99, 8.67, 8.86. Both gain
-# 2-3% at 8192 x 8192, which meets 3.5x without them, and lose at the Llama shapes, which do not.
-
-
-def _paired(xp, codes):
-    """uint8 codes (rows of whole 4-byte words, row-major nibbles: nibble c of a word is column c) with column c of
-    each word moved to nibble NIBBLE[c]."""
-    words = codes.view(xp.uint32)
-    out = xp.zeros_like(words)
-    for column, nibble in enumerate(NIBBLE):
-        out |= ((words >> xp.uint32(4 * column)) & xp.uint32(0xF)) << xp.uint32(4 * nibble)
-    return out.view(xp.uint8)
-
-
-def _packed(xp, a, runs):
-    """``a`` (rows, runs x per) reordered as above: (rows / 32 rounded up, 32 runs per), rows past the last zero."""
-    rows, width = a.shape
-    groups = -(-rows // ROWS_PER_WARP)
-    padded = xp.zeros((groups * ROWS_PER_WARP, width), a.dtype)  # the last group's missing rows: zeros, never stored
-    padded[:rows] = a
-    tiles = padded.reshape(groups, ROWS_PER_WARP, runs, width // runs).transpose(0, 2, 1, 3)  # [group][run][row]
-    return xp.ascontiguousarray(tiles).reshape(groups, ROWS_PER_WARP * width)
-
-
-def _packed_pair(xp, W, scales, runs):
-    """[W, scales] of one library (``xp``) as the kernel reads them: both ``_packed``, W's nibbles ``_paired``."""
-    return [_paired(xp, _packed(xp, W, runs)), _packed(xp, scales, runs)]
-
-
-def pack(W, x, scales=None):
-    """The inputs as this kernel (and v12's) reads them, made once per W: W and scales packed (``_packed_pair``)
-    where the kernel takes the call, else all as they are. Any library in, the same out (NumPy on the host, CuPy
-    or numba on the device: packed by CuPy there, by NumPy in the simulator)."""
-    if scales is None or not takes(W, x, scales):
-        return (W, x) if scales is None else (W, x, scales)  # as given
-    runs = x.size // (RUN_BLOCKS * BLOCK)
-    on_host = isinstance(W, np.ndarray)
-    numba_array = hasattr(W, "copy_to_host")  # numba's device array (the simulator's too), not CuPy's
-    if on_host or SIMULATOR:  # the simulator's device arrays: through the host
-        W_host, scales_host = (W, scales) if on_host else (W.copy_to_host(), scales.copy_to_host())
-        packed = _packed_pair(np, W_host, scales_host, runs)
-        if not on_host:
-            packed = [cuda.to_device(a) for a in packed]
-        return packed[0], x, packed[1]
-    import cupy
-
-    packed = _packed_pair(cupy, cupy.asarray(W), cupy.asarray(scales), runs)
-    if numba_array:
-        packed = [cuda.as_cuda_array(a) for a in packed]  # a numba view that keeps the CuPy array alive
-    return packed[0], x, packed[1]
-
-
-def is_packed(W, x):
-    """Whether W has the packed shape: 16 in bytes a row (32 rows of in / 2), not a row-major int4 W's in / 2."""
-    return W.ndim == 2 and W.shape[1] == 16 * x.size
+# Within each 4-byte word of codes, the columns sit in the nibbles dequant pairs them from (v12's ``NIBBLE``).
+# v12's pack, not a copy of it: this launch hands the arrays it packs to v12's kernel too, where v12's is the tuned pick
+pack = v12.pack
+is_packed = v12.is_packed  # W of the packed shape: (rows / 32, 16 in)
+takes = v12.takes  # int4 in whole runs, aligned: the calls pack reorders and either kernel takes
 
 
 # -- the ring: a warp's runs in shared memory ----------------------------------------------------------------------
@@ -232,7 +174,9 @@ def is_packed(W, x):
 
 # The change from v12: every address below is a register plus a constant of the instruction, which ptxas folds into
 # the LDGSTS ([R + imm], no instruction of its own). v12 computed each copy's row and swizzle and kept eight sources in
-# registers: a run's loop was 488 SASS instructions, here 445 (sm_90, cuobjdump of the ring kernel).
+# registers: a run's loop was 488 SASS instructions, here 445 (sm_90, cuobjdump of the ring kernel). Half of it
+# folded (H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096, against 9.14, 8.23, 8.55 us for
+# v12 and 9.36, 7.98, 8.43 for this): only the destinations 9.12, 8.06, 8.51; only the source 9.09, 8.11, 8.49.
 @jit(device=True)
 def copy_codes(W, source, at, ring, slot, lane):
     """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
@@ -491,22 +435,6 @@ def grid_for(rows):
     slices = slices_for(rows)
     rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
     return slices, (rows + rows_per_block - 1) // rows_per_block
-
-
-def takes(W, x, scales):
-    """The call's group (64 or 128) when this kernel takes it, else 0: int4 (row-major, as the family makes it) in
-    whole runs (in a multiple of 256, so a row's scales of a run are one aligned copy of 4 or 8 bytes), 16-byte
-    aligned codes and x, and scales 8-byte aligned with their rows packed."""
-    fmt, n, group = layout(W, x, scales)
-    taken = (
-        fmt == "int4"
-        and n % (RUN_BLOCKS * BLOCK) == 0
-        and aligned(W)
-        and aligned(x)
-        and scales.strides[0] == 2 * scales.shape[1]  # rows packed: the flat index of row r is r x groups
-        and aligned(scales, 8)
-    )
-    return group if taken else 0
 
 
 def launch(W, x, scales, out):
