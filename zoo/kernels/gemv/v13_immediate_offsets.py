@@ -255,6 +255,11 @@ def read_run(ring, slot, lane_src, g, t, codes, xs):
 # not 591), 9.58, 8.97, 9.45 at the better of two rings, with a float32 error near 2e-5; each block's mma a chain of
 # its own (4 deep, not 8): 9.80, 8.73, 9.79 -> 9.75, 8.72, 9.75. The rest is the ring's: the read roof (``zoo
 # gemv-read-roof``, 64 KB an SM before the wait) takes 7.5 us at both Llama shapes.
+# Nor does it on this kernel, where W left in L2 (one input set, H100, best of two rings each) makes the math weigh
+# more: 8.65, 8.03, 8.18 us; the offsets out of the loop again, one extra mma a word pair taking them off (378 SASS a
+# run, not 447; float32 error 2e-5), 8.44, 8.19, 8.26; the eight-bit shift as IMAD.HI (a multiply by 2^24 held in a
+# register: off the ALU pipe, which runs LOP3 and SHF at half a warp a cycle), 9.39, 8.81, 8.93. Neither the issue
+# slots nor the ALU pipe set a run's time.
 @jit(device=True)
 def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
     """A run's mma, each group's sum scaled once in float32 and added to the lane's row total."""
