@@ -233,8 +233,13 @@ def test_runs_of_four_blocks_go_to_the_slices_in_turn(kind):
     assert result.ok, result.detail
 
 
-V08, V09, V10, V11, V12, V13 = (GEMV[f"v{n:02d}"] for n in range(8, 14))
-PACKED_RING = {"v12": "gemv_int4_packed_ring", "v13": "gemv_int4_immediate_ring"}  # the kernels of packed weights
+V08, V09, V10, V11, V12, V13, V14 = (GEMV[f"v{n:02d}"] for n in range(8, 15))
+PACKED_RING = {  # the kernels of packed weights
+    "v12": "gemv_int4_packed_ring",
+    "v13": "gemv_int4_immediate_ring",
+    "v14": "gemv_int4_group_block_ring",
+}
+PACKED_KERNELS = {"v12": ("v12",), "v13": ("v12", "v13"), "v14": ("v12", "v13", "v14")}  # each step's ring kernels
 # in = 1344: 21 blocks, five runs of four and one last block; 1216: four runs and three last blocks (ten groups of 128:
 # whole pairs, which v11's kernel copies 4 bytes a row a run); 1280 and 1024: five and four runs, whole groups of 64 in
 # fours (v11's 8-byte copies; rows in fours of 64 have no last blocks)
@@ -305,11 +310,12 @@ def test_v11_runs_its_kernel_where_it_copies_whole_scales_and_an_sm_holds_one_bl
 def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path, monkeypatch):
     """A table (the repository's, no user cache) whose fastest ring for a block an SM is v09's kernel with three
     slots, then v10's, then v11's, then v12's refilling after the math and triggering two runs early, then v13's
-    so, each ahead of the others: v10's and v11's launches each build the fastest of v09's kernel and their own,
-    v12's its own as the table says (slots, order and trigger: it has no other), v13's the fastest of v12's and its
-    own, and the product is right; the class it has no entry for keeps its default."""
+    so, then v14's, each ahead of the others: v10's and v11's launches each build the fastest of v09's kernel and
+    their own, v12's its own as the table says (slots, order and trigger: it has no other), v13's the fastest of
+    v12's and its own, v14's of v12's, v13's and its own, and the product is right; the class it has no entry for
+    keeps its default."""
     built = []
-    for step in (V09, V10, V11, V12, V13):
+    for step in (V09, V10, V11, V12, V13, V14):
 
         def recording(*args, build=step.module.build, name=step.name[:3]):
             built.append((name, *args[-3 if name in PACKED_RING else -1 :]))  # (kernel, slots[, after math, trigger])
@@ -320,8 +326,8 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
     monkeypatch.setattr(ring, "path", lambda: table)
     monkeypatch.setattr(ring, "cache_path", lambda: tmp_path / "no-cache.json")
     row = lambda choice, ms: {"tiles": choice._asdict(), "ms": ms, "agrees": True}  # noqa: E731
-    rings = [ring.Ring(k, 3, k in PACKED_RING, 2 * (k in PACKED_RING)) for k in ("v09", "v10", "v11", "v12", "v13")]
-    kernels = {V10: ("v09", "v10"), V11: ("v09", "v11"), V12: ("v12",), V13: ("v12", "v13")}
+    rings = [ring.Ring(k, 3, k in PACKED_RING, 2 * (k in PACKED_RING)) for k in ("v09", "v10", "v11", *PACKED_RING)]
+    kernels = {V10: ("v09", "v10"), V11: ("v09", "v11"), **{GEMV[k]: mine for k, mine in PACKED_KERNELS.items()}}
     try:
         for fastest in rings:
             ranked = [fastest] + [r for r in rings if r != fastest]
@@ -338,6 +344,7 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
         assert ring.ring_for(10**6, ("v09", "v11")) == default  # a class not in the table: its default
         assert ring.ring_for(10**6, ("v12",)) == ring.Ring("v12", 2)  # v12's own, in v11's order: v09's cannot
         assert ring.ring_for(10**6, ("v12", "v13")) == ring.Ring("v12", 2)  # v13's default there: v12's kernel
+        assert ring.ring_for(10**6, PACKED_KERNELS["v14"]) == ring.Ring("v12", 2)  # and v14's
     finally:
         ring.table.cache_clear()
 
@@ -694,16 +701,16 @@ def test_v11_copies_each_runs_scales_with_its_codes_and_loads_none_on_the_side()
 V12_SIZES = {"int4": ((33, 512), (3, 1280)), "int4_g64": ((33, 1280), (3, 1024))}
 
 
-@pytest.mark.parametrize("step", ["v12", "v13"])
+@pytest.mark.parametrize("step", list(PACKED_RING))
 @pytest.mark.parametrize("kind", ["int4", "int4_g64"])
 def test_packed_steps_run_a_packed_kernel_on_packed_weights_for_any_rows(step, kind):
-    """v12 and v13 through Variant (which packs): a kernel of packed weights (v12's own; v13's own or v12's, as the
-    class's ring says), right on a poisoned output and on a second call with other inputs; shapes not of whole runs
-    go to v11's launch."""
+    """v12 to v14 through Variant (which packs): a kernel of packed weights (v12's own; v13's own or v12's, v14's
+    own, v13's or v12's, as the class's ring says), right on a poisoned output and on a second call with other
+    inputs; shapes not of whole runs go to v11's launch."""
     variant = GEMV[step]
     for size in V12_SIZES[kind]:
         out = cuda.to_device(np.full(size[0], np.nan, np.float32))
-        kernel = PACKED_RING[ring.ring_for(1, ("v12",) if step == "v12" else ("v12", "v13")).kernel]  # one block
+        kernel = PACKED_RING[ring.ring_for(1, PACKED_KERNELS[step]).kernel]  # one block
         for seed in (1, 2):
             inputs = GEMV.inputs(size, seed, kind)
             since = launch_count()
@@ -743,9 +750,9 @@ def test_pack_puts_each_warps_run_in_one_piece_and_pads_the_rows():
     assert V12.module.pack(W16, x16) == (W16, x16)
 
 
-@pytest.mark.parametrize("step", ["v12", "v13"])
+@pytest.mark.parametrize("step", list(PACKED_RING))
 def test_packed_steps_refuse_int4_weights_they_did_not_pack(no_launch, step):
-    """v12's and v13's launch on the row-major int4 weights their kernel would take: an error naming pack, not a
+    """v12's to v14's launch on the row-major int4 weights their kernel would take: an error naming pack, not a
     wrong answer; on a packed W of the wrong rows for out: an error too."""
     module = GEMV[step].module
     W, x, scales = GEMV.inputs((33, 512), 1, "int4")
@@ -757,18 +764,37 @@ def test_packed_steps_refuse_int4_weights_they_did_not_pack(no_launch, step):
         module.launch(*packed, out)
 
 
-PACKED_CASES = [f"{step}:4096x14336:{kind}" for step in ("v12", "v13") for kind in ("int4", "int4_g64")]
+def test_v14_makes_a_block_of_each_group_of_32_rows(monkeypatch):
+    """v14's grid: v13's slices (warps a group of 32 rows), one block a group, where v13's block is all its warps and
+    holds 8 / slices groups. On 132 SMs with eight warps a block (the GPU's): 14336 x 4096 is 448 blocks of four
+    warps (v13: 224 of eight), 4096 x 14336 and 8192 x 8192 v13's grid. In the simulator (two warps a block, one
+    SM) 33 rows are two blocks of one warp each (v13: one of two), which the packed-step tests run."""
+    v13, v14 = V13.module, V14.module
+    for rows in (1, 3, 33, 70, 1000):
+        assert v14.grid_for(rows) == (v13.grid_for(rows)[0], -(-rows // 32)), rows
+    if zoo.SIMULATOR:
+        assert v13.grid_for(33) == (1, 1) and v14.grid_for(33) == (1, 2)
+    for module in (v13, v14):
+        monkeypatch.setattr(module, "WARPS_PER_BLOCK", 8)
+        monkeypatch.setattr(module, "WARPS_PER_SM", 8)
+        monkeypatch.setattr(module, "sm_count", lambda: 132)
+    assert (v13.grid_for(14336), v14.grid_for(14336)) == ((4, 224), (4, 448))
+    for rows in (4096, 8192):
+        assert v14.grid_for(rows) == v13.grid_for(rows) == (8, rows // 32), rows
+
+
+PACKED_CASES = [f"{step}:4096x14336:{kind}" for step in PACKED_RING for kind in ("int4", "int4_g64")]
 # a copy of 16 bytes: its shared address [Rd + offset], then its global one [Rs.64 + offset]
 COPY = re.compile(r"LDGSTS\.E\.BYPASS\.128 \[(R\d+)(?:\+0x[0-9a-f]+)?\], desc\[\w+\]\[(R\d+)\.64")
 
 
 @NEEDS_PTXAS
 def test_packed_kernels_read_global_memory_only_through_their_copies():
-    """v12's and v13's kernels (the default ring: v13's own at a block an SM), groups of 128 and 64: v11's copies
-    before the wait (eight of codes, one of scales) and in each refill (and x's), and no other load from global
-    memory: no last blocks; 128 registers, nothing spilled. v13's eight copies of a refill's codes use two shared
-    and at most two global base registers, their offsets folded into the instructions (ptxas splits the global
-    one's 3.5 KB span where its immediate's range ends), where v12's use about one of each a copy."""
+    """v12's to v14's kernels (the default ring: the step's own at a block an SM), groups of 128 and 64: v11's
+    copies before the wait (eight of codes, one of scales) and in each refill (and x's), and no other load from
+    global memory: no last blocks; 128 registers, nothing spilled. v13's and v14's eight copies of a refill's codes
+    use two shared and at most two global base registers, their offsets folded into the instructions (ptxas splits
+    the global one's 3.5 KB span where its immediate's range ends), where v12's use about one of each a copy."""
     for case, kernels in _compiled(PACKED_CASES).items():
         (k,) = kernels
         sass, step = k["sass"], case[:3]
@@ -780,7 +806,7 @@ def test_packed_kernels_read_global_memory_only_through_their_copies():
         refill = sass.index("LDGSTS", sass.index("DEPBAR.LE"))  # the loop's first copy: the refill's codes first
         codes = COPY.findall(sass, refill)[:8]
         shared, global_ = {d for d, _ in codes}, {s for _, s in codes}
-        if step == "v13":
+        if step in ("v13", "v14"):
             assert len(shared) == 2 and len(global_) <= 2, f"{case}: {codes}"
         else:
             assert len(shared) > 2 and len(global_) > 2, f"{case}: {codes}"  # about one pair a copy

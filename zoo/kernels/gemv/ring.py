@@ -1,17 +1,18 @@
 """The ring kernel an int4 call launches, per shape class: this GPU's measured fastest, else a default.
 
-Five steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's right
+Six steps have a ring kernel: v09's refills a slot a run after reading it (one run a warp in flight), v10's right
 after reading it (two), v11's carries each run's scales in its slot too, v12's reads weights packed in its order,
 refilling a slot in either order (``refill_after_math``: v09's) and letting the next kernel start at a warp's last
-run or earlier (``trigger_early``), and v13's is v12's with fewer instructions to ask for a run's codes. Which is
-faster depends on the GPU as well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's
-kernel takes 11.2 us on the H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the
-kernel alone: 16.3 against 14.5 there); v11's takes 11.15 on the H100, first, and 10.4 on the H200, second to
-v09's. So the choice is measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
+run or earlier (``trigger_early``), v13's is v12's with fewer instructions to ask for a run's codes, and v14's is
+v13's in blocks of one group of 32 rows (smaller blocks where a group has fewer than eight warps). Which is faster
+depends on the GPU as well as on the shape. At 4096 x 14336 (128 blocks: one an SM), in a CUDA graph, v10's kernel
+takes 11.2 us on the H100 against v09's 11.7, but 12.6 on the H200 against v09's 9.3 (Nsight Compute, the kernel
+alone: 16.3 against 14.5 there); v11's takes 11.15 on the H100, first, and 10.4 on the H200, second to v09's. So the
+choice is measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
 
     class              what it is                                 tuned at        default without a table
     one_block_an_sm    a grid of at most one block an SM          4096 x 14336    the step's own kernel, 2 slots
-    two_blocks_an_sm   more blocks than SMs                       14336 x 4096    v09's kernel, 2 slots (v12 and v13:
+    two_blocks_an_sm   more blocks than SMs                       14336 x 4096    v09's kernel, 2 slots (v12 to v14:
                                                                                   v12's)
 
 The defaults are the H100's choices for v10 and v11 (two blocks an SM already make 64 KB in flight an SM with v09's
@@ -19,8 +20,9 @@ kernel, and v10's was slower there: 11.3 -> 11.9 us at 14336 x 4096); v12's is v
 of the H100's pick at a block an SM (v09's order, three slots: 10.67 against 10.86 us). ``python -m zoo tune gemv``
 (``tune.sweep``) times every step's kernel at each class's shape and writes this GPU's table with all of them,
 fastest first; a step launches the fastest of the kernels it has (v10: v09's and its own; v11: v09's and its own;
-v12: its own in either order, since v09's kernel cannot read packed weights; v13: v12's and its own), read on its
-first int4 call. The table is tuned with groups of 128; v11 to v13 apply their pick to groups of 64 too (v10's
+v12: its own in either order, since v09's kernel cannot read packed weights; v13: v12's and its own; v14: v12's,
+v13's and its own), read on its first int4 call. The classes are those of v09's grid (blocks of eight warps), v14's
+too. The table is tuned with groups of 128; v11 to v14 apply their pick to groups of 64 too (v10's
 kernel takes 128 only).
 """
 
@@ -35,10 +37,10 @@ class Ring(NamedTuple):
     """A ring kernel and its slots a warp."""
 
     kernel: str = "v10"  # the step whose kernel: "v09" (refill a run later), "v10" (refill after read), "v11" (scales),
-    # "v12" (packed weights), "v13" (v12's, the copies' addresses in the instructions)
+    # "v12" (packed weights), "v13" (v12's, the copies' addresses in the instructions), "v14" (v13's, a block a group)
     stages: int = 2  # slots a warp, about 36 KB a block each
-    refill_after_math: bool = False  # v12's and v13's only: refill a slot after its run's math (v09's order)
-    trigger_early: int = 0  # v12's and v13's only: runs before its last at which a warp lets the next kernel start
+    refill_after_math: bool = False  # v12's to v14's only: refill a slot after its run's math (v09's order)
+    trigger_early: int = 0  # v12's to v14's only: runs before its last at which a warp lets the next kernel start
 
 
 SHAPE_CLASSES = {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}  # class: (out, in) tuned at

@@ -1,14 +1,15 @@
-"""The ring sweep behind v10 to v13: ``python -m zoo tune gemv``.
+"""The ring sweep behind v10 to v14: ``python -m zoo tune gemv``.
 
 v10's kernel keeps two runs a warp in flight, v09's one, v11's carries the scales in its slots, v12's reads packed
-weights in v11's order or v09's, and v13's is v12's with its copies' addresses folded into the instructions; which
+weights in v11's order or v09's, v13's is v12's with its copies' addresses folded into the instructions, and v14's
+is v13's in blocks of one group of 32 rows; which
 is fastest at a shape differs from GPU to GPU (``ring.py`` gives the figures). The sweep times each candidate, each
-step's kernel with two and three slots a warp (v12's and v13's in both orders and with three places for the
+step's kernel with two and three slots a warp (v12's to v14's in both orders and with three places for the
 dependent-launch trigger, on weights their ``pack`` packed once), at each shape class's shape with int4 weights in
 groups of 128: in a CUDA graph of calls over rotating inputs (``sweep.graph_us``), as the formats sweep times a
 step, because a call of ~10 us launched from Python is timed at the host's pace, and in a graph the dependent
 launch overlaps each call with the one before, as in a decode step.
-It writes this GPU's table (``zoo.tune_table``) with every row, fastest first; v10 to v13 read it through
+It writes this GPU's table (``zoo.tune_table``) with every row, fastest first; v10 to v14 read it through
 ``ring.py`` (each the fastest of the kernels it has), never through this module, which loads the timing harness.
 """
 
@@ -19,9 +20,9 @@ from zoo.kernels.gemv.ring import SHAPE_CLASSES, Ring, cache_path, path
 __all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "inputs_for", "launch", "path", "shape_class", "sweep"]
 
 
-KERNELS = ("v09", "v10", "v11", "v12", "v13")  # the steps with a ring kernel
-PACKED = ("v12", "v13")  # the kernels of packed weights, each with both orders and a trigger to place
-TRIGGERS_EARLY = (0, 1, 2)  # v12's and v13's: a warp lets the next kernel start at its last run, or 1 or 2 before
+KERNELS = ("v09", "v10", "v11", "v12", "v13", "v14")  # the steps with a ring kernel
+PACKED = ("v12", "v13", "v14")  # the kernels of packed weights, each with both orders and a trigger to place
+TRIGGERS_EARLY = (0, 1, 2)  # v12's to v14's: a warp lets the next kernel start at its last run, or 1 or 2 before
 # Each candidate is timed in ROUNDS rounds over all of them and keeps its fastest: in one pass, a candidate's time
 # moved by ~1 us from one sweep to the next (H100, 4096 x 14336: v11's kernel 11.15 us, then 12.11), more than
 # separates the first few
@@ -29,8 +30,8 @@ ROUNDS = 3
 
 
 def candidates():
-    """Each ring kernel with two and three slots a warp (72 to 114 KB a block); v12's and v13's in both orders,
-    each with the trigger of the dependent launch at a warp's last run or one or two runs before it."""
+    """Each ring kernel with two and three slots a warp (72 to 114 KB a block of eight warps); v12's to v14's in both
+    orders, each with the trigger of the dependent launch at a warp's last run or one or two runs before it."""
     return [
         Ring(kernel, stages, after_math, early)
         for kernel in KERNELS
@@ -42,7 +43,7 @@ def candidates():
 
 def inputs_for(choice, inputs):
     """``inputs`` (W, x, scales) as ``choice``'s kernel reads them: through its step's ``pack`` (the registry's
-    ``Variant.packed``: v12 and v13 pack, the others take them as given)."""
+    ``Variant.packed``: v12 to v14 pack, the others take them as given)."""
     import zoo
 
     return zoo.family("gemv")[choice.kernel].packed(inputs)
@@ -55,8 +56,9 @@ def launch(choice, W, x, scales, out):
     from zoo.kernels.gemv import v11_scales_in_the_ring as v11
     from zoo.kernels.gemv import v12_prepacked_weights as v12
     from zoo.kernels.gemv import v13_immediate_offsets as v13
+    from zoo.kernels.gemv import v14_one_group_a_block as v14
 
-    {"v11": v11, "v12": v12, "v13": v13}.get(choice.kernel, v10).launch_ring(choice, W, x, scales, out)
+    {"v11": v11, "v12": v12, "v13": v13, "v14": v14}.get(choice.kernel, v10).launch_ring(choice, W, x, scales, out)
 
 
 def shape_class(rows, cols):
@@ -91,7 +93,7 @@ def sweep(shapes=None, progress=None, save=False):
         blocks = v10.grid_for(out_size)[1]
         rows = []
         timed = []  # (call, its input sets, its row) of each candidate timed, for the later rounds
-        as_read = {}  # each kernel's input sets as it reads them (v12's and v13's packed once, before any timing)
+        as_read = {}  # each kernel's input sets as it reads them (v12's to v14's packed once, before any timing)
         for choice in candidates():
             if progress:
                 progress(name, choice)

@@ -1,0 +1,473 @@
+"""One group a block: a block is the warps that share one group of 32 rows, so an SM holds more, smaller blocks.
+
+Changes:
+    From v13: a block is the ``slices`` warps of one group of 32 rows (v13:
+    eight warps, 8 / slices groups), and its launch bounds keep 128 registers
+    a thread with 16 / slices blocks an SM. Where slices is 8 (8192 x 8192,
+    4096 x 14336) the grid is v13's; at 14336 x 4096 it is 448 blocks of four
+    warps instead of 224 of eight, at 11008 x 4096 344 instead of 172. The
+    kernel, its ring and the packing are v13's, less the groups a block.
+    ``zoo tune`` times this kernel beside v12's and v13's and each shape class
+    launches the fastest (``ring.py``).
+
+Why it is faster:
+    Where two groups make a block, 224 blocks on 132 SMs leave 92 SMs with two
+    blocks (16 warps: every register) and 40 with one: the call lasts as long
+    as a full SM, and a full SM has no room for the next call's block until
+    one of its blocks ends (dependent launch). Blocks of four warps spread the
+    same 1,792 warps as three or four to an SM, the last ones placed as the
+    first end, and each leaves as soon as its own four warps are done. That
+    counts where a run's math weighs against the memory: with W left in L2
+    (one input set, a stand-in for faster memory), H100, graph time, best ring
+    each, 14336 x 4096 8.06 -> 7.62 us, 11008 x 4096 7.83 -> 7.35. From DRAM
+    the H100's memory sets the pace: 10.39 -> 10.38, 8.21 -> 8.22.
+
+Measured:
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,909 GB/s (92.3 us a call), 120.9% of
+    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.2%, 14336x4096@fp16: 203.8%,
+    14336x4096@int4: 365.7%, 14336x4096@int4_g64: 368.3%, 14336x4096@int8: 265.2%,
+    4096x14336: 99.7%, 4096x14336@fp16: 199.5%, 4096x14336@int4: 333.5%,
+    4096x14336@int4_g64: 368.0%, 4096x14336@int8: 233.5%, 8192x8192@fp16: 240.5%,
+    8192x8192@int4: 510.3%, 8192x8192@int4_g64: 565.6%, 8192x8192@int8: 350.2%. From
+    results/nvidia-h100-80gb-hbm3.json.
+"""
+
+import functools
+
+from numba import cuda, float32, int64, uint8, uint32
+
+from zoo import SIMULATOR
+from zoo.device import sm_count
+from zoo.device.bits import hfma2, lop3, unpack_half2
+from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
+from zoo.device.jit import jit
+from zoo.device.memory import load_word, load_words2, load_words4
+from zoo.device.mma import (
+    SHARED_ALIGN,
+    cp_async4,
+    cp_async8,
+    cp_async16,
+    cp_async_commit,
+    cp_async_wait_group,
+    mma_f16_f32,
+)
+from zoo.kernels.gemv import check_index_range, ring
+from zoo.kernels.gemv import v13_immediate_offsets as v13
+
+BASE = "v13"  # other formats, rows not of whole runs, a class tuned to v12's or v13's kernel: v13's launch
+MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent launch (sm_90)
+
+validate = check_index_range  # the step's size limit: its indices are uint32
+
+THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # at most: a block is the 1 to 8 warps (slices) that share 32 rows
+# Why not 16 warps a block (512 threads: 16 warps share 32 rows at 4096 x 14336, twice the warps an SM): one such
+# block fills an SM's registers, so the next kernel's block cannot start beside it. Graph time, 8192 x 8192, 4096 x
+# 14336, 14336 x 4096, best ring each: H100 11.92, 10.39, 10.33 us -> 13.76, 11.14, 12.14; H200 9.11, 8.28, 8.57 ->
+# 11.86, 9.11, 10.70
+WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32  # the most slices of a group
+WARPS_AT_128_REGISTERS = 16  # warps an SM's 65,536 registers hold at 128 a thread: 16 / slices blocks
+ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
+# Why not one m-tile of 16 rows a warp, which gives 4096 x 14336 256 blocks, two an SM: x's shared-memory reads and the
+# mma per byte of codes double. H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096: 9.12, 8.26,
+# 8.57 us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM (80 registers, spilling)
+PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's 32 sums, when warps share rows
+WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
+BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
+RUN_BLOCKS = 4  # blocks in a run: 256 columns, whole groups of 64 or 128
+RUN_BYTES = RUN_BLOCKS * BLOCK // 2  # a row's bytes in a run: 128, eight 16-byte chunks (two per lane t)
+RUN_WORDS = RUN_BLOCKS * 8  # a run's words a lane holds: codes (4 rows x 2 words a block), and x pairs (8 a block)
+CODE_BYTES = ROWS_PER_WARP * RUN_BYTES  # 4 KB: a run's codes, the warp's 32 rows
+X_BYTES = RUN_BLOCKS * BLOCK * 2  # 512: x of the run's 256 columns, float16, 16 bytes a lane
+SCALES_AT = CODE_BYTES + X_BYTES  # a slot: codes, x, then the 32 rows' scales of the run (row r at r x 2 per_run)
+# Slots in a warp's ring: STAGES runs in flight during a run's math (v09: STAGES - 1), each slot refilled as soon as its
+# run is in registers. 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights in flight, in 8 x 2 x 4.6 KB =
+# 74 KB of shared memory a block, so the next kernel's block still fits beside it (dependent launch). The default: a
+# GPU's tune table (ring.py) may pick 3 slots, v09's order (refill after the math), or an earlier trigger, per class.
+STAGES = 2
+
+
+def slot_bytes(group):
+    """One slot of a warp's ring for groups of ``group`` columns: codes, x, and each row's scales of the run (two
+    float16 for groups of 128, four for 64): 4,736 or 4,864 bytes, multiples of 16."""
+    return SCALES_AT + ROWS_PER_WARP * 2 * (RUN_BLOCKS * BLOCK // group)
+
+
+AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c
+# float16 pairs, two to a word: 0x6400 is 1024 (exponent 10, so a code in the low mantissa bits counts 1 or 16)
+LOW_MAGIC, HIGH_MAGIC = 0x64086408, 0x64806480  # 1024, and bit 3 of each nibble flipped: nibble ^ 8 = code + 8
+ONE, MINUS_1032 = 0x3C003C00, 0xE408E408  # (1024 + code + 8) 1 - 1032 = code
+SIXTEENTH, MINUS_72 = 0x2C002C00, 0xD480D480  # (1024 + 16 (code + 8)) / 16 - 72 = code
+
+
+# -- one word of codes: eight columns of a row ------------------------------------------------------------------------
+@jit(device=True)
+def dequant(w):
+    """The eight int4 codes of a packed word as four words of two exact float16 each: nibbles (0, 4), (1, 5),
+    (2, 6), (3, 7), which ``pack`` filled with columns (0, 1), (2, 3), (4, 5), (6, 7): x's own pairs. Every
+    intermediate is an integer below 2048: exact in float16."""
+    high = w >> uint32(8)  # nibbles 2, 3 and 6, 7 where 0, 1 and 4, 5 were
+    return (
+        hfma2(lop3(w, 0x000F000F, LOW_MAGIC, AND_XOR), ONE, MINUS_1032),  # nibbles 0 and 4: 1024 + q + 8, less 1032
+        hfma2(lop3(w, 0x00F000F0, HIGH_MAGIC, AND_XOR), SIXTEENTH, MINUS_72),  # 1 and 5: 1024 + 16 (q + 8)
+        hfma2(lop3(high, 0x000F000F, LOW_MAGIC, AND_XOR), ONE, MINUS_1032),  # 2 and 6
+        hfma2(lop3(high, 0x00F000F0, HIGH_MAGIC, AND_XOR), SIXTEENTH, MINUS_72),  # 3 and 7
+    )
+
+
+@jit(device=True)
+def mma_word(top, bottom, y0, y1, y2, y3, acc):
+    """One word of codes of row g (top) and of row g + 8 (bottom) against x's pairs: two mma into acc.
+
+    Fragments (zoo.device.mma): lane (g, t) gives A's rows g and g + 8 at k = 2t, 2t + 1 (registers a0, a1) and
+    k = 2t + 8, 2t + 9 (a2, a3), and B's column g at the same k (b0, b1). Which W column a k stands for is free (the
+    mma sums over k) as long as A and B agree: here k = 2t, 2t + 1 are columns 2j, 2j + 1 of the word (pack's order)."""
+    t0, t1, t2, t3 = dequant(top)
+    b0, b1, b2, b3 = dequant(bottom)
+    d0, d1, d2, d3 = acc
+    d0, d1, d2, d3 = mma_f16_f32(t0, b0, t1, b1, y0, y1, d0, d1, d2, d3)  # columns 0, 4 and 1, 5 of the word
+    return mma_f16_f32(t2, b2, t3, b3, y2, y3, d0, d1, d2, d3)  # columns 2, 6 and 3, 7
+
+
+@jit(device=True)
+def mma_block(codes, at, xs, x_at, acc):
+    """A tile's block of 64 columns: the lane's two words of row g (codes[at], codes[at + 1]) and of row g + 8
+    (codes[at + 2], codes[at + 3]) against its x pairs (xs[x_at .. x_at + 7], x's words as ``read_run`` loads
+    them): four mma. D's eight columns are equal (every column of B is x): d0 is row g's sum, d2 row g + 8's."""
+    acc = mma_word(codes[at], codes[at + 2], xs[x_at], xs[x_at + 1], xs[x_at + 2], xs[x_at + 3], acc)
+    return mma_word(codes[at + 1], codes[at + 3], xs[x_at + 4], xs[x_at + 5], xs[x_at + 6], xs[x_at + 7], acc)
+
+
+@jit(device=True)
+def pick(tile0, tile1, upper, odd):
+    """The sum of this lane's own row out of two tiles' D: row g (d0) or g + 8 (d2) of tile 0 or 1. Every lane holds
+    all four (D's columns are equal), so lane t keeps row j = t alone and scales one sum, not four."""
+    mine0 = tile0[2] if odd else tile0[0]
+    mine1 = tile1[2] if odd else tile1[0]
+    return mine1 if upper else mine0  # selects: no branch, all lanes stay together for the next mma
+
+
+# -- the packed layout: v12's ------------------------------------------------------------------------------------------
+# Row-major, run k of the warp's 32 rows is 128 bytes at 128 k in each of 32 rows, a row (in / 2 bytes) apart. Packed,
+# W is (rows / 32, 16 in): row q holds rows 32 q .. 32 q + 31's runs one after another, run k at 4096 k, its row r at
+# 4096 k + 128 r. Byte b of row 32 q + r's run k is at [q, 4096 k + 128 r + b]: the slot's order, less the swizzle.
+# The scales likewise: (rows / 32, 32 groups), run k's 32 rows x per_run at 32 per_run k, row r's at per_run r.
+# Within each 4-byte word of codes, the columns sit in the nibbles dequant pairs them from (v12's ``NIBBLE``).
+# v12's pack (through v13), not a copy of it: this launch hands the arrays it packs to v12's and v13's kernels too
+pack = v13.pack
+is_packed = v13.is_packed  # W of the packed shape: (rows / 32, 16 in)
+takes = v13.takes  # int4 in whole runs, aligned: the calls pack reorders and each of the three kernels takes
+
+
+# -- the ring: a warp's runs in shared memory ----------------------------------------------------------------------
+# Slot layout: row r of the warp's 32 (r = 8j + g) at r * 128 bytes, its eight 16-byte chunks c at (c ^ g) * 16. Why
+# the swizzle: lane (g, t) reads 8 bytes of chunk 2b + t // 2 of row 8j + g. Unswizzled, rows 128 bytes apart start on
+# the same bank, so the eight rows' chunk lands on the same four banks: 8 wavefronts a read. Swizzled, chunk 2b lands
+# at 2b ^ g and chunk 2b + 1 at (2b + 1) ^ g, sixteen places over eight rows that cover every bank twice: 2
+# wavefronts, the least a warp's 256 bytes can take.
+#
+# Why every lane asks for 16 bytes, and not one lane for the run's 4 KB with a TMA bulk copy (``cp.async.bulk``, its
+# bytes counted on an mbarrier a slot, ``pack`` storing each run already swizzled, x and the scales one copy each):
+# tried on the H200 (graph time, each shape's best ring), 9.11, 8.27, 8.63 us -> 10.74, 9.18, 9.91 at 8192 x 8192,
+# 4096 x 14336 and 14336 x 4096: right sums from fewer instructions, but 11 to 18% slower.
+
+
+# v13's change from v12: every address below is a register plus a constant of the instruction, which ptxas folds into
+# the LDGSTS ([R + imm], no instruction of its own). v12 computed each copy's row and swizzle and kept eight sources in
+# registers: a run's loop was 488 SASS instructions, v13's 445 (sm_90, cuobjdump of the ring kernel). Half of it
+# folded (H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096, against 9.14, 8.23, 8.55 us for
+# v12 and 9.36, 7.98, 8.43 for v13): only the destinations 9.12, 8.06, 8.51; only the source 9.09, 8.11, 8.49.
+@jit(device=True)
+def copy_codes(W, source, at, ring, slot, lane):
+    """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
+    chunk l % 8 of the warp's row 4 i + l // 8, packed at 32 ``at`` (the run's 4 KB) + 512 i + 16 l, so each
+    instruction asks for 512 bytes in one piece: 4 KB in eight. Its source is ``source`` (the warp's first byte
+    + 16 l) + 32 ``at`` + 512 i; its destination row 4 i + quad is 512 i past row quad, its chunk xored with the
+    row's g = (4 i + quad) % 8: quad when i is even, quad + 4 when i is odd. Two bases, then, each + 512 i."""
+    quad = lane >> uint32(3)  # the lane's row in each group of four
+    chunk = lane & uint32(7)  # its 16 bytes of those rows' 128
+    row = slot + quad * uint32(RUN_BYTES)  # row quad of the slot; row 4 i + quad is 512 i on
+    even = row + (chunk ^ quad) * uint32(16)  # i even: g = quad
+    odd = row + (chunk ^ quad ^ uint32(4)) * uint32(16)  # i odd: g = quad + 4, which is quad ^ 4 (quad < 4)
+    src = int64(source) + 32 * at  # the lane's 16 bytes of the run's first 512
+    for i in range(8):  # unrolled: 512 i is a constant of each instruction
+        cp_async16(ring, (odd if i % 2 else even) + uint32(512 * i), W, src + 512 * i)
+
+
+@jit(device=True)
+def copy_x(x, at, ring, slot, lane):
+    """Ask for x of the run at byte ``at``: its 256 columns (2 at + 8 lane ..), 16 bytes a lane, after the codes.
+
+    Why x rides in the slot, a ring's turn ahead, and is not loaded from global memory when its run is read (which
+    would let the ring refill after the wait without waiting for x): tried on this kernel (H100, graph time), x
+    loaded at each run's start took 13.5 us at 4096 x 14336 against 10.9 (2 slots), and 13.7 with the warp's x
+    prefetched into L1 after the wait: every run's math then waits for a load's latency."""
+    cp_async16(ring, slot + uint32(CODE_BYTES) + lane * uint32(16), x, 2 * at + int64(8 * lane))  # 8 float16 a lane
+
+
+@jit(device=True)
+def copy_two_scales(scales, scales_row, at, ring, slot, lane):
+    """Ask for the scales of the run at byte ``at``, groups of 128: lane l the two of row l of the warp's 32, packed
+    at 64 (at // 128) (the run's 64 scales) from ``scales_row`` (the group's first plus 2 l, flat)."""
+    cp_async4(ring, slot + uint32(SCALES_AT) + lane * uint32(4), scales, int64(scales_row) + at // 2)
+
+
+@jit(device=True)
+def copy_four_scales(scales, scales_row, at, ring, slot, lane):
+    """The same for groups of 64: the four of row l, packed at 128 (at // 128) from ``scales_row`` (+ 4 l), 8 bytes."""
+    cp_async8(ring, slot + uint32(SCALES_AT) + lane * uint32(8), scales, int64(scales_row) + at)
+
+
+@jit(device=True)
+def copy_source(group_at, lane):
+    """copy_codes's source, once a warp: where lane l's 16 bytes of a run's first instruction start in the packed W,
+    less the run's 32 ``at``: the warp's first byte (``group_at``) + 16 l. uint32: W is under 2^31 bytes."""
+    return uint32(group_at + lane * uint32(16))
+
+
+@jit(device=True)
+def read_run(ring, slot, lane_src, g, t, codes, xs):
+    """The lane's codes of a run out of its slot, in v07's order codes[8 b + 2 j + w] (block b, row j, word w), and
+    its x pairs, xs[8 b ..]: x's words as they are, two columns each, since ``pack`` ordered the nibbles to match.
+
+    Block b of row 8j + g, lane t: bytes 8 t .. 8 t + 7 of the block, in chunk 2 b + t // 2, its first or second 8
+    bytes (``lane_src`` holds g * 128 and that 8 (t % 2)). Its x: columns 64 b + 16 t .. + 15, 32 bytes, the same for
+    the eight lanes of a t (a broadcast)."""
+    for b in range(RUN_BLOCKS):
+        chunk = (uint32(2 * b) + (t >> uint32(1))) ^ g  # where the swizzle put the chunk
+        for j in range(4):
+            w0, w1 = load_words2(ring, slot + lane_src + uint32(j * 8 * RUN_BYTES) + chunk * uint32(16))
+            codes[8 * b + 2 * j] = w0
+            codes[8 * b + 2 * j + 1] = w1
+        at = slot + uint32(CODE_BYTES + 128 * b) + t * uint32(32)  # 2 bytes a column
+        x0, x1, x2, x3 = load_words4(ring, at)
+        x4, x5, x6, x7 = load_words4(ring, at + uint32(16))
+        pairs = (x0, x1, x2, x3, x4, x5, x6, x7)  # no PRMT: the codes come paired as x is (``pack``)
+        for p in range(8):
+            xs[8 * b + p] = pairs[p]
+
+
+# What the math costs, and what it does not (H200, graph time, before the pairs; 8192 x 8192, 4096 x 14336, 14336 x
+# 4096, each against this kernel in the same run). With add_run replaced by an XOR of the run's words, every copy and
+# read kept: 9.81, 8.70, 9.86 us -> 8.45, 7.73, 8.23, or 3.84x, 3.65x, 3.56x fp16's weights per second: at the Llama
+# shapes even free math leaves this ring at the goal's edge. Cheaper math moved little: the magic numbers' offsets
+# left in the mma and taken out once a group (four LOP3 and a shift a word, no HFMA2, the pairs too: 449 SASS a run,
+# not 591), 9.58, 8.97, 9.45 at the better of two rings, with a float32 error near 2e-5; each block's mma a chain of
+# its own (4 deep, not 8): 9.80, 8.73, 9.79 -> 9.75, 8.72, 9.75. The rest is the ring's: the read roof (``zoo
+# gemv-read-roof``, 64 KB an SM before the wait) takes 7.5 us at both Llama shapes.
+# Nor does it on v13's kernel, where W left in L2 (one input set, H100, best of two rings each) makes the math weigh
+# more: 8.65, 8.03, 8.18 us; the offsets out of the loop again, one extra mma a word pair taking them off (378 SASS a
+# run, not 447; float32 error 2e-5), 8.44, 8.19, 8.26; the eight-bit shift as IMAD.HI (a multiply by 2^24 held in a
+# register: off the ALU pipe, which runs LOP3 and SHF at half a warp a cycle), 9.39, 8.81, 8.93. Neither the issue
+# slots nor the ALU pipe set a run's time.
+@jit(device=True)
+def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
+    """A run's mma, each group's sum scaled once in float32 and added to the lane's row total."""
+    zero = float32(0)
+    tile0 = tile1 = (zero, zero, zero, zero)  # the sums of the group in hand, each tile's D
+    for b in range(RUN_BLOCKS):  # b % blocks_per_group is a constant once the loop is unrolled
+        tile0 = mma_block(codes, 8 * b, xs, 8 * b, tile0)  # rows j = 0, 1
+        tile1 = mma_block(codes, 8 * b + 4, xs, 8 * b, tile1)  # rows j = 2, 3
+        if b % blocks_per_group == blocks_per_group - 1:  # the group's sum, scaled once in float32
+            total += pick(tile0, tile1, upper, odd) * float32(run_scales[b // blocks_per_group])
+            tile0 = tile1 = (zero, zero, zero, zero)  # the next group starts from 0
+    return total
+
+
+@functools.cache
+def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0):
+    """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows, ``stages``
+    slots a warp, a slot refilled as soon as its run is in registers or (``refill_after_math``, v09's order)
+    after the run's math, and each warp letting the next kernel start ``trigger_early`` runs before its last."""
+    threads = 32 * slices  # the block: one group's warps
+    blocks_per_group = group // BLOCK  # 1 or 2: the mma of a group add into one sum
+    per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 4 or 2
+    copy_scales = copy_two_scales if per_run == 2 else copy_four_scales  # a row's scales of a run: 4 or 8 bytes
+    newer = stages - 1  # groups that may still be in flight when a run is read: a constant of the instruction
+    slot_size = slot_bytes(group)
+    ring_bytes = stages * slot_size  # a warp's ring
+
+    # launch_bounds: at most 128 registers a thread, as in v09 to v13, now with 16 / slices blocks of 32 slices
+    # threads an SM: two of eight warps, four of four. A run held in registers while the next copies are asked for
+    # takes 64 of them; without the bound ptxas gave a draft of v10's kernel 134 and an SM one block: 12.4 us at
+    # 4096 x 14336 against 11.5 with it (H100)
+    @jit(dependent_launch=True, launch_bounds=(threads, WARPS_AT_128_REGISTERS // slices))  # overlaps the kernel before
+    def gemv_int4_group_block_ring(W, x, scales, out):
+        codes = cuda.local.array(RUN_WORDS, uint32)  # a run's codes: [block][row j][word]
+        xs = cuda.local.array(RUN_WORDS, uint32)  # a run's x pairs: [block][pair]
+        run_scales = cuda.local.array(per_run, float32)  # the scales of the run in hand, read out of its slot
+        partials = cuda.shared.array(PARTIALS, float32)  # [warp][row of its 32]: the slices' sums
+        ring = cuda.shared.array(0, uint8, alignment=SHARED_ALIGN)  # [warp][slot][codes, x, scales], sized by launch
+        # every index is uint32, cast back after each operation: numba widens the result of two uint32 to 64 bits
+        lane = uint32(uint32(cuda.threadIdx.x) % uint32(32))  # the thread's lane in its warp
+        warp = uint32(uint32(cuda.threadIdx.x) // uint32(32))  # the warp in its block: its slice of the group
+        g = uint32(lane // uint32(4))  # this lane's rows in a tile: g and g + 8 (the mma's groupID)
+        t = uint32(lane % uint32(4))  # this lane's 16 columns of every block of 64 (the mma's thread in group)
+        piece = warp  # its slice of the runs: the block is one group's warps
+        first = uint32(uint32(cuda.blockIdx.x) * uint32(ROWS_PER_WARP))  # the block's group: rows first ..
+        rows = uint32(out.size)
+        total = float32(0)  # the sum of row 8t + g of the warp's 32 (j = t: tile t // 2, row g + 8 when t is odd)
+        if first < rows:  # the whole warp or none of it: every mma has its 32 lanes (and no return before the barrier)
+            # the warp's 32 rows are packed row first // 32 of W: first x in / 2 bytes in (rows past the last: zeros)
+            source = copy_source(uint32(first * uint32(x.size // 2)), lane)
+            upper, odd = t >= uint32(2), (t & uint32(1)) != uint32(0)
+            # lane l copies the scales of row l of the warp's 32, per_run of them beside lane l - 1's; lane (g, t)
+            # applies row 8t + g's, at 2 per_run bytes a row in the slot
+            scales_row = uint32(first * uint32(x.size // group) + uint32(per_run) * lane)
+            scales_at = uint32(SCALES_AT) + (uint32(8) * t + g) * uint32(2 * per_run)
+            lane_dst = uint32(g * uint32(RUN_BYTES))  # where the lane's rows start in a slot
+            lane_src = uint32(lane_dst + (t & uint32(1)) * uint32(8))  # and where its reads start
+            ring_at = uint32(warp * uint32(ring_bytes))  # the warp's ring
+            ring_end = uint32(ring_at + uint32(ring_bytes))
+            runs = int64(x.size // (RUN_BLOCKS * BLOCK))  # in is a multiple of 256 (launch): whole runs, no last blocks
+            per_slice = (runs + slices - 1) // slices  # each warp a contiguous range of runs: piece per_slice ..
+            mine_runs = max(int64(0), min(per_slice, runs - int64(piece) * per_slice))
+            at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
+            first_at = at  # the first run's byte: its x is asked for after the wait
+            # the first STAGES - 1 runs' codes and scales, before the wait (as v09). Two ways to have more landed by
+            # the wait were slower (H200, graph time, 8192 x 8192, 4096 x 14336, 14336 x 4096, best ring each):
+            # run 0 loaded straight into registers, its slot then holding run STAGES, 9.01, 8.24, 8.61 us -> 11.42,
+            # 9.78, 10.08; the warp's next runs asked of L2 (one ``cp.async.bulk.prefetch.L2``, packed runs being
+            # one piece), 9.12, 8.21, 8.64 -> 10.17, 8.23, 9.44 for one run and 11.41, 8.52, 9.89 for two
+            for r in range(stages - 1):
+                if r < mine_runs:
+                    copy_codes(W, source, at, ring, ring_at + uint32(r * slot_size), lane)
+                    copy_scales(scales, scales_row, at, ring, ring_at + uint32(r * slot_size), lane)  # weights too
+                    at += RUN_BYTES
+            # the kernel before this one (launched ahead of it in the stream) has finished and its writes are
+            # visible from here on: x may be its output, and out may be what it reads; nothing above touched them.
+            # What that costs (4096 x 14336, H100, 32 calls in a graph, each warp's %globaltimer): this call's warps
+            # start 1.5-1.8 us before the last warp of the call before ends, the wait returns 0.8-1.0 us after it,
+            # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing.
+            # On a (Firecracker) H200 at this GPU's tuned ring the wait returns 0.5 us after that last warp, the first
+            # math starts 0.8 us later, a block's warps end their loops up to 1.0 us apart (median over blocks; no warp
+            # index ends last more than another), and no call put two of its blocks on one SM
+            wait_for_previous_kernel()
+            for r in range(stages):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
+                if r < mine_runs:
+                    slot = ring_at + uint32(r * slot_size)
+                    if r == stages - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
+                        copy_codes(W, source, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
+                        copy_scales(scales, scales_row, at, ring, slot, lane)  # the last reads of the kernel before,
+                        at += RUN_BYTES  # which the wait is waiting for; H200, best ring each, 9.20, 8.19,
+                        # 8.57 us -> 10.10, 8.59, 9.17 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
+                    copy_x(x, first_at + r * RUN_BYTES, ring, slot, lane)
+                cp_async_commit()  # a group even when empty: wait_group counts groups (the first holds the codes)
+            reading = ring_at  # the slot of run r, and of run r + STAGES once run r is in registers
+            # the run at which this warp lets the next kernel start placing blocks (once every block of this one has, or
+            # has ended), each asking for its first runs before its wait: ``trigger_early`` runs before the warp's last
+            # (0: at its last, when every copy of the warp is asked for), the GPU's pick (``zoo tune``). Too early, the
+            # next kernel's first runs compete with this one's; too late, they are not yet asked for when this kernel's
+            # last math and the wait leave the memory idle. v09's kernel, H100, 4096 x 14336 (one block an SM), us a
+            # call: at the last run 11.7; at the first 13.9; a run earlier 12.3; after the last run's math 14.1 (this
+            # kernel there, 3 slots in v11's order: 11.79, 10.39 a run early, 10.61 two: ``zoo tune``). The H200 drains
+            # a call's runs faster and wants them earlier: 8192 x 8192, 4096 x 14336, 14336 x 4096 in v09's order with
+            # two slots, at the last run 9.45, 8.62, 9.32 us; a run earlier 9.10, 8.51, 8.62; two 9.11, 8.85, 8.56
+            # (three slots, two earlier: 10.11, 8.26, 9.05). Earlier still at 4096 x 14336 (three slots, after the
+            # math): two runs 8.29 us, three 8.23, four 8.96, five 9.37, six (a warp's first run) 9.66
+            trigger_at = max(mine_runs - int64(1 + trigger_early), int64(0))
+            r = int64(0)
+            while r < mine_runs:
+                if r == trigger_at:
+                    let_next_kernel_start()
+                cp_async_wait_group(newer)  # run r has landed: only the STAGES - 1 newer groups may be in flight
+                cuda.syncwarp()  # run r's copies, made by every lane, are visible to every lane
+                read_run(ring, reading, lane_src, g, t, codes, xs)  # run r in registers
+                for k in range(per_run // 2):  # and its scales (its row's, two float16 a word): the slot is free
+                    word = load_word(ring, reading + scales_at + uint32(4 * k))
+                    run_scales[2 * k], run_scales[2 * k + 1] = unpack_half2(word)
+                cuda.syncwarp()  # every lane has read slot r before any lane's copy may overwrite it
+                if refill_after_math:  # v09's order: STAGES - 1 runs in flight during the math, the slot waits
+                    total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
+                # (asking L2 for the warp's run 1, 2 or 3 beyond the ring here too, one cp.async.bulk.prefetch.L2
+                # from lane 0 with each refill: H200, best of the three and ring each, 9.11, 8.28, 8.57 us -> 9.14,
+                # 8.77, 8.88 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
+                if r + stages < mine_runs:  # run r + STAGES into the slot just read
+                    copy_codes(W, source, at, ring, reading, lane)
+                    copy_scales(scales, scales_row, at, ring, reading, lane)
+                    copy_x(x, at, ring, reading, lane)
+                    at += RUN_BYTES
+                cp_async_commit()  # a group even when empty: wait_group counts groups
+                if not refill_after_math:  # v11's order: STAGES runs in flight during the math
+                    total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
+                reading += uint32(slot_size)  # the ring turns
+                if reading == ring_end:
+                    reading = ring_at
+                r += 1
+            if slices == 1:
+                row = first + uint32(8) * t + g
+                if row < rows:
+                    out[row] = total
+            else:
+                partials[warp * uint32(ROWS_PER_WARP) + uint32(8) * t + g] = total
+        if slices > 1:
+            cuda.syncthreads()  # every slice's sums are in shared memory
+            row = first + lane
+            if piece == uint32(0) and row < rows:  # the block's first warp adds the slices, lane l row l
+                total = float32(0)
+                for other in range(slices):  # its own slice first, then the others, in order
+                    total += partials[uint32(other) * uint32(ROWS_PER_WARP) + lane]
+                out[row] = total
+
+    return gemv_int4_group_block_ring
+
+
+# Why a block takes whole groups of 32 rows although 4096 x 14336 then leaves 4 of the H200's 132 SMs idle: tried with
+# the call's runs spread evenly over every warp of one block an SM (packed, W is one line of runs, so warp w takes
+# runs w T / warps .. of all T), a group shared by warps of several blocks added by the last of them to finish (a
+# counter a group in global memory, the pieces through L2). H200, graph time, 8192 x 8192, 4096 x 14336, 14336 x
+# 4096: 9.03, 8.25, 8.62 us -> 11.87, 12.01, 11.78. The split alone, without that reduction (wrong sums: its bound),
+# took 9.78, 8.82, 8.83; the reduction's fence, counter and reads of the pieces are trips to L2 at the call's end,
+# where the slices of a block add through shared memory.
+# (One group a block of eight warps instead, eight slices at 14336 x 4096: 448 blocks, two runs a warp, more blocks
+# than an SM's registers hold at once: H200, graph time, 8.59 us -> 10.19. This step keeps v13's slices.)
+# What v13's 224 blocks lose is not the balance of runs alone: with W left in L2 (one input set), H100, graph time,
+# v13's kernel with the call's runs split evenly over two blocks an SM (no reduction: wrong sums, its bound), 7.93 us
+# -> 7.86, a warp's chain of four runs unchanged. Blocks of one group, the same four runs a warp: 8.06 -> 7.62 (the
+# Why's figures).
+def slices_for(rows):
+    """Warps per 32 rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
+    groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
+    slices = 1
+    while slices < WARPS_PER_BLOCK and groups * slices < WARPS_PER_SM * sm_count():
+        slices *= 2
+    return slices
+
+
+def grid_for(rows):
+    """(warps per 32 rows, blocks) of the grid for ``rows`` outputs: v13's slices, a block a group of 32 rows."""
+    return slices_for(rows), (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
+
+
+def launch(W, x, scales, out):
+    """This kernel, v13's or v12's, as tuned, on inputs ``pack`` made (int4 in whole runs); anything else it did not
+    pack: v13's launch (v12's, then v11's, there)."""
+    if not is_packed(W, x):
+        if takes(W, x, scales):
+            raise ValueError("v14 takes its int4 weights packed: pass W and scales through pack(W, x, scales) first")
+        return v13.launch(W, x, scales, out)  # v12's launch, through v13's
+    groups = -(-out.size // ROWS_PER_WARP)
+    if W.shape[0] != groups or scales.shape[0] != groups or scales.shape[1] % ROWS_PER_WARP:
+        raise ValueError(
+            f"packed W and scales must have {groups} rows (one per 32 of out's {out.size}), got "
+            f"{W.shape[0]} and {tuple(scales.shape)}"
+        )
+    group = x.size // (scales.shape[1] // ROWS_PER_WARP)  # x.size // groups in a row: 128 or 64
+    # the ring measured fastest on this GPU for the class of v13's grid (blocks of eight warps, as every ring step
+    # before: the classes are theirs), of this kernel, v13's and v12's (all read this packing), each in two orders,
+    # with two or three slots and three places for the trigger (ring.py; by default this kernel where an SM holds
+    # one of v13's blocks, v12's where it holds two, each in v11's order with 2 slots)
+    launch_ring(ring.ring_for(v13.grid_for(out.size)[1], ("v12", "v13", "v14")), W, x, scales, out, None, group)
+
+
+def launch_ring(choice, W, x, scales, out, grid=None, group=None):
+    """Launch the kernel ``choice`` (a ``ring.Ring``) names on packed inputs, this step's, v13's or v12's (through
+    v13's launch), as it says: its slots, the order of a slot's refill and the trigger. ``grid`` (this step's) and
+    ``group``: where the caller has them already."""
+    if choice.kernel != "v14":
+        return v13.launch_ring(choice, W, x, scales, out, None, group)  # v13's grid, not this step's
+    group = group or x.size // (scales.shape[1] // ROWS_PER_WARP)
+    slices, blocks = grid or grid_for(out.size)
+    shared_bytes = slices * choice.stages * slot_bytes(group)  # dynamic: 37 or 38 KB a block of 4 warps at 2 slots
+    kernel = build(group, slices, choice.stages, choice.refill_after_math, choice.trigger_early)
+    kernel[blocks, 32 * slices, 0, shared_bytes](W, x, scales, out)
