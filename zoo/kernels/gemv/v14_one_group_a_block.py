@@ -23,14 +23,13 @@ Why it is faster:
     the H100's memory sets the pace: 10.39 -> 10.38, 8.21 -> 8.22.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,909 GB/s (92.3 us a call), 120.9% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.2%, 14336x4096@fp16: 203.8%,
-    14336x4096@int4: 365.7%, 14336x4096@int4_g64: 368.3%, 14336x4096@int8: 265.2%,
-    4096x14336: 99.7%, 4096x14336@fp16: 199.5%, 4096x14336@int4: 333.5%,
-    4096x14336@int4_g64: 368.0%, 4096x14336@int8: 233.5%, 8192x8192@fp16: 240.5%,
-    8192x8192@int4: 510.3%, 8192x8192@int4_g64: 565.6%, 8192x8192@int8: 350.2%. From
-    results/nvidia-h100-80gb-hbm3.json.
+    NVIDIA H200, size 8192x8192: 3,977 GB/s (67.5 us a call), 133.3% of cupy.matmul fp32
+    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
+    (cuBLAS): 14336x4096: 109.9%, 14336x4096@fp16: 212.1%, 14336x4096@int4: 267.7%,
+    14336x4096@int4_g64: 287.0%, 14336x4096@int8: 196.3%, 4096x14336: 99.1%,
+    4096x14336@fp16: 192.0%, 4096x14336@int4: 211.7%, 4096x14336@int4_g64: 217.5%,
+    4096x14336@int8: 179.7%, 8192x8192@fp16: 269.1%, 8192x8192@int4: 659.9%,
+    8192x8192@int4_g64: 595.2%, 8192x8192@int8: 435.3%. From results/nvidia-h200.json.
 """
 
 import functools
