@@ -337,7 +337,8 @@ def test_each_step_launches_the_fastest_of_its_rings_in_the_tune_table(tmp_path,
             for step, mine in kernels.items():
                 pick = next(r for r in ranked if r.kernel in mine)
                 built.clear()
-                assert harness.check(step, (33, 512), seed=6, kind="int4").ok  # one block: the class in the table
+                rows = 3 if step is V14 else 33  # one block, the class in the table (v14: a block a group of 32)
+                assert harness.check(step, (rows, 512), seed=6, kind="int4").ok
                 mine = (pick.refill_after_math, pick.trigger_early) if pick.kernel in PACKED_RING else ()
                 assert set(built) == {(pick.kernel, pick.stages, *mine)}, (fastest, step)
         default = ring.defaults(("v09", "v11"))["two_blocks_an_sm"]
@@ -379,14 +380,20 @@ def test_every_ring_the_sweep_may_pick_is_right(choice):
 
 
 def test_zoo_tune_gemv_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
-    """The GPU path of ``zoo tune gemv --size``, with the timing replaced: on 132 SMs 4096 x 14336 is 128 blocks
-    (one an SM), 14336 x 4096 is 224 (two); two sizes of one class are refused."""
+    """The GPU path of ``zoo tune gemv --size``, with the timing replaced: on 132 SMs, in v14's grid (a block a group
+    of 32 rows), 4096 x 14336 is 128 blocks (one an SM), 8192 x 8192 256 (two), 14336 x 4096 448 (more); two sizes of
+    one class are refused."""
     from zoo import cli
 
-    monkeypatch.setattr(V10.module, "sm_count", lambda: 132)  # the grid's
+    monkeypatch.setattr(V14.module, "sm_count", lambda: 132)  # the grid's
     monkeypatch.setattr(ring, "sm_count", lambda: 132)  # the class's
-    asked = tune_with_sizes(monkeypatch, gemv_tune, "gemv", ["4096x14336", "14336x4096"])
-    assert asked == {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}
+    asked = tune_with_sizes(monkeypatch, gemv_tune, "gemv", ["4096x14336", "8192x8192", "14336x4096"])
+    assert asked == {
+        "one_block_an_sm": (4096, 14336),
+        "two_blocks_an_sm": (8192, 8192),
+        "many_blocks_an_sm": (14336, 4096),
+    }
+    assert ring.shape_class(224) == "two_blocks_an_sm"  # v13's grid at 14336 x 4096: two blocks of eight warps an SM
     with pytest.raises(cli.UsageError, match="both of class one_block_an_sm"):
         tune_with_sizes(monkeypatch, gemv_tune, "gemv", ["4096x14336", "33x320"])
 
@@ -710,7 +717,8 @@ def test_packed_steps_run_a_packed_kernel_on_packed_weights_for_any_rows(step, k
     variant = GEMV[step]
     for size in V12_SIZES[kind]:
         out = cuda.to_device(np.full(size[0], np.nan, np.float32))
-        kernel = PACKED_RING[ring.ring_for(1, PACKED_KERNELS[step]).kernel]  # one block
+        blocks = variant.module.grid_for(size[0])[1]  # the step's own grid: its class
+        kernel = PACKED_RING[ring.ring_for(blocks, PACKED_KERNELS[step]).kernel]
         for seed in (1, 2):
             inputs = GEMV.inputs(size, seed, kind)
             since = launch_count()

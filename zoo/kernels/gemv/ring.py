@@ -12,8 +12,15 @@ choice is measured on each GPU, as sgemm's tile shapes are (``zoo.tune_table``):
 
     class              what it is                                 tuned at        default without a table
     one_block_an_sm    a grid of at most one block an SM          4096 x 14336    the step's own kernel, 2 slots
-    two_blocks_an_sm   more blocks than SMs                       14336 x 4096    v09's kernel, 2 slots (v12 to v14:
-                                                                                  v12's)
+    two_blocks_an_sm   more blocks than SMs, at most twice as     8192 x 8192     v09's kernel, 2 slots (v12 to v14:
+                       many                                                       v12's)
+    many_blocks_an_sm  more than two blocks an SM                 14336 x 4096    the same
+
+The grid is the launching step's own. v09's to v13's blocks of eight warps make 14336 x 4096 224 blocks, two an SM;
+v14's blocks of one group make it 448, three or four an SM, a class of its own: v14 launches there the ring tuned for
+its grid, and v10 to v13 the one tuned at 8192 x 8192, their own class's shape (until v14 they had two classes, the
+second tuned at 14336 x 4096: on the H200 its pick, v14's kernel, took 9.46 us at 8192 x 8192 against 9.08 for
+v12's).
 
 The defaults are the H100's choices for v10 and v11 (two blocks an SM already make 64 KB in flight an SM with v09's
 kernel, and v10's was slower there: 11.3 -> 11.9 us at 14336 x 4096); v12's is v11's order with two slots, within 2%
@@ -43,18 +50,24 @@ class Ring(NamedTuple):
     trigger_early: int = 0  # v12's to v14's only: runs before its last at which a warp lets the next kernel start
 
 
-SHAPE_CLASSES = {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (14336, 4096)}  # class: (out, in) tuned at
+SHAPE_CLASSES = {  # class: (out, in) tuned at
+    "one_block_an_sm": (4096, 14336),
+    "two_blocks_an_sm": (8192, 8192),
+    "many_blocks_an_sm": (14336, 4096),
+}
 
 
 def defaults(kernels):
     """Each class's ring without a table, for a step whose ring kernels are ``kernels`` (its own last): its own
-    where an SM holds one block, the first (v09's, where it has it) where it holds two."""
-    return {"one_block_an_sm": Ring(kernels[-1], 2), "two_blocks_an_sm": Ring(kernels[0], 2)}
+    where an SM holds one block, the first (v09's, where it has it) where it holds more."""
+    more = Ring(kernels[0], 2)
+    return {"one_block_an_sm": Ring(kernels[-1], 2), "two_blocks_an_sm": more, "many_blocks_an_sm": more}
 
 
 def shape_class(blocks, sms=None):
     """The class of a grid of ``blocks`` (see the module docstring)."""
-    return "one_block_an_sm" if blocks <= (sms or sm_count()) else "two_blocks_an_sm"
+    sms = sms or sm_count()
+    return "one_block_an_sm" if blocks <= sms else "two_blocks_an_sm" if blocks <= 2 * sms else "many_blocks_an_sm"
 
 
 def cache_path():

@@ -8,7 +8,8 @@ Changes:
     warps instead of 224 of eight, at 11008 x 4096 344 instead of 172. The
     kernel, its ring and the packing are v13's, less the groups a block.
     ``zoo tune`` times this kernel beside v12's and v13's and each shape class
-    launches the fastest (``ring.py``).
+    launches the fastest (``ring.py``), the classes now three: a grid of more
+    than two blocks an SM, as 14336 x 4096 is here, is tuned on its own.
 
 Why it is faster:
     Where two groups make a block, 224 blocks on 132 SMs leave 92 SMs with two
@@ -16,11 +17,12 @@ Why it is faster:
     as a full SM, and a full SM has no room for the next call's block until
     one of its blocks ends (dependent launch). Blocks of four warps spread the
     same 1,792 warps as three or four to an SM, the last ones placed as the
-    first end, and each leaves as soon as its own four warps are done. That
-    counts where a run's math weighs against the memory: with W left in L2
-    (one input set, a stand-in for faster memory), H100, graph time, best ring
-    each, 14336 x 4096 8.06 -> 7.62 us, 11008 x 4096 7.83 -> 7.35. From DRAM
-    the H100's memory sets the pace: 10.39 -> 10.38, 8.21 -> 8.22.
+    first end, and each leaves as soon as its own four warps are done. H200,
+    graph time, each kernel's best ring (``zoo tune``), 14336 x 4096: 8.47 us
+    (v13's kernel) -> 8.34. It counts where a run's math weighs against the
+    memory: with W left in L2 (one input set, a stand-in for faster memory),
+    H100, 8.06 -> 7.62 us, and 11008 x 4096 7.83 -> 7.35; from DRAM the H100's
+    memory sets the pace: 10.39 -> 10.38, 8.21 -> 8.22.
 
 Measured:
     NVIDIA H200, size 8192x8192: 3,977 GB/s (67.5 us a call), 133.3% of cupy.matmul fp32
@@ -452,11 +454,12 @@ def launch(W, x, scales, out):
             f"{W.shape[0]} and {tuple(scales.shape)}"
         )
     group = x.size // (scales.shape[1] // ROWS_PER_WARP)  # x.size // groups in a row: 128 or 64
-    # the ring measured fastest on this GPU for the class of v13's grid (blocks of eight warps, as every ring step
-    # before: the classes are theirs), of this kernel, v13's and v12's (all read this packing), each in two orders,
-    # with two or three slots and three places for the trigger (ring.py; by default this kernel where an SM holds
-    # one of v13's blocks, v12's where it holds two, each in v11's order with 2 slots)
-    launch_ring(ring.ring_for(v13.grid_for(out.size)[1], ("v12", "v13", "v14")), W, x, scales, out, None, group)
+    # the ring measured fastest on this GPU for the class of this step's grid, of this kernel, v13's and v12's (all
+    # read this packing), each in two orders, with two or three slots and three places for the trigger (ring.py: a
+    # grid of more than two blocks an SM, as 14336 x 4096 is here, is a class of its own; by default this kernel
+    # where an SM holds one block, v12's where it holds more, each in v11's order with 2 slots)
+    grid = grid_for(out.size)
+    launch_ring(ring.ring_for(grid[1], ("v12", "v13", "v14")), W, x, scales, out, grid, group)
 
 
 def launch_ring(choice, W, x, scales, out, grid=None, group=None):
