@@ -385,7 +385,6 @@ def test_zoo_tune_gemv_with_a_size_tunes_that_sizes_class_at_that_size(monkeypat
     one class are refused."""
     from zoo import cli
 
-    monkeypatch.setattr(V14.module, "sm_count", lambda: 132)  # the grid's
     monkeypatch.setattr(ring, "sm_count", lambda: 132)  # the class's
     asked = tune_with_sizes(monkeypatch, gemv_tune, "gemv", ["4096x14336", "8192x8192", "14336x4096"])
     assert asked == {
@@ -396,6 +395,34 @@ def test_zoo_tune_gemv_with_a_size_tunes_that_sizes_class_at_that_size(monkeypat
     assert ring.shape_class(224) == "two_blocks_an_sm"  # v13's grid at 14336 x 4096: two blocks of eight warps an SM
     with pytest.raises(cli.UsageError, match="both of class one_block_an_sm"):
         tune_with_sizes(monkeypatch, gemv_tune, "gemv", ["4096x14336", "33x320"])
+
+
+def test_a_table_files_each_entry_under_the_class_its_shape_is_in_now(tmp_path, monkeypatch):
+    """A table saved when the classes were two (a block an SM, tuned at 4096 x 14336; more, at 14336 x 4096): on 132
+    SMs its second entry is read as 14336 x 4096's class now (448 blocks of a group, more than two an SM), 8192 x
+    8192's class, which it lacks, takes its default, and a tune of that class alone keeps the moved entry."""
+    from zoo import tune_table
+
+    monkeypatch.setattr(ring, "sm_count", lambda: 132)
+    table = tmp_path / "gemv.json"
+    monkeypatch.setattr(ring, "path", lambda: table)
+    monkeypatch.setattr(ring, "cache_path", lambda: tmp_path / "no-cache.json")
+    one, many, two = ring.Ring("v13", 3, True, 2), ring.Ring("v14", 2, True, 2), ring.Ring("v12", 2, True, 1)
+    entry = lambda shape, choice: {"shape": shape, "rows": [{"tiles": choice._asdict(), "ms": 0.01, "agrees": True}]}  # noqa: E731
+    saved = {"one_block_an_sm": entry([4096, 14336], one), "two_blocks_an_sm": entry([14336, 4096], many)}
+    table.write_text(json.dumps({"device": "test", "classes": saved}))
+    kernels = PACKED_KERNELS["v14"]
+    ring.table.cache_clear()
+    try:
+        assert ring.ring_for(128, kernels) == one
+        assert ring.ring_for(448, kernels) == many
+        assert ring.ring_for(256, kernels) == ring.defaults(kernels)["two_blocks_an_sm"]
+        tuned = {"device": "test", "classes": {"two_blocks_an_sm": entry([8192, 8192], two)}}
+        tune_table.write(tuned, ring.table()[0], True, table)  # what ``zoo tune gemv --size 8192x8192`` writes
+        ring.table.cache_clear()
+        assert [ring.ring_for(blocks, kernels) for blocks in (128, 256, 448)] == [one, two, many]
+    finally:
+        ring.table.cache_clear()
 
 
 # the device functions and sizes a test kernel uses, as globals: a kernel on the GPU cannot reach them through a Variant

@@ -70,6 +70,12 @@ def shape_class(blocks, sms=None):
     return "one_block_an_sm" if blocks <= sms else "two_blocks_an_sm" if blocks <= 2 * sms else "many_blocks_an_sm"
 
 
+def rows_class(rows, sms=None):
+    """The class of a GEMV of ``rows`` outputs: the class of the grid of a block a group of 32 rows (v14's; v09's to
+    v13's too wherever a group has eight warps). ``zoo tune --size`` and ``table`` place a shape so."""
+    return shape_class(-(-rows // 32), sms)
+
+
 def cache_path():
     return tune_table.cache_path("gemv")
 
@@ -80,8 +86,12 @@ def path():
 
 @functools.cache
 def table():
-    """(the table as saved, {class: [Ring, ...] timed and agreeing, fastest first}), read on the first int4 call."""
+    """(the table, {class: [Ring, ...] timed and agreeing, fastest first}), read on the first int4 call. Each entry
+    is filed under the class its tuned shape is in now, whatever its saved name: a table tuned when 14336 x 4096 was
+    the second of two classes gives its rows to the third (and ``zoo tune --size`` keeps them there)."""
     data = tune_table.read(cache_path(), path())
+    classes = {rows_class(e["shape"][0]) if e.get("shape") else cls: e for cls, e in data.get("classes", {}).items()}
+    data = {**data, "classes": classes}
     ranked = {
         cls: [Ring(**r["tiles"]) for r in e.get("rows", []) if "ms" in r and r.get("agrees")]
         for cls, e in data.get("classes", {}).items()
