@@ -564,7 +564,10 @@ ring.table = lambda: ({}, {})  # no tune table: each class's default, so a case 
 fam = zoo.family("gemv")
 out = {}
 for case in sys.argv[1:]:
-    step, size, kind = case.split(":")
+    step, size, kind, *forced = case.split(":")
+    if forced:  # a ring the case names, as kernel-slots-order-trigger (v14-3-after-2): the table's pick replaced
+        name, slots, order, early = forced[0].split("-")
+        ring.ring_for = lambda blocks, kernels, r=ring.Ring(name, int(slots), order == "after", int(early)): r
     kernels = machine_code.compile_step(fam[step], (9, 0), tuple(int(d) for d in size.split("x")), kind)
     for k in kernels:
         machine_code.assemble(k, (9, 0), want_sass=True)
@@ -845,6 +848,20 @@ def test_packed_kernels_read_global_memory_only_through_their_copies():
             assert len(shared) == 2 and len(global_) <= 2, f"{case}: {codes}"
         else:
             assert len(shared) > 2 and len(global_) > 2, f"{case}: {codes}"  # about one pair a copy
+
+
+@NEEDS_PTXAS
+def test_v14s_blocks_of_four_warps_with_three_slots_fit_four_an_sm():
+    """v14's kernel at 14336 x 4096 (four warps a group on 132 SMs) with three slots: 128 registers and 512 B of
+    static shared memory, its four warps' sums, so that four blocks fit an SM's 228 KB with their rings (4 x 56,832
+    B) and the 1 KB the GPU keeps a block: sixteen warps, as many as the registers hold."""
+    case = "v14:14336x4096:int4:v14-3-after-2"
+    (k,) = _compiled([case])[case]
+    assert k["name"] == PACKED_RING["v14"]
+    _assert_nothing_spilled(k, case)
+    assert k["registers"] <= 128 and k["shared_bytes"] == 4 * 32 * 4, case
+    rings = 4 * 3 * V14.module.slot_bytes(128)
+    assert 4 * (rings + k["shared_bytes"] + 1024) <= 228 * 1024, case
 
 
 # -- the goals' sweep -------------------------------------------------------------------------------------------------

@@ -80,7 +80,6 @@ ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
 # Why not one m-tile of 16 rows a warp, which gives 4096 x 14336 256 blocks, two an SM: x's shared-memory reads and the
 # mma per byte of codes double. H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096: 9.12, 8.26,
 # 8.57 us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM (80 registers, spilling)
-PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's 32 sums, when warps share rows
 WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
 RUN_BLOCKS = 4  # blocks in a run: 256 columns, whole groups of 64 or 128
@@ -289,6 +288,10 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
     slots a warp, a slot refilled as soon as its run is in registers or (``refill_after_math``, v09's order)
     after the run's math, and each warp letting the next kernel start ``trigger_early`` runs before its last."""
     threads = 32 * slices  # the block: one group's warps
+    # shared memory: each warp's 32 sums, the block's slices only (v13's kernel sized it for eight warps). Four blocks
+    # of four warps with three slots take 4 x (56,832 B of ring + 512 of sums + 1,024 the GPU keeps a block) =
+    # 233,472 B, an SM's 228 KB exactly: with eight warps' sums (1 KB) three fit, twelve warps an SM, not sixteen
+    partials_size = slices * ROWS_PER_WARP
     blocks_per_group = group // BLOCK  # 1 or 2: the mma of a group add into one sum
     per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 4 or 2
     copy_scales = copy_two_scales if per_run == 2 else copy_four_scales  # a row's scales of a run: 4 or 8 bytes
@@ -305,7 +308,7 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
         codes = cuda.local.array(RUN_WORDS, uint32)  # a run's codes: [block][row j][word]
         xs = cuda.local.array(RUN_WORDS, uint32)  # a run's x pairs: [block][pair]
         run_scales = cuda.local.array(per_run, float32)  # the scales of the run in hand, read out of its slot
-        partials = cuda.shared.array(PARTIALS, float32)  # [warp][row of its 32]: the slices' sums
+        partials = cuda.shared.array(partials_size, float32)  # [warp][row of its 32]: the slices' sums
         ring = cuda.shared.array(0, uint8, alignment=SHARED_ALIGN)  # [warp][slot][codes, x, scales], sized by launch
         # every index is uint32, cast back after each operation: numba widens the result of two uint32 to 64 bits
         lane = uint32(uint32(cuda.threadIdx.x) % uint32(32))  # the thread's lane in its warp
