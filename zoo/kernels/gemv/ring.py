@@ -28,9 +28,8 @@ of the H100's pick at a block an SM (v09's order, three slots: 10.67 against 10.
 (``tune.sweep``) times every step's kernel at each class's shape and writes this GPU's table with all of them,
 fastest first; a step launches the fastest of the kernels it has (v10: v09's and its own; v11: v09's and its own;
 v12: its own in either order, since v09's kernel cannot read packed weights; v13: v12's and its own; v14: v12's,
-v13's and its own), read on its first int4 call. The classes are those of v09's grid (blocks of eight warps), v14's
-too. The table is tuned with groups of 128; v11 to v14 apply their pick to groups of 64 too (v10's
-kernel takes 128 only).
+v13's and its own), read on its first int4 call, for the class of its own grid. The table is tuned with groups of
+128; v11 to v14 apply their pick to groups of 64 too (v10's kernel takes 128 only).
 """
 
 import functools
