@@ -817,6 +817,7 @@ def test_v14_makes_a_block_of_each_group_of_32_rows(monkeypatch):
         monkeypatch.setattr(module, "WARPS_PER_SM", 8)
         monkeypatch.setattr(module, "sm_count", lambda: 132)
     assert (v13.grid_for(14336), v14.grid_for(14336)) == ((4, 224), (4, 448))
+    assert gemv_tune.launching_step("v14") is v14 and gemv_tune.launching_step("v09") is V10.module  # the tune's grids
     for rows in (4096, 8192):
         assert v14.grid_for(rows) == v13.grid_for(rows) == (8, rows // 32), rows
 

@@ -49,16 +49,21 @@ def inputs_for(choice, inputs):
     return zoo.family("gemv")[choice.kernel].packed(inputs)
 
 
-def launch(choice, W, x, scales, out):
-    """Launch ``choice`` as the step that owns its kernel launches a pick (v09's kernel through v10's launch), on
-    inputs ``inputs_for`` made."""
+def launching_step(kernel):
+    """The step module whose ``launch_ring`` launches ``kernel``'s ring, and whose ``grid_for`` gives its grid (v09's
+    kernel through v10's)."""
     from zoo.kernels.gemv import v10_refill_after_read as v10
     from zoo.kernels.gemv import v11_scales_in_the_ring as v11
     from zoo.kernels.gemv import v12_prepacked_weights as v12
     from zoo.kernels.gemv import v13_immediate_offsets as v13
     from zoo.kernels.gemv import v14_one_group_a_block as v14
 
-    {"v11": v11, "v12": v12, "v13": v13, "v14": v14}.get(choice.kernel, v10).launch_ring(choice, W, x, scales, out)
+    return {"v11": v11, "v12": v12, "v13": v13, "v14": v14}.get(kernel, v10)
+
+
+def launch(choice, W, x, scales, out):
+    """Launch ``choice`` as the step that owns its kernel launches a pick, on inputs ``inputs_for`` made."""
+    launching_step(choice.kernel).launch_ring(choice, W, x, scales, out)
 
 
 def shape_class(rows, cols):
@@ -79,7 +84,6 @@ def sweep(shapes=None, progress=None, save=False):
     from zoo.device import properties, sm_count
     from zoo.device.jit import launch_count, launched_since
     from zoo.kernels.gemv import sweep as formats
-    from zoo.kernels.gemv import v10_refill_after_read as v10
 
     fam = zoo.family("gemv")
     shapes = shapes or SHAPE_CLASSES
@@ -89,7 +93,6 @@ def sweep(shapes=None, progress=None, save=False):
         reference = fam.reference(*host)
         sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
         out = cupy.full(out_size, np.nan, np.float32)
-        blocks = v10.grid_for(out_size)[1]
         rows = []
         timed = []  # (call, its input sets, its row) of each candidate timed, for the later rounds
         as_read = {}  # each kernel's input sets as it reads them (v12's to v14's packed once, before any timing)
@@ -115,6 +118,7 @@ def sweep(shapes=None, progress=None, save=False):
                 rows.append({"tiles": choice._asdict(), "error": f"{type(e).__name__}: {e}"[:200]})
                 continue
             used = harness.kernel_resources(kernel)  # the driver's occupancy query, with its shared memory
+            blocks = launching_step(choice.kernel).grid_for(out_size)[1]  # its own grid: v14's blocks are a group
             waves = blocks / (sm_count() * max(1, used["blocks_per_sm"]))
             rows.append(
                 {
