@@ -25,13 +25,13 @@ Why it is faster:
     memory sets the pace: 10.39 -> 10.38, 8.21 -> 8.22.
 
 Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,909 GB/s (92.3 us a call), 120.7% of
+    NVIDIA H100 80GB HBM3, size 8192x8192: 2,907 GB/s (92.3 us a call), 120.7% of
     cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.3%, 14336x4096@fp16: 203.7%,
-    14336x4096@int4: 385.1%, 14336x4096@int4_g64: 411.1%, 14336x4096@int8: 350.6%,
-    4096x14336: 99.6%, 4096x14336@fp16: 201.7%, 4096x14336@int4: 306.5%,
-    4096x14336@int4_g64: 326.2%, 4096x14336@int8: 218.8%, 8192x8192@fp16: 242.2%,
-    8192x8192@int4: 455.7%, 8192x8192@int4_g64: 541.6%, 8192x8192@int8: 428.0%. From
+    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.3%, 14336x4096@fp16: 208.0%,
+    14336x4096@int4: 341.4%, 14336x4096@int4_g64: 337.1%, 14336x4096@int8: 241.9%,
+    4096x14336: 99.6%, 4096x14336@fp16: 198.8%, 4096x14336@int4: 297.8%,
+    4096x14336@int4_g64: 486.9%, 4096x14336@int8: 210.0%, 8192x8192@fp16: 242.7%,
+    8192x8192@int4: 687.1%, 8192x8192@int4_g64: 450.1%, 8192x8192@int8: 298.4%. From
     results/nvidia-h100-80gb-hbm3.json.
     NVIDIA H200, size 8192x8192: 3,977 GB/s (67.5 us a call), 133.3% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
