@@ -20,7 +20,7 @@ The grid is the launching step's own. v09's to v13's blocks of eight warps make 
 v14's blocks of one group make it 448, three or four an SM, a class of its own: v14 launches there the ring tuned
 for its grid, and v10 to v13 the one tuned at 8192 x 8192, their own class's shape (until v14 they had two classes,
 the second tuned at 14336 x 4096: on the H200 its pick there, v14's kernel, took 9.46 us at 8192 x 8192, 3.42x
-fp16's weights per second, where the records before v14 had 9.08 us, 3.52x, from v12's).
+fp16's weights per second; tuned at 8192 x 8192 itself, the class picks v12's kernel with two slots, 9.15 us, 3.54x).
 
 The defaults are the H100's choices for v10 and v11 (two blocks an SM already make 64 KB in flight an SM with v09's
 kernel, and v10's was slower there: 11.3 -> 11.9 us at 14336 x 4096); v12's is v11's order with two slots, within 2%

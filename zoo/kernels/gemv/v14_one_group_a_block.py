@@ -33,13 +33,13 @@ Measured:
     4096x14336@int4_g64: 486.9%, 4096x14336@int8: 210.0%, 8192x8192@fp16: 242.7%,
     8192x8192@int4: 687.1%, 8192x8192@int4_g64: 450.1%, 8192x8192@int8: 298.4%. From
     results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 3,977 GB/s (67.5 us a call), 133.3% of cupy.matmul fp32
+    NVIDIA H200, size 8192x8192: 3,976 GB/s (67.5 us a call), 133.6% of cupy.matmul fp32
     (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 109.9%, 14336x4096@fp16: 212.1%, 14336x4096@int4: 267.7%,
-    14336x4096@int4_g64: 287.0%, 14336x4096@int8: 196.3%, 4096x14336: 99.1%,
-    4096x14336@fp16: 192.0%, 4096x14336@int4: 211.7%, 4096x14336@int4_g64: 217.5%,
-    4096x14336@int8: 179.7%, 8192x8192@fp16: 269.1%, 8192x8192@int4: 659.9%,
-    8192x8192@int4_g64: 595.2%, 8192x8192@int8: 435.3%. From results/nvidia-h200.json.
+    (cuBLAS): 14336x4096: 110.1%, 14336x4096@fp16: 213.5%, 14336x4096@int4: 406.7%,
+    14336x4096@int4_g64: 432.5%, 14336x4096@int8: 305.1%, 4096x14336: 99.1%,
+    4096x14336@fp16: 176.5%, 4096x14336@int4: 225.9%, 4096x14336@int4_g64: 231.2%,
+    4096x14336@int8: 252.6%, 8192x8192@fp16: 269.0%, 8192x8192@int4: 547.4%,
+    8192x8192@int4_g64: 532.0%, 8192x8192@int8: 218.7%. From results/nvidia-h200.json.
 """
 
 import functools
