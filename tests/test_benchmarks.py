@@ -141,3 +141,20 @@ def test_each_family_has_its_own_setup_cache_key():
         k.replace("NNN", str(bench_reverse.Reverse.setup_cache.__code__.co_firstlineno))
         for k in ("bench_reverse:NNN", "bench_vector_add:NNN")
     }
+
+
+def test_every_benchmark_has_a_version_written_by_hand_and_benchmarks_json_has_it():
+    """asv drops stored results whose version differs from benchmarks.json's; a hashed version changes with any edit
+    of the suite's source, so each benchmark names its own (bumped only when its measurement changes)."""
+    import json
+
+    stored = json.loads((ROOT / "results" / "asv" / "benchmarks.json").read_text())
+    for fam in zoo.families():
+        suite = common.family_suite(fam)
+        for name in dir(suite):
+            if name.startswith("track_"):
+                key = f"bench_{fam.name}.{suite.__name__}.{name}"
+                version = getattr(getattr(suite, name), "version", None)
+                assert isinstance(version, str) and version, f"{key}: no explicit version"
+                assert key in stored, f"{key} is missing from results/asv/benchmarks.json: run .ci/asv-discover"
+                assert stored[key]["version"] == version, f"{key}: benchmarks.json is stale, run .ci/asv-discover"
