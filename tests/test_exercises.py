@@ -253,7 +253,7 @@ def test_an_exercise_may_teach_a_step_with_a_base_and_a_kernel_but_not_a_launch_
 
     page = walkthrough.page(v11.family, {}, {})  # each step with an exercise says how to start it
     assert all(f"`python -m zoo exercise start gemv {e.step.name[:3]}`" in page for e in exercise.of_family(v11.family))
-    doc = "".join(f"{heading}:\n    x.\n\n" for heading in ("Changes", "Why it is faster", "Measured"))
+    doc = "".join(f"{heading}:\n    x.\n\n" for heading in ("Changes", "Why it is faster"))
     launch_only = f'"""Launches v01\'s kernel.\n\n{doc}"""\nfrom .v01_plain import launch  # noqa: F401\n'
     launch_only += 'BASE = "v01"\n'
     for v02, entry, why in ((launch_only, "{}", "launch-only"), (good(), '{"kinds": ("int4",)}', "not the family's")):

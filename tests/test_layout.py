@@ -104,7 +104,7 @@ def test_loading_every_step_loads_no_host_tooling():
 def _section_lengths(doc):
     found, current = {}, None
     for line in doc.splitlines():
-        m = re.match(r"^\s*(Changes|Why it is faster|Measured):\s*(.*)$", line)
+        m = re.match(r"^\s*(Changes|Why it is faster):\s*(.*)$", line)
         if m:
             current = m.group(1)
             found[current] = 1 if m.group(2).strip() else 0
@@ -116,10 +116,25 @@ def _section_lengths(doc):
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: f"{v.family.name}-{v.name[:3]}")
 def test_changes_and_why_are_short(variant):
     lengths = _section_lengths(ast.get_docstring(ast.parse(variant.source), clean=False) or "")
-    long = {h: n for h, n in lengths.items() if h != "Measured" and n > MAX_SECTION_LINES}
+    long = {h: n for h, n in lengths.items() if n > MAX_SECTION_LINES}
     assert not long, (
         f"{variant.path.name}: {long} lines; keep Changes and Why it is faster to about "
         f"{MAX_SECTION_LINES} lines and move derivations beside the code they explain"
+    )
+
+
+# what `zoo report` used to write into every step: a Measured heading and the file it quoted
+GENERATED_FIGURES = re.compile(r"^\s*Measured:\s*$|From\s+results/[\w.-]+\.json", re.M)
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: f"{v.family.name}-{v.name[:3]}")
+def test_a_step_carries_no_generated_figures(variant):
+    """A step file changes only when its kernel or its explanation does: its measured figures live in results/ and
+    are generated onto its walkthrough page and `zoo show`, so a results refresh never touches a lesson."""
+    found = [m.group(0).strip() for m in GENERATED_FIGURES.finditer(variant.source)]
+    assert not found, (
+        f"{variant.path.name} carries generated figures ({found}): delete its Measured section; "
+        "`python -m zoo report` shows the step's figures on its page from results/"
     )
 
 

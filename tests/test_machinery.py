@@ -262,9 +262,6 @@ Changes:
 
 Why it is faster:
     It is not.
-
-Measured:
-    never.
 """
 from .v01_plain import scale_kernel
 
@@ -308,9 +305,6 @@ Changes:
 
 Why it is faster:
     It is not.
-
-Measured:
-    never.
 """
 import numpy as np
 from numba import cuda

@@ -28,7 +28,7 @@ def test_variants_sort_by_number_not_by_name(tmp_path, monkeypatch):
         ({"v01_a.py": good(), "v03_c.py": good()}, "missing v02"),
         ({"v01_a.py": good(), "v01_b.py": good()}, "already used"),
         ({"v1_a.py": good()}, "vNN_technique"),
-        ({"v01_a.py": good().replace("Measured:", "Results:")}, "'Measured:'"),
+        ({"v01_a.py": good().replace("Changes:", "Change:")}, "'Changes:'"),
         ({"v01_a.py": good().replace("Why it is faster:", "Why:")}, "'Why it is faster:'"),
     ],
 )

@@ -55,9 +55,6 @@ Changes:
 
 Why it is faster:
     It is not.
-
-Measured:
-    never.
 """
 from numba import cuda
 

@@ -110,7 +110,10 @@ def cmd_show(args):
     v = _variant(_family(args.family), args.variant)
     if args.ptx or args.sass:
         return _show_compiled(v, args)
-    console.print(Panel(Markdown(_doc_markdown(v.doc)), title=f"{v.family.name} / {v.name}"))
+    from zoo import report
+
+    measured = f"\n\n**Measured**\n\n{report.measured_text(v)}"  # generated from results/, never in the file
+    console.print(Panel(Markdown(_doc_markdown(v.doc) + measured), title=f"{v.family.name} / {v.name}"))
     console.print(Syntax(v.source, "python", line_numbers=True, theme="ansi_dark"))
 
 
@@ -641,7 +644,7 @@ def cmd_report(args):
 
     for line in report.regenerate():
         console.print(line)
-    for line in walkthrough.regenerate():  # last: the pages quote the Measured lines just rewritten
+    for line in walkthrough.regenerate():  # last: the pages show the plots just drawn
         console.print(line)
 
 
@@ -797,7 +800,7 @@ def build_parser():
 
     profile.add_arguments(s)
     s.set_defaults(func=cmd_profile)
-    s = sub.add_parser("report", help="regenerate README tables, plots and Measured lines from results/")
+    s = sub.add_parser("report", help="regenerate README tables, plots and walkthrough pages from results/")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("doctor", help="mode, versions, device and its properties")
     s.set_defaults(func=cmd_doctor)

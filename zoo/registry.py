@@ -2,7 +2,8 @@
 
 A family is a package ``zoo/kernels/<family>/`` whose ``__init__.py`` is its spec
 (see ``REQUIRED_SPEC``). A variant is a file ``vNN_<technique>.py`` in it with a
-docstring holding the headings Changes, Why it is faster and Measured, and a
+docstring holding the headings Changes and Why it is faster (its measured figures live in
+results/, shown by ``zoo show`` and the walkthrough page, never in the file), and a
 ``launch(*inputs, out, **params)`` function. A step that imports an earlier
 step names it ``BASE = "vNN"``: its Changes, ``zoo diff`` and the walkthrough's
 diff are then against the base rather than the step before. Either it launches
@@ -48,7 +49,7 @@ VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
 BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
 KERNEL_LINE = re.compile(r"^\s*@(?:cuda\.)?jit\b", re.M)  # a kernel or device function of the step's own
 FROM_LINE = re.compile(r"^FROM\s*=\s*[\"'](v\d{2})[\"']", re.M)
-HEADINGS = ("Changes", "Why it is faster", "Measured")
+HEADINGS = ("Changes", "Why it is faster")
 MIN_CC_LINE = re.compile(r"^MIN_CC\s*=\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*(?:#[ \t]*(.*?))?[ \t]*$", re.M)
 # Arch-specific code (sm_90a: wgmma, setmaxnreg) runs on that compute capability only: a step says MAX_CC too
 MAX_CC_LINE = re.compile(r"^MAX_CC\s*=\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*(?:#[ \t]*(.*?))?[ \t]*$", re.M)
@@ -93,7 +94,7 @@ OPTIONAL_SPEC = {
     "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind (the first one too), each one "
     "of TEST_SIZES (the same code on other data need not pay for every size twice); "
     "`zoo check` and the GPU tests still check every kind at every size",
-    "HEADLINE_SIZE": "the size the README table, the plot and the Measured lines quote",
+    "HEADLINE_SIZE": "the size the README table, the plot and each step's measured line quote",
     "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
     "CPU": "{row name: (fn(*host_inputs) -> result, threads)}: the computation as a user would run it on the host "
     "in the family's dtype (NumPy, NumPy's BLAS, numba's @njit(parallel=True)); threads is 'one', 'blas' or "
@@ -127,7 +128,7 @@ def _sections(doc):
     """Map each heading of a variant docstring ('Changes:' on its own line) to its text."""
     found, current = {}, None
     for line in doc.splitlines():
-        m = re.match(r"^\s*(Changes|Why it is faster|Measured):\s*(.*)$", line)
+        m = re.match(r"^\s*(Changes|Why it is faster):\s*(.*)$", line)
         if m:
             current = m.group(1)
             found[current] = [m.group(2)] if m.group(2) else []

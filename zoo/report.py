@@ -2,7 +2,6 @@
 
 * the README's results section (between the zoo:results markers),
 * one bar chart per GPU and family under docs/plots/ (needs matplotlib),
-* the Measured section of every variant's docstring,
 * the pictures of which thread touches what (``zoo.mapping``, drawn in the simulator),
 * one walkthrough page per family, docs/<family>.md, and the README's list of families.
 
@@ -10,7 +9,6 @@ Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff
 """
 
 import math
-import re
 import textwrap
 
 import zoo
@@ -226,7 +224,12 @@ def _replace_between(text, begin, end, body):
     return text[:start] + "\n" + body + "\n" + text[stop:]
 
 
+NOT_MEASURED = "Not yet measured on a GPU: no row of results/ names this step."
+
+
 def measured_lines(variant, all_results):
+    """Lines that give the step's figures on each GPU, at the largest size it was measured at, from the rows of
+    results/ that name it; [] when none does (a new step, or one renamed since the last run)."""
     lines = []
     for slug, data in all_results.items():
         by_size = data["families"].get(variant.family.name)
@@ -256,23 +259,16 @@ def measured_lines(variant, all_results):
     return lines
 
 
+def measured_text(variant, all_results=None):
+    """The step's measured figures for ``zoo show`` and its walkthrough page, or NOT_MEASURED: never typed
+    into the step's file, so a results refresh leaves the lessons alone."""
+    all_results = results.load_all() if all_results is None else all_results
+    return "\n".join(measured_lines(variant, all_results)) or NOT_MEASURED
+
+
 def _num(value):
     """Thousands apart for big figures, three significant digits for small ones."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def rewrite_measured(variant, lines):
-    """Replace the text under 'Measured:' in the variant's docstring; True if the file changed."""
-    text = variant.path.read_text()
-    match = re.search(r'(\nMeasured:\n)(.*?)(\n"""\n)', text, re.S)
-    if not match or not lines:
-        return False
-    wrapped = "\n".join("    " + line for line in lines)
-    new = text[: match.start(2)] + wrapped + text[match.end(2) :]
-    if new != text:
-        variant.path.write_text(new)
-        return True
-    return False
 
 
 def _sweep_sections(all_results, sections):
@@ -302,10 +298,10 @@ def _sweep_sections(all_results, sections):
 
 
 def regenerate():
-    """Rewrite the README's results section, the plots and the Measured lines; yields one line per thing done.
+    """Rewrite the README's results section and the plots; yields one line per thing done.
 
-    The walkthrough pages quote the Measured lines, so ``zoo report`` regenerates them after this
-    (``zoo.walkthrough.regenerate``), which reads the tables and plots from here."""
+    ``zoo report`` regenerates the walkthrough pages after this (``zoo.walkthrough.regenerate``), which show the
+    plots drawn here. No step file is written: a step's figures are generated onto its page and ``zoo show``."""
     all_results = results.load_all()
     sections = []
     for slug, data in all_results.items():
@@ -334,10 +330,6 @@ def regenerate():
     yield "README.md results section and headline table"
     if overview_plot(all_results):
         yield f"plot {OVERVIEW.relative_to(results.ROOT)}"
-    for fam in zoo.families():
-        for v in fam:
-            if rewrite_measured(v, measured_lines(v, all_results)):
-                yield f"Measured of {fam.name}/{v.name}"
     from zoo import mapping
 
     yield from mapping.regenerate()  # the pictures of which thread touches what, from the simulator's trace

@@ -1,14 +1,13 @@
 """One generated page per family, ``docs/<family>.md``: the reading path.
 
-A page holds the family's motivation (its spec docstring), the measured table
-and plot of each GPU, then every step in order: its summary, Changes, Why it is
-faster and Measured, its Nsight Compute profile on each GPU with a sentence computed
-from the counters (``zoo profile``), the picture of which thread touches what (for
-the steps the spec's MAPPING names), why a demonstration is wrong, and the diff of its code from
-the previous step (code only: docstrings are left out, so the diff shows exactly
-what changed in the kernel and its launch). ``zoo report`` writes the pages;
-``tests/test_walkthrough.py`` fails when one is out of date with the step files
-or the results, so a new step can never leave its page stale.
+A page holds the family's motivation (its spec docstring), the measured table and plot of each GPU,
+then every step in order: its summary, Changes, Why it is faster, its measured figures (from
+results/, or "not yet measured on a GPU"), its Nsight Compute profile on each GPU with a sentence
+computed from the counters (``zoo profile``), the picture of which thread touches what (for the
+steps the spec's MAPPING names), why a demonstration is wrong, and the diff of its code from the
+previous step (code only: docstrings are left out, so the diff shows exactly what changed in the
+kernel and its launch). ``zoo report`` writes the pages; ``tests/test_walkthrough.py`` fails when one
+is out of date with the step files or the results, so a new step can never leave its page stale.
 """
 
 import ast
@@ -164,7 +163,6 @@ def page(fam, all_results=None, profiles=None):
 
     exercises = {e.step.number: e for e in exercise.of_family(fam)}
     for v in fam:
-        # the docstring as the file holds it now: `zoo report` rewrites Measured lines after import
         doc = ast.get_docstring(ast.parse(v.source), clean=False) or ""
         sections = docstring_sections(doc)
         out.append(f"## {v.name}: {doc.strip().splitlines()[0] if doc.strip() else ''}")
@@ -183,6 +181,7 @@ def page(fam, all_results=None, profiles=None):
         for heading in registry.HEADINGS:
             if sections.get(heading):
                 out.append(f"**{heading}.**\n\n{sections[heading]}")
+        out.append(f"**Measured.**\n\n{report.measured_text(v, all_results)}")
         out += _profiles(fam, v, profiles)
         out += _mapping(fam, v)
         out += _exercise(v, exercises)

@@ -16,16 +16,6 @@ Why it is faster:
     it moves 20 bytes (``score_bytes``): written once, read twice by the
     softmax, written back as P, read by the last product; at 32 x 4096 x 64
     that is 10.7 GB against the 67 MB that Q, K, V and O need.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 6,911 GFLOP/s (19,888 us a call), 104.4% of
-    CuPy: matmul, softmax ops, matmul, 32 registers, occupancy bound 100%. Other sizes,
-    % of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 117.7%, 32x4096x128:
-    62.7%, 32x4096x128@causal: 69.8%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 32x4096x64: 6,976 GFLOP/s (19,701 us a call), 105.1% of CuPy:
-    matmul, softmax ops, matmul, 32 registers, occupancy bound 100%. Other sizes, % of
-    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 118.4%, 32x4096x128: 62.6%,
-    32x4096x128@causal: 69.7%. From results/nvidia-h200.json.
 """
 
 import math

@@ -16,16 +16,6 @@ Why it is faster:
     the per-row reductions work on shared memory at its bandwidth. K and V are
     read once per block of 8 rows (from L2 after the first block of a head),
     and the three launches become one.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 1,432 GFLOP/s (95,946 us a call), 21.6% of
-    CuPy: matmul, softmax ops, matmul, 40 registers, occupancy bound 12%. Other sizes, %
-    of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 24.9%, 32x4096x128: 15.1%,
-    32x4096x128@causal: 17.3%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 32x4096x64: 1,434 GFLOP/s (95,821 us a call), 21.6% of CuPy:
-    matmul, softmax ops, matmul, 40 registers, occupancy bound 12%. Other sizes, % of
-    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 24.8%, 32x4096x128: 15.1%,
-    32x4096x128@causal: 17.2%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -17,16 +17,6 @@ Why it is faster:
     length, so any sequence runs (v02 stops near 7,100 positions), and a
     block that small leaves room for more blocks on each SM (v02 fits one
     at n = 4096: 128 KB of scores).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 3,276 GFLOP/s (41,947 us a call), 49.5% of
-    CuPy: matmul, softmax ops, matmul, 55 registers, occupancy bound 50%. Other sizes, %
-    of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 55.6%, 32x4096x128: 34.7%,
-    32x4096x128@causal: 38.9%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 32x4096x64: 3,278 GFLOP/s (41,924 us a call), 49.4% of CuPy:
-    matmul, softmax ops, matmul, 55 registers, occupancy bound 50%. Other sizes, % of
-    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 55.4%, 32x4096x128: 34.6%,
-    32x4096x128@causal: 38.8%. From results/nvidia-h200.json.
 """
 
 import functools

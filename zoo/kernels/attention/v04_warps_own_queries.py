@@ -20,16 +20,6 @@ Why it is faster:
     statistics live in the four lanes of a quad (two shuffles; v03 used ten
     per block of keys), and O is neither divided per block nor, while no
     row's max grows, rescaled. The layout is the tensor cores' (v05).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 16,478 GFLOP/s (8,341 us a call), 248.9% of
-    CuPy: matmul, softmax ops, matmul, 96 registers, occupancy bound 31%. Other sizes, %
-    of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 279.5%, 32x4096x128:
-    119.2%, 32x4096x128@causal: 132.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 32x4096x64: 16,480 GFLOP/s (8,340 us a call), 248.2% of CuPy:
-    matmul, softmax ops, matmul, 96 registers, occupancy bound 31%. Other sizes, % of
-    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 278.7%, 32x4096x128: 118.8%,
-    32x4096x128@causal: 131.9%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -19,16 +19,6 @@ Why it is faster:
     registers (v05 staged every 16 bytes in four of them), and ``.cg`` keeps
     the streamed tiles out of L1. The price is shared memory: 46 KB a block
     at d = 64, 87 KB at d = 128.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 249,795 GFLOP/s (550 us a call), 3773.5% of
-    CuPy: matmul, softmax ops, matmul, 130 registers, occupancy bound 19%. Other sizes,
-    % of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 4009.8%, 32x4096x128:
-    2200.6%, 32x4096x128@causal: 2291.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 32x4096x64: 249,077 GFLOP/s (552 us a call), 3752.1% of CuPy:
-    matmul, softmax ops, matmul, 130 registers, occupancy bound 19%. Other sizes, % of
-    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 3991.3%, 32x4096x128: 2183.7%,
-    32x4096x128@causal: 2277.6%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -20,16 +20,6 @@ Why it is faster:
     long blocks while the SMs sit idle; doing it a group of heads at a time
     keeps the K and V the running blocks share in L2 (all 32 heads at
     d = 128 are 64 MiB, more than the L2, and ran 23% slower).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 32x4096x64: 232,085 GFLOP/s (592 us a call), 3505.9% of
-    CuPy: matmul, softmax ops, matmul, 134 registers, occupancy bound 19%. Other sizes,
-    % of CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 7783.4%, 32x4096x128:
-    2214.6%, 32x4096x128@causal: 4652.7%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 32x4096x64: 231,460 GFLOP/s (594 us a call), 3486.7% of CuPy:
-    matmul, softmax ops, matmul, 134 registers, occupancy bound 19%. Other sizes, % of
-    CuPy: matmul, softmax ops, matmul: 32x4096x64@causal: 7774.7%, 32x4096x128: 2202.4%,
-    32x4096x128@causal: 4639.8%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -16,13 +16,6 @@ Why it is faster:
     carries (R - 1) n floats in and (R - 1) n out, while the other links
     carry n each way, and the adds wait for the last copy in. The time grows
     with R: busbw, which a perfect all-reduce keeps flat, falls as 1 / R.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 88.3 GB/s (12,166 us a call), 862.0% of NCCL
-    all-reduce (cupy.cuda.nccl), 22 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 52.8 GB/s (10,175 us a call), 524.8% of NCCL all-reduce
-    (cupy.cuda.nccl). From results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -16,13 +16,6 @@ Why it is faster:
     its share: busbw no longer falls with R. Within a step, though, a segment's
     add starts only when the whole segment has arrived, and the next step's copy
     only when the add has finished: the link idles while the GPU adds.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 93.7 GB/s (11,458 us a call), 915.3% of NCCL
-    all-reduce (cupy.cuda.nccl), 22 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 53.1 GB/s (10,115 us a call), 527.9% of NCCL all-reduce
-    (cupy.cuda.nccl). From results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -16,13 +16,6 @@ Why it is faster:
     steps overlap too, as NCCL's chunked ring does. The price is an event, a
     copy and a launch per piece: pieces stay large (the host issues each in
     tens of microseconds).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 94.7 GB/s (11,335 us a call), 925.2% of NCCL
-    all-reduce (cupy.cuda.nccl), 22 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 54.3 GB/s (9,895 us a call), 539.7% of NCCL all-reduce
-    (cupy.cuda.nccl). From results/nvidia-h200.json.
 """
 
 import numpy as np

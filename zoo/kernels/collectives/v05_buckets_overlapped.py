@@ -18,13 +18,6 @@ Why it is faster:
     in training), so the exchange hides behind the work that feeds it and only
     the last bucket's ring is left when the producer finishes. Buckets, like
     pieces, stay large: each costs the host a fork and a ring's worth of issues.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 104 GB/s (10,367 us a call), 1011.6% of NCCL
-    all-reduce (cupy.cuda.nccl), 22 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 53.5 GB/s (10,027 us a call), 532.6% of NCCL all-reduce
-    (cupy.cuda.nccl). From results/nvidia-h200.json.
 """
 
 import numpy as np

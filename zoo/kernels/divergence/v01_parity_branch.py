@@ -15,18 +15,6 @@ Why it is faster:
     idle: on uniform inputs (every lane 512 steps) a warp issues 1024 FMA
     instructions for 512 steps of work. Inside each arm the loop runs until
     the longest lane of that half is done, the data divergence of v04 and v05.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16777216: 26,395 GFLOP/s (651 us a call), 53.6% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 15 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 16777216@skewed: 67.3%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 16777216: 26,403 GFLOP/s (651 us a call), 53.6% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 15 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 1048576: 55.9%, 1048576@skewed: 67.5%, 4194304: 54.0%,
-    4194304@skewed: 67.4%, 16777216@skewed: 67.4%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, uint32

@@ -18,18 +18,6 @@ Why it is faster:
     other float of a 256-byte span instead of 32 consecutive ones, but its
     partner warp reads the other half of the same lines (often from L1), and
     at up to 512 FMAs per element the loads hardly matter.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16777216: 48,634 GFLOP/s (353 us a call), 98.8% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 14 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 16777216@skewed: 98.7%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 16777216: 48,610 GFLOP/s (353 us a call), 98.7% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 14 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 1048576: 78.6%, 1048576@skewed: 100.8%, 4194304: 99.0%,
-    4194304@skewed: 99.0%, 16777216@skewed: 98.8%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, uint32

@@ -21,18 +21,6 @@ Why it is faster:
     compare and a select per chunk of 16: within a few percent of v02 on
     uniform inputs. On skewed inputs it wastes the most, since a lane that
     needed 16 steps still issues 512: the yardstick for v04 and v05.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16777216: 49,063 GFLOP/s (350 us a call), 99.7% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 20 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 16777216@skewed: 91.6%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 16777216: 49,120 GFLOP/s (350 us a call), 99.7% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 20 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 1048576: 101.2%, 1048576@skewed: 97.0%, 4194304: 99.8%,
-    4194304@skewed: 92.9%, 16777216@skewed: 91.7%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, uint32

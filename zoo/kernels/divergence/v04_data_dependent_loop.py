@@ -14,18 +14,6 @@ Why it is faster:
     branch a chunk instead of a compare and a select). On skewed inputs the
     work drops to about a seventh of v03's but the time only by about a
     tenth: the lanes are free, the warps are not, which is what v05 changes.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16777216: 50,170 GFLOP/s (342 us a call), 101.9% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 15 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 16777216@skewed: 102.0%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 16777216: 50,215 GFLOP/s (342 us a call), 101.9% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 15 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 1048576: 103.1%, 1048576@skewed: 103.4%, 4194304: 101.9%,
-    4194304@skewed: 102.1%, 16777216@skewed: 102.1%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, uint32

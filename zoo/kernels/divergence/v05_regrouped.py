@@ -20,18 +20,6 @@ Why it is faster:
     operations per element and four barriers per block, against up to 512
     FMAs an element; it buys nothing on uniform inputs, where every warp is
     full of long lanes anyway.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16777216: 40,105 GFLOP/s (428 us a call), 81.5% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 23 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 16777216@skewed: 162.8%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 16777216: 40,129 GFLOP/s (428 us a call), 81.5% of
-    cupy.ElementwiseKernel: m by parity, w <- w m + 1 per lane, z = c w, 23 registers,
-    occupancy bound 100%. Other sizes, % of cupy.ElementwiseKernel: m by parity, w <- w
-    m + 1 per lane, z = c w: 1048576: 80.2%, 1048576@skewed: 102.5%, 4194304: 80.9%,
-    4194304@skewed: 160.0%, 16777216@skewed: 164.6%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, int32, uint32

@@ -17,15 +17,6 @@ Why it is faster:
     go out to DRAM only to come straight back in the next launch. The chain
     costs eight streaming passes (plus eight launch gaps) where the data
     needs one.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 616 GFLOP/s (7,411 us a call), 273.7% of CuPy
-    op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 12
-    registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 685 GFLOP/s (6,663 us a call), 304.4% of CuPy op by op:
-    cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 12 registers,
-    occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
-    ufuncs, cupy.clip (16 launches): 16777216: 292.9%. From results/nvidia-h200.json.
 """
 
 from numba import cuda

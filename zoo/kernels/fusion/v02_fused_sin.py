@@ -17,15 +17,6 @@ Why it is faster:
     bytes: the sin part lands near the ridge, between 2.5 and 4 times faster
     than four launches (``python -m zoo fusion-sweep`` measures it), and the
     whole chain up to 64/40 = 1.6x faster.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 913 GFLOP/s (4,997 us a call), 405.9% of CuPy
-    op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 12
-    registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 1,001 GFLOP/s (4,560 us a call), 444.8% of CuPy op by
-    op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 12 registers,
-    occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
-    ufuncs, cupy.clip (16 launches): 16777216: 430.5%. From results/nvidia-h200.json.
 """
 
 from numba import cuda

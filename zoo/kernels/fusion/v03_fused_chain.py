@@ -15,15 +15,6 @@ Why it is faster:
     and will not reach copy speed; what it is measured against is v01 (the
     same work in eight passes) and ``cupy.fuse`` (the same single kernel from
     CuPy), whose gap to it is launch and indexing overhead, which v04 trims.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 2,883 GFLOP/s (1,583 us a call), 1281.6% of
-    CuPy op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 21
-    registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 2,943 GFLOP/s (1,551 us a call), 1307.9% of CuPy op by
-    op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 21 registers,
-    occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
-    ufuncs, cupy.clip (16 launches): 16777216: 1300.6%. From results/nvidia-h200.json.
 """
 
 from numba import cuda

@@ -19,15 +19,6 @@ Why it is faster:
     instructions, loop and index overhead drop to a quarter per element, and
     32-bit index arithmetic replaces numba's signed 64-bit (numba-cuda #801),
     leaving the issue slots to the chain's own arithmetic.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 3,706 GFLOP/s (1,231 us a call), 1647.5% of
-    CuPy op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 28
-    registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 3,721 GFLOP/s (1,226 us a call), 1653.8% of CuPy op by
-    op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 28 registers,
-    occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
-    ufuncs, cupy.clip (16 launches): 16777216: 1616.5%. From results/nvidia-h200.json.
 """
 
 import numpy as np

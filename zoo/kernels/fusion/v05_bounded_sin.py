@@ -20,15 +20,6 @@ Why it is faster:
     one op at a time cannot, since each must accept any input. Three of the
     four range reductions go, and the arithmetic fits behind the memory
     traffic far better (``python -m zoo fusion-sweep``, row ``fused_bounded``).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 5,602 GFLOP/s (815 us a call), 2489.9% of
-    CuPy op by op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 28
-    registers, occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 5,890 GFLOP/s (775 us a call), 2617.8% of CuPy op by
-    op: cupy.sin x4, *, +, GELU as 9 ufuncs, cupy.clip (16 launches), 28 registers,
-    occupancy bound 100%. Other sizes, % of CuPy op by op: cupy.sin x4, *, +, GELU as 9
-    ufuncs, cupy.clip (16 launches): 16777216: 2508.1%. From results/nvidia-h200.json.
 """
 
 import numpy as np

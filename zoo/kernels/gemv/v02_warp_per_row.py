@@ -16,20 +16,6 @@ Why it is faster:
     as many as an SM holds. What is left is the width of each load: 4 bytes
     a lane for fp32, 2 for fp16, 1 for int8 and int4, so the narrow formats
     need up to four times the load instructions per byte that fp32 does.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,789 GB/s (96.3 us a call), 115.9% of
-    cupy.matmul fp32 (cuBLAS), 32 registers, occupancy bound 100%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 100.5%, 14336x4096@fp16: 170.5%,
-    14336x4096@int4: 136.7%, 14336x4096@int4_g64: 135.2%, 14336x4096@int8: 229.0%,
-    4096x14336: 91.9%, 4096x14336@fp16: 152.9%, 4096x14336@int4: 102.8%,
-    4096x14336@int4_g64: 103.5%, 4096x14336@int8: 188.6%, 8192x8192@fp16: 191.5%,
-    8192x8192@int4: 132.8%, 8192x8192@int4_g64: 132.1%, 8192x8192@int8: 242.1%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 3,953 GB/s (67.9 us a call), 132.7% of cupy.matmul fp32
-    (cuBLAS), 32 registers, occupancy bound 100%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 8192x8192@fp16: 195.8%, 8192x8192@int4: 112.0%, 8192x8192@int4_g64:
-    116.5%, 8192x8192@int8: 205.4%. From results/nvidia-h200.json.
 """
 
 import functools

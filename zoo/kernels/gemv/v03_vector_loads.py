@@ -20,20 +20,6 @@ Why it is faster:
     instructions on a chunk of 32 codes (a shift left, an arithmetic shift
     right, an I2FP and an FFMA a code, and x's conversions), 11 a byte read,
     where fp16's spends 61 on 16 weights, 2 a byte.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,889 GB/s (92.9 us a call), 120.0% of
-    cupy.matmul fp32 (cuBLAS), 36 registers, occupancy bound 75%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 103.4%, 14336x4096@fp16: 202.8%,
-    14336x4096@int4: 396.3%, 14336x4096@int4_g64: 389.7%, 14336x4096@int8: 353.1%,
-    4096x14336: 99.9%, 4096x14336@fp16: 193.7%, 4096x14336@int4: 393.3%,
-    4096x14336@int4_g64: 387.9%, 4096x14336@int8: 322.7%, 8192x8192@fp16: 235.9%,
-    8192x8192@int4: 478.2%, 8192x8192@int4_g64: 474.2%, 8192x8192@int8: 422.8%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 3,957 GB/s (67.9 us a call), 132.8% of cupy.matmul fp32
-    (cuBLAS), 36 registers, occupancy bound 75%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 8192x8192@fp16: 272.5%, 8192x8192@int4: 391.3%, 8192x8192@int4_g64:
-    396.9%, 8192x8192@int8: 446.6%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -16,20 +16,6 @@ Why it is faster:
     of W in flight before it needs the first, where v03 had one: more bytes
     in flight per SM for the same number of warps, which is what keeps DRAM
     busy (Little's law: bandwidth = bytes in flight / latency).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,607 GB/s (103 us a call), 108.3% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 98.8%, 14336x4096@fp16: 197.9%,
-    14336x4096@int4: 402.0%, 14336x4096@int4_g64: 387.2%, 14336x4096@int8: 332.1%,
-    4096x14336: 68.8%, 4096x14336@fp16: 167.4%, 4096x14336@int4: 274.0%,
-    4096x14336@int4_g64: 267.2%, 4096x14336@int8: 215.5%, 8192x8192@fp16: 224.4%,
-    8192x8192@int4: 507.7%, 8192x8192@int4_g64: 495.6%, 8192x8192@int8: 352.5%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 3,461 GB/s (77.6 us a call), 116.2% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 8192x8192@fp16: 258.8%, 8192x8192@int4: 428.1%, 8192x8192@int4_g64:
-    431.8%, 8192x8192@int8: 346.2%. From results/nvidia-h200.json.
 """
 
 import functools

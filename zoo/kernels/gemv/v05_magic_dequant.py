@@ -20,23 +20,6 @@ Why it is faster:
     integer ones drop from about 390 to 120. The price is a cancellation,
     P - offset: sum u x is about 4x sum q x, so float32 rounding is about
     four times v04's, far inside the tolerance.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,607 GB/s (103 us a call), 108.3% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 98.8%, 14336x4096@fp16: 198.0%,
-    14336x4096@int4: 353.9%, 14336x4096@int4_g64: 338.7%, 14336x4096@int8: 325.1%,
-    4096x14336: 68.8%, 4096x14336@fp16: 167.3%, 4096x14336@int4: 230.3%,
-    4096x14336@int4_g64: 220.7%, 4096x14336@int8: 181.8%, 8192x8192@fp16: 224.5%,
-    8192x8192@int4: 460.6%, 8192x8192@int4_g64: 444.1%, 8192x8192@int8: 330.2%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 3,455 GB/s (77.7 us a call), 116.0% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 107.3%, 14336x4096@fp16: 212.0%, 14336x4096@int4: 286.7%,
-    14336x4096@int4_g64: 267.5%, 14336x4096@int8: 319.3%, 4096x14336: 53.2%,
-    4096x14336@fp16: 140.5%, 4096x14336@int4: 165.0%, 4096x14336@int4_g64: 157.0%,
-    4096x14336@int8: 131.8%, 8192x8192@fp16: 248.6%, 8192x8192@int4: 392.2%,
-    8192x8192@int4_g64: 371.7%, 8192x8192@int8: 296.3%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -24,23 +24,6 @@ Why it is faster:
     loads, the rest indices and scales. Seven of B's eight columns repeat x:
     the tensor cores do 8x the work needed and still idle. fp16 already
     reads at its copy bandwidth; fp32 and int8 keep v06's kernels.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,910 GB/s (92.3 us a call), 120.8% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 203.6%,
-    14336x4096@int4: 419.8%, 14336x4096@int4_g64: 404.3%, 14336x4096@int8: 349.2%,
-    4096x14336: 99.4%, 4096x14336@fp16: 200.3%, 4096x14336@int4: 388.1%,
-    4096x14336@int4_g64: 344.8%, 4096x14336@int8: 353.6%, 8192x8192@fp16: 240.2%,
-    8192x8192@int4: 568.0%, 8192x8192@int4_g64: 493.0%, 8192x8192@int8: 419.4%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,005 GB/s (67 us a call), 134.1% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 209.3%, 14336x4096@int4: 354.1%,
-    14336x4096@int4_g64: 320.9%, 14336x4096@int8: 325.9%, 4096x14336: 98.6%,
-    4096x14336@fp16: 189.5%, 4096x14336@int4: 234.4%, 4096x14336@int4_g64: 229.9%,
-    4096x14336@int8: 261.2%, 8192x8192@fp16: 275.2%, 8192x8192@int4: 525.1%,
-    8192x8192@int4_g64: 438.7%, 8192x8192@int8: 420.7%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -27,23 +27,6 @@ Why it is faster:
     at the wait for its run, and this ring with the math taken out takes
     13.0 us, 78% of the copy: the pattern of 128-byte pieces of 32 rows, not
     the math, bounds it (see STAGES for the ring's depth).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,910 GB/s (92.3 us a call), 120.8% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 203.7%,
-    14336x4096@int4: 419.1%, 14336x4096@int4_g64: 392.3%, 14336x4096@int8: 345.8%,
-    4096x14336: 99.4%, 4096x14336@fp16: 200.4%, 4096x14336@int4: 574.2%,
-    4096x14336@int4_g64: 417.1%, 4096x14336@int8: 331.3%, 8192x8192@fp16: 240.2%,
-    8192x8192@int4: 472.2%, 8192x8192@int4_g64: 531.3%, 8192x8192@int8: 419.4%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,004 GB/s (67.1 us a call), 134.1% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 210.1%, 14336x4096@int4: 329.1%,
-    14336x4096@int4_g64: 417.7%, 14336x4096@int8: 296.3%, 4096x14336: 98.6%,
-    4096x14336@fp16: 190.1%, 4096x14336@int4: 283.5%, 4096x14336@int4_g64: 272.3%,
-    4096x14336@int8: 319.5%, 8192x8192@fp16: 275.2%, 8192x8192@int4: 730.9%,
-    8192x8192@int4_g64: 592.7%, 8192x8192@int8: 422.5%. From results/nvidia-h200.json.
 """
 
 import functools

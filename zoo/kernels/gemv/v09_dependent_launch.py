@@ -25,23 +25,6 @@ Why it is faster:
     4096 x 14336 (the copy of the same bytes: 11.7), 13.1 -> 11.2 at
     14336 x 4096. Where each warp lets the next kernel start matters: see
     let_next_kernel_start's comment in the kernel.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,910 GB/s (92.3 us a call), 120.8% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 203.8%,
-    14336x4096@int4: 396.7%, 14336x4096@int4_g64: 599.3%, 14336x4096@int8: 345.4%,
-    4096x14336: 99.5%, 4096x14336@fp16: 200.2%, 4096x14336@int4: 594.3%,
-    4096x14336@int4_g64: 418.6%, 4096x14336@int8: 301.0%, 8192x8192@fp16: 240.2%,
-    8192x8192@int4: 834.2%, 8192x8192@int4_g64: 506.7%, 8192x8192@int8: 419.9%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,004 GB/s (67.1 us a call), 134.1% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 209.8%, 14336x4096@int4: 347.8%,
-    14336x4096@int4_g64: 353.1%, 14336x4096@int8: 272.0%, 4096x14336: 98.7%,
-    4096x14336@fp16: 189.6%, 4096x14336@int4: 273.8%, 4096x14336@int4_g64: 283.8%,
-    4096x14336@int8: 244.0%, 8192x8192@fp16: 275.5%, 8192x8192@int4: 470.9%,
-    8192x8192@int4_g64: 483.7%, 8192x8192@int8: 422.3%. From results/nvidia-h200.json.
 """
 
 import functools

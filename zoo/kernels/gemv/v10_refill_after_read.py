@@ -27,23 +27,6 @@ Why it is faster:
     39% busy against 44%), mostly for its side-loaded scales
     (``load_scales``); its tune table sends that grid to v09's kernel
     (``ring.py``).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,910 GB/s (92.3 us a call), 120.8% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 203.9%,
-    14336x4096@int4: 305.4%, 14336x4096@int4_g64: 559.3%, 14336x4096@int8: 346.1%,
-    4096x14336: 99.5%, 4096x14336@fp16: 200.6%, 4096x14336@int4: 348.5%,
-    4096x14336@int4_g64: 582.9%, 4096x14336@int8: 279.4%, 8192x8192@fp16: 240.8%,
-    8192x8192@int4: 645.8%, 8192x8192@int4_g64: 720.4%, 8192x8192@int8: 420.3%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,005 GB/s (67 us a call), 134.1% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 210.1%, 14336x4096@int4: 264.8%,
-    14336x4096@int4_g64: 339.1%, 14336x4096@int8: 253.2%, 4096x14336: 98.6%,
-    4096x14336@fp16: 189.6%, 4096x14336@int4: 204.7%, 4096x14336@int4_g64: 268.8%,
-    4096x14336@int8: 204.9%, 8192x8192@fp16: 276.3%, 8192x8192@int4: 374.2%,
-    8192x8192@int4_g64: 509.8%, 8192x8192@int8: 408.3%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -24,23 +24,6 @@ Why it is faster:
     at 4096 x 14336; v10's 12.53), so v11 runs v09's there. Seen there (%smid
     in an experiment): every other call of a graph puts two of its 128 blocks
     on one SM; whether that SM ends last, and where v09's blocks go, is open.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,911 GB/s (92.2 us a call), 120.9% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.1%, 14336x4096@fp16: 204.0%,
-    14336x4096@int4: 283.5%, 14336x4096@int4_g64: 430.6%, 14336x4096@int8: 347.0%,
-    4096x14336: 99.7%, 4096x14336@fp16: 201.1%, 4096x14336@int4: 521.6%,
-    4096x14336@int4_g64: 522.2%, 4096x14336@int8: 260.9%, 8192x8192@fp16: 241.0%,
-    8192x8192@int4: 593.8%, 8192x8192@int4_g64: 304.5%, 8192x8192@int8: 420.4%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,005 GB/s (67 us a call), 134.2% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 111.0%, 14336x4096@fp16: 209.7%, 14336x4096@int4: 244.4%,
-    14336x4096@int4_g64: 363.1%, 14336x4096@int8: 234.4%, 4096x14336: 98.6%,
-    4096x14336@fp16: 190.9%, 4096x14336@int4: 198.4%, 4096x14336@int4_g64: 213.6%,
-    4096x14336@int8: 187.7%, 8192x8192@fp16: 276.4%, 8192x8192@int4: 354.1%,
-    8192x8192@int4_g64: 553.0%, 8192x8192@int8: 380.6%. From results/nvidia-h200.json.
 """
 
 import functools

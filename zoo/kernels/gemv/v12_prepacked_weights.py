@@ -26,23 +26,6 @@ Why it is faster:
     (x fp16's weights per second 3.73, 3.82, 3.82). On the H200, whose memory
     leaves the math less time, the pairs (no PRMT) took 9.83, 9.31, 9.83 us
     to 9.46, 8.53, 9.31, the trigger to 9.08, 8.24, 8.57 (3.52x, 3.38x, 3.38x).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,903 GB/s (92.5 us a call), 120.6% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.2%, 14336x4096@fp16: 206.1%,
-    14336x4096@int4: 382.7%, 14336x4096@int4_g64: 399.6%, 14336x4096@int8: 351.4%,
-    4096x14336: 99.6%, 4096x14336@fp16: 197.6%, 4096x14336@int4: 415.6%,
-    4096x14336@int4_g64: 389.0%, 4096x14336@int8: 354.2%, 8192x8192@fp16: 242.2%,
-    8192x8192@int4: 642.8%, 8192x8192@int4_g64: 535.4%, 8192x8192@int8: 339.7%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 4,009 GB/s (67 us a call), 134.1% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 110.2%, 14336x4096@fp16: 212.7%, 14336x4096@int4: 356.4%,
-    14336x4096@int4_g64: 475.7%, 14336x4096@int8: 331.1%, 4096x14336: 99.0%,
-    4096x14336@fp16: 190.4%, 4096x14336@int4: 317.6%, 4096x14336@int4_g64: 410.8%,
-    4096x14336@int8: 298.9%, 8192x8192@fp16: 271.4%, 8192x8192@int4: 435.7%,
-    8192x8192@int4_g64: 426.7%, 8192x8192@int8: 291.7%. From results/nvidia-h200.json.
 """
 
 import functools

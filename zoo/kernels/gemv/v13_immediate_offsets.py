@@ -22,16 +22,6 @@ Why it is faster:
     bandwidth, lies between: 9.14, 8.23, 8.55 -> 9.36, 7.98, 8.43 in an
     earlier run of this kernel (3.54x fp16's weights per second at 4096 x
     14336). The tune picks each class's faster kernel, this one or v12's.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,909 GB/s (92.3 us a call), 120.9% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.2%, 14336x4096@fp16: 203.8%,
-    14336x4096@int4: 365.7%, 14336x4096@int4_g64: 368.3%, 14336x4096@int8: 265.2%,
-    4096x14336: 99.7%, 4096x14336@fp16: 199.5%, 4096x14336@int4: 333.5%,
-    4096x14336@int4_g64: 368.0%, 4096x14336@int8: 233.5%, 8192x8192@fp16: 240.5%,
-    8192x8192@int4: 510.3%, 8192x8192@int4_g64: 565.6%, 8192x8192@int8: 350.2%. From
-    results/nvidia-h100-80gb-hbm3.json.
 """
 
 import functools

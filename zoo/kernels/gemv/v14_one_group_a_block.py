@@ -23,23 +23,6 @@ Why it is faster:
     memory: with W left in L2 (one input set, a stand-in for faster memory),
     H100, 8.06 -> 7.62 us, and 11008 x 4096 7.83 -> 7.35; from DRAM the H100's
     memory sets the pace: 10.39 -> 10.38, 8.21 -> 8.22.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 8192x8192: 2,907 GB/s (92.3 us a call), 120.7% of
-    cupy.matmul fp32 (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of
-    cupy.matmul fp32 (cuBLAS): 14336x4096: 106.3%, 14336x4096@fp16: 208.0%,
-    14336x4096@int4: 341.4%, 14336x4096@int4_g64: 337.1%, 14336x4096@int8: 241.9%,
-    4096x14336: 99.6%, 4096x14336@fp16: 198.8%, 4096x14336@int4: 297.8%,
-    4096x14336@int4_g64: 486.9%, 4096x14336@int8: 210.0%, 8192x8192@fp16: 242.7%,
-    8192x8192@int4: 687.1%, 8192x8192@int4_g64: 450.1%, 8192x8192@int8: 298.4%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 8192x8192: 3,976 GB/s (67.5 us a call), 133.6% of cupy.matmul fp32
-    (cuBLAS), 44 registers, occupancy bound 62%. Other sizes, % of cupy.matmul fp32
-    (cuBLAS): 14336x4096: 110.1%, 14336x4096@fp16: 213.5%, 14336x4096@int4: 406.7%,
-    14336x4096@int4_g64: 432.5%, 14336x4096@int8: 305.1%, 4096x14336: 99.1%,
-    4096x14336@fp16: 176.5%, 4096x14336@int4: 225.9%, 4096x14336@int4_g64: 231.2%,
-    4096x14336@int8: 252.6%, 8192x8192@fp16: 269.0%, 8192x8192@int4: 547.4%,
-    8192x8192@int4_g64: 532.0%, 8192x8192@int8: 218.7%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -19,14 +19,6 @@ Why it is faster:
     shared memory without passing through registers, so double buffering costs
     no staging registers (v03's copies held 16 of them), and ``.cg`` keeps the
     streamed tiles out of L1.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 265,926 GFLOP/s (517 us a call), 39.6% of cuBLAS
-    GemmEx, 126 registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx:
-    4096@bfloat16: 37.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 282,429 GFLOP/s (487 us a call), 38.9% of cuBLAS GemmEx, 126
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS GemmEx: 1024: 18.0%, 2048:
-    31.3%, 4096@bfloat16: 37.6%, 8192: 41.4%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

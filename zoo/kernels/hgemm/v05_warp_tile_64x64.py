@@ -16,14 +16,6 @@ Why it is faster:
     from shared memory half as often. The price is registers (about 1.7 times
     v04's), so fewer warps per SM hide latency; whether the trade pays is what
     the measurement says.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 278,985 GFLOP/s (493 us a call), 41.5% of cuBLAS
-    GemmEx, 166 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx:
-    4096@bfloat16: 39.3%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 297,765 GFLOP/s (462 us a call), 41.0% of cuBLAS GemmEx, 166
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 17.6%, 2048:
-    27.9%, 4096@bfloat16: 40.0%, 8192: 41.9%. From results/nvidia-h200.json.
 """
 
 from zoo.kernels.hgemm.padding import check_uint32

@@ -20,14 +20,6 @@ Why it is faster:
     hold; the swizzle keeps ``ldmatrix`` conflict-free at no cost in bytes.
     The registers it costs (207 a thread, v05: 166) change the waves too:
     see the comment at ``Tiles``.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 362,192 GFLOP/s (379 us a call), 53.9% of cuBLAS
-    GemmEx, 207 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx:
-    4096@bfloat16: 51.1%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 367,767 GFLOP/s (374 us a call), 50.6% of cuBLAS GemmEx, 207
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 17.4%, 2048:
-    28.1%, 4096@bfloat16: 48.6%, 8192: 52.7%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -19,14 +19,6 @@ Why it is faster:
     overlap 32 ``mma`` that do not depend on them, so a warp keeps its tensor
     core busy across slices and stages. The price is a second set of
     fragments (24 more registers a thread).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 383,608 GFLOP/s (358 us a call), 57.1% of cuBLAS
-    GemmEx, 244 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx:
-    4096@bfloat16: 53.5%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 376,611 GFLOP/s (365 us a call), 51.8% of cuBLAS GemmEx, 244
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 17.6%, 2048:
-    33.4%, 4096@bfloat16: 51.3%, 8192: 54.1%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

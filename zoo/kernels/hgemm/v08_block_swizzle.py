@@ -18,14 +18,6 @@ Why it is faster:
     best: 1.5 points of cuBLAS at 8192 in ``zoo run`` (1.7 in two exploration
     runs) and none at 4096, where two exploration runs disagreed by more
     than the difference.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 381,478 GFLOP/s (360 us a call), 56.8% of cuBLAS
-    GemmEx, 236 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx:
-    4096@bfloat16: 54.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 374,665 GFLOP/s (367 us a call), 51.6% of cuBLAS GemmEx, 236
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 16.5%, 2048:
-    33.2%, 4096@bfloat16: 51.5%, 8192: 56.1%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

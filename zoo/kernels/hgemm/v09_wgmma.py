@@ -18,14 +18,6 @@ Why it is faster:
     does 64 x 128 x 16 where ``mma.sync`` did 16 x 8 x 16. Hopper's tensor
     cores reach their rate only through wgmma. What is left is v06's: the
     copies, the barrier each step, and the wait after each step's MMAs.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 336,563 GFLOP/s (408 us a call), 50.2% of cuBLAS
-    GemmEx, 90 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
-    64.5%, 2048: 52.5%, 8192: 32.8%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 396,343 GFLOP/s (347 us a call), 55.7% of cuBLAS GemmEx, 90
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 100.1%, 2048:
-    59.7%, 8192: 46.2%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

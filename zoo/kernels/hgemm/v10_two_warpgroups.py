@@ -14,14 +14,6 @@ Why it is faster:
     for 1 MFLOP where v09 moved 24 KiB for 0.25 MFLOP, half the shared-memory
     and L2 traffic per FLOP. N = 256 is wgmma's widest, which amortizes the
     tensor cores' read of A over the most columns.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 464,396 GFLOP/s (296 us a call), 69.3% of cuBLAS
-    GemmEx, 164 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
-    62.1%, 2048: 59.6%, 8192: 65.7%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 493,835 GFLOP/s (278 us a call), 69.4% of cuBLAS GemmEx, 164
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 96.1%, 2048:
-    63.8%, 8192: 75.9%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

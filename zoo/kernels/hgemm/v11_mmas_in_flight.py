@@ -18,14 +18,6 @@ Why it is faster:
     cycle); the drain and the refill of the queue cost a few hundred more.
     With one batch always queued behind the running one, that gap is hidden:
     the tensor pipe sees back-to-back batches, as CUTLASS's mainloops keep it.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 506,283 GFLOP/s (271 us a call), 75.6% of cuBLAS
-    GemmEx, 166 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
-    66.4%, 2048: 63.7%, 8192: 76.0%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 517,674 GFLOP/s (265 us a call), 72.8% of cuBLAS GemmEx, 166
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 60.2%, 2048:
-    67.9%, 8192: 78.5%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -15,14 +15,6 @@ Why it is faster:
     and two stores completed them. Paired, one warp store fills its 8
     sectors whole and a thread issues 64 stores, half as many: at 4096^3
     the call went from 270 to 248 us on the H100 (260 to 224 on the H200).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 574,117 GFLOP/s (239 us a call), 85.7% of cuBLAS
-    GemmEx, 166 registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024:
-    66.5%, 2048: 85.2%, 8192: 83.5%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 597,135 GFLOP/s (230 us a call), 83.9% of cuBLAS GemmEx, 166
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS GemmEx: 1024: 95.7%, 2048:
-    88.4%, 8192: 89.5%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

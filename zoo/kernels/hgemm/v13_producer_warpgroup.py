@@ -22,14 +22,6 @@ Why it is faster:
     Measured, that is not yet a gain: within 4 points of v12 either way at
     4096^3 and 8192^3 on both GPUs, since one warpgroup's 24 copies a thread
     and their swizzles now pace the stage. v14 hands that work to TMA.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 565,844 GFLOP/s (243 us a call), 84.5% of cuBLAS
-    GemmEx, 156 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024:
-    65.6%, 2048: 84.2%, 8192: 80.1%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 585,494 GFLOP/s (235 us a call), 82.3% of cuBLAS GemmEx, 156
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 61.3%, 2048:
-    80.8%, 8192: 90.0%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -17,14 +17,6 @@ Why it is faster:
     swizzles on its own. The producer's issue slots, registers and the
     LAG steps it held copies open are gone, so it runs STAGES - 1 steps
     ahead at no cost to the consumers, and the L2 sees whole 128-byte rows.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 624,155 GFLOP/s (220 us a call), 90.8% of cuBLAS
-    GemmEx, 156 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024:
-    98.9%, 2048: 92.2%, 8192: 73.0%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 674,090 GFLOP/s (204 us a call), 99.8% of cuBLAS GemmEx, 156
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 207.9%, 2048:
-    91.6%, 8192: 94.1%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -22,14 +22,6 @@ Why it is faster:
     under Nsight Compute (H200: 22.7 us against 20.5), but a launch call of
     either costs the host 27-30 us (H100), more than the kernel: zoo's
     figures there (28-43 us) are the host's pace and vary with it (†).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 589,847 GFLOP/s (233 us a call), 85.9% of cuBLAS
-    GemmEx, 164 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024:
-    58.2%, 2048: 85.6%, 8192: 87.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 611,917 GFLOP/s (225 us a call), 90.6% of cuBLAS GemmEx, 164
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 80.3%, 2048:
-    74.4%, 8192: 94.7%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

@@ -19,14 +19,6 @@ Why it is faster:
     1,686 us, 91.0% -> 97.9% of cuBLAS (groups of 8 rows: 91.4%, of 32:
     96.8%); 4096^3 224 -> 223 us, where a wave along block rows (8 rows, all
     16 B panels: 40 MiB) fits the L2 already. Products are bit for bit v15's.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 599,573 GFLOP/s (229 us a call), 87.3% of cuBLAS
-    GemmEx, 165 registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024:
-    57.7%, 2048: 86.2%, 8192: 97.6%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 629,992 GFLOP/s (218 us a call), 93.3% of cuBLAS GemmEx, 165
-    registers, occupancy bound 19%. Other sizes, % of cuBLAS GemmEx: 1024: 109.6%, 2048:
-    64.2%, 8192: 95.2%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

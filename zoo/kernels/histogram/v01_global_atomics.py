@@ -12,14 +12,6 @@ Why it is faster:
     once; on skewed bytes 90% of them queue at one address, and the whole GPU
     waits on a single L2 atomic unit. Later steps move the counting closer to
     the threads.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 8.12 GB/s (33,067 us a call), 9.0% of
-    cupy.bincount, 28 registers, occupancy bound 100%. Other sizes, % of cupy.bincount:
-    268435456@skewed: 3.1%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 3.89 GB/s (69,043 us a call), 4.2% of cupy.bincount, 28
-    registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216: 20.2%,
-    16777216@skewed: 4.9%, 268435456@skewed: 3.2%. From results/nvidia-h200.json.
 """
 
 from numba import cuda

@@ -14,14 +14,6 @@ Why it is faster:
     collisions were rare) but also loses nothing: 8 KB of shared memory per
     block is still small. The cost moves to the merge: WARPS shared reads per
     bin, once per block.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 800 GB/s (336 us a call), 888.0% of
-    cupy.bincount, 31 registers, occupancy bound 100%. Other sizes, % of cupy.bincount:
-    268435456@skewed: 1747.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 797 GB/s (337 us a call), 866.7% of cupy.bincount, 31
-    registers, occupancy bound 100%. Other sizes, % of cupy.bincount: 16777216: 876.3%,
-    16777216@skewed: 740.0%, 268435456@skewed: 1713.6%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, int32

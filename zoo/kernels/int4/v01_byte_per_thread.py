@@ -14,14 +14,6 @@ Why it is faster:
     four times as many memory instructions in flight as a float32 kernel to
     keep the same bytes moving, and every byte pays for a thread's index
     arithmetic.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 777 GB/s (346 us a call), 183.6% of
-    cupy.take(TABLE, packed, out=out), 12 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 817 GB/s (328 us a call), 193.2% of cupy.take(TABLE,
-    packed, out=out), 12 registers, occupancy bound 100%. Other sizes, % of
-    cupy.take(TABLE, packed, out=out): 16777216: 178.3%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, int32, uint8, uint32

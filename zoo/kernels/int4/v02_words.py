@@ -18,14 +18,6 @@ Why it is faster:
     arithmetic for the same bytes. The unpacking stays: compiled for sm_90 the
     loop is 75 instructions per word, about 9 per element, which at the packed
     rate starts to weigh as much as the memory traffic.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 1,786 GB/s (150 us a call), 422.2% of
-    cupy.take(TABLE, packed, out=out), 19 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 1,777 GB/s (151 us a call), 420.1% of cupy.take(TABLE,
-    packed, out=out), 19 registers, occupancy bound 100%. Other sizes, % of
-    cupy.take(TABLE, packed, out=out): 16777216: 93.9%. From results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -17,14 +17,6 @@ Why it is faster:
     the writes) is 1.25e11 pieces a second, 3.4e13 thread instructions, 1e12
     warp instructions: about what all 528 schedulers of the H200 issue in a
     second. The SMs' issue slots, not DRAM, set the pace. v04 attacks that.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 2,110 GB/s (127 us a call), 498.6% of
-    cupy.take(TABLE, packed, out=out), 32 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 2,122 GB/s (126 us a call), 501.8% of cupy.take(TABLE,
-    packed, out=out), 32 registers, occupancy bound 100%. Other sizes, % of
-    cupy.take(TABLE, packed, out=out): 16777216: 52.8%. From results/nvidia-h200.json.
 """
 
 import numpy as np

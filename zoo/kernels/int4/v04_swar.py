@@ -20,14 +20,6 @@ Why it is faster:
     were already an eighth of float32's, now its instructions per element are
     too. The trick is ReLU's; other ops need their own bit tricks, or the
     baseline's 256-entry table.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 2,686 GB/s (99.9 us a call), 634.9% of
-    cupy.take(TABLE, packed, out=out), 19 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 3,730 GB/s (72 us a call), 882.0% of cupy.take(TABLE,
-    packed, out=out), 19 registers, occupancy bound 100%. Other sizes, % of
-    cupy.take(TABLE, packed, out=out): 16777216: 95.2%. From results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -15,16 +15,6 @@ Why it is faster:
     2 KB x 132 SMs / ~700 ns ~ 0.4 TB/s of reads (0.8 TB/s read + write),
     a fifth of what the DRAM can deliver. Nothing else limits it: the SM
     waits on memory with 3/4 of its thread slots empty.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 820 GB/s (2,620 us a call), 48.3% of
-    cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 12
-    registers, occupancy bound 25%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 879 GB/s (2,443 us a call), 51.9% of
-    cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 12
-    registers, occupancy bound 25%. Other sizes, % of cupy.ElementwiseKernel('float32
-    x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 23.7%, 16777216: 51.1%. From
-    results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

@@ -17,16 +17,6 @@ Why it is faster:
     warp moves 512 bytes per load instruction instead of 128, so the SM issues
     a quarter of the memory, index and loop instructions for the same bytes,
     and fewer resident threads suffice (half of v03's).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 2,845 GB/s (755 us a call), 167.8% of
-    cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 36
-    registers, occupancy bound 75%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 3,966 GB/s (541 us a call), 234.1% of
-    cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = 2.0f * x + 1.0f'), 36
-    registers, occupancy bound 75%. Other sizes, % of cupy.ElementwiseKernel('float32
-    x', 'float32 y', 'y = 2.0f * x + 1.0f'): 1048576: 22.0%, 16777216: 214.3%. From
-    results/nvidia-h200.json.
 """
 
 import functools

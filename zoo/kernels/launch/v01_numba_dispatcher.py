@@ -15,13 +15,6 @@ Why it is faster:
     view of it, waits on the stream CuPy names there (numba's
     CUDA_ARRAY_INTERFACE_SYNC), types the arguments, looks up the compiled
     specialisation and packs the parameters. The loop runs at the host's pace.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 0.371 GFLOP/s (5,658 us a call), 27.3% of
-    cupy.ElementwiseKernel x STEPS. Other sizes, % of cupy.ElementwiseKernel x STEPS:
-    1048576: 25.1%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 0.421 GFLOP/s (4,980 us a call), 28.5% of
-    cupy.ElementwiseKernel x STEPS. From results/nvidia-h200.json.
 """
 
 from numba import cuda

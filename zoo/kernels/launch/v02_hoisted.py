@@ -15,13 +15,6 @@ Why it is faster:
     the configuration (numba 0.30 caches recent ones already, so that part is
     small). What is left per launch is numba's dispatch itself: typing the
     arguments, finding the specialisation, packing ctypes parameters.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 0.374 GFLOP/s (5,602 us a call), 27.6% of
-    cupy.ElementwiseKernel x STEPS. Other sizes, % of cupy.ElementwiseKernel x STEPS:
-    1048576: 25.6%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 0.422 GFLOP/s (4,972 us a call), 28.5% of
-    cupy.ElementwiseKernel x STEPS. From results/nvidia-h200.json.
 """
 
 from numba import cuda

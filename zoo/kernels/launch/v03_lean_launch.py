@@ -17,15 +17,6 @@ Why it is faster:
     objects. Through the driver, not CuPy's RawModule: that would load the
     kernel's PTX again as a module of its own, a second CUfunction; this calls
     numba's compiled function as it is, the one v01 and v02 launch.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 1.25 GFLOP/s (1,684 us a call), 91.7% of
-    cupy.ElementwiseKernel x STEPS, 12 registers, occupancy bound 100%. Other sizes, %
-    of cupy.ElementwiseKernel x STEPS: 1048576: 75.8%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 4096: 1.36 GFLOP/s (1,540 us a call), 92.0% of
-    cupy.ElementwiseKernel x STEPS, 12 registers, occupancy bound 100%. From
-    results/nvidia-h200.json.
 """
 
 from zoo.device.jit import Kernel

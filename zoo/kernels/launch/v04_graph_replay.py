@@ -15,15 +15,6 @@ Why it is faster:
     and no driver call per kernel, and the GPU starts each node as the one before
     ends, with shorter gaps than separate launches leave. What is left is the
     kernels' own time plus one launch.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 6.66 GFLOP/s (315 us a call), 490.3% of
-    cupy.ElementwiseKernel x STEPS, 12 registers, occupancy bound 100%. Other sizes, %
-    of cupy.ElementwiseKernel x STEPS: 1048576: 249.6%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 4096: 6.99 GFLOP/s (300 us a call), 472.3% of
-    cupy.ElementwiseKernel x STEPS, 12 registers, occupancy bound 100%. From
-    results/nvidia-h200.json.
 """
 
 import zoo.device

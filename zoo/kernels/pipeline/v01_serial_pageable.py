@@ -12,15 +12,6 @@ Why it is faster:
     directly: it copies each piece into its own pinned bounce buffer first and
     the transfer waits for that host copy (about 9 GB/s on the H200 against
     54 GB/s from pinned memory).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 1,062 GFLOP/s (64,690 us a call), 74.0% of
-    CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 1,149 GFLOP/s (59,791 us a call), 62.6% of CuPy:
-    asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
-    asarray, kernel, get: 1048576: 18.6%, 16777216: 66.8%. From
-    results/nvidia-h200.json.
 """
 
 from zoo.kernels.pipeline import stages

@@ -12,15 +12,6 @@ Why it is faster:
     speed without the driver's bounce copy: about 54 GB/s against 9 GB/s on the
     H200. Staging a pageable array costs a host memcpy each way, which is why
     a pipeline's host arrays should be pinned from the start.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 4,414 GFLOP/s (15,568 us a call), 307.4% of
-    CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 4,926 GFLOP/s (13,949 us a call), 268.5% of CuPy:
-    asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
-    asarray, kernel, get: 1048576: 23.1%, 16777216: 212.3%. From
-    results/nvidia-h200.json.
 """
 
 from zoo.kernels.pipeline import stages

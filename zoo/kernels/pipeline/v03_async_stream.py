@@ -12,15 +12,6 @@ Why it is faster:
     the host issues the next operation, and the issue cost of chunk i+1 hides
     behind chunk i's work. Operations on one stream still run in order, so
     copies and compute do not overlap yet.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 5,473 GFLOP/s (12,557 us a call), 381.1% of
-    CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 5,491 GFLOP/s (12,516 us a call), 299.3% of CuPy:
-    asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
-    asarray, kernel, get: 1048576: 38.4%, 16777216: 341.6%. From
-    results/nvidia-h200.json.
 """
 
 from zoo.kernels.pipeline import stages

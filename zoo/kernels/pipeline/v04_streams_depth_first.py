@@ -13,15 +13,6 @@ Why it is faster:
     instead of the sum of all three. Older GPUs with a single hardware queue
     (before Hyper-Q) serialized this issue order; the breadth-first step asks
     whether it still matters.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 10,895 GFLOP/s (6,308 us a call), 758.6% of
-    CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 10,948 GFLOP/s (6,277 us a call), 596.7% of CuPy:
-    asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
-    asarray, kernel, get: 1048576: 31.9%, 16777216: 685.0%. From
-    results/nvidia-h200.json.
 """
 
 from zoo.kernels.pipeline import stages

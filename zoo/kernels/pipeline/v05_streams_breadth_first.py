@@ -17,15 +17,6 @@ Why it is faster:
     an earlier chunk's kernel on the same stream, so that kernel waits for a
     copy it does not need. It also costs host time: each kernel is enqueued
     only after every copy in has been issued, a few microseconds a chunk.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 9,632 GFLOP/s (7,135 us a call), 670.7% of
-    CuPy: asarray, kernel, get, 15 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 9,668 GFLOP/s (7,108 us a call), 526.9% of CuPy:
-    asarray, kernel, get, 15 registers, occupancy bound 100%. Other sizes, % of CuPy:
-    asarray, kernel, get: 1048576: 29.1%, 16777216: 610.7%. From
-    results/nvidia-h200.json.
 """
 
 from zoo.kernels.pipeline import stages

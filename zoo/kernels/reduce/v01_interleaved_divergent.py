@@ -13,14 +13,6 @@ Why it is faster:
     lanes issue the round while few of them add. (In CUDA C the modulo is also
     a slow division; here BLOCK is a constant, so numba's LLVM unrolls the
     rounds and turns each modulo into a bit mask: the PTX has no rem.)
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 268435456: 530 GB/s (2,027 us a call), 17.3% of cupy.sum
-    (CUB), 22 registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB):
-    268435456@int32: 17.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 268435456: 530 GB/s (2,025 us a call), 12.0% of cupy.sum (CUB), 22
-    registers, occupancy bound 100%. Other sizes, % of cupy.sum (CUB): 16777216: 20.5%,
-    16777216@int32: 17.5%, 268435456@int32: 12.0%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, int32

@@ -11,10 +11,6 @@ Why it is faster:
     shared memory is an on-chip scratchpad visible to the whole block, and the
     barrier is what makes a neighbour's write visible before the read. One block
     of at most 64 threads uses a sliver of one SM.
-
-Measured:
-    NVIDIA H200, size 64: 0.0177 GB/s (28.9 us a call), 71.2% of cupy.copyto(out,
-    x[::-1]), 12 registers, occupancy bound 100%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

@@ -9,11 +9,6 @@ Why it is faster:
     Not faster per element: more general. A static buffer reserves its full
     size in every block whether used or not; a dynamic one reserves exactly
     4 n bytes, which leaves more shared memory for other resident blocks.
-
-Measured:
-    NVIDIA H200, size 1024: 0.308 GB/s (26.6 us a call), 60.7% of cupy.copyto(out,
-    x[::-1]), 12 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out,
-    x[::-1]): 64: 63.6%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

@@ -11,15 +11,6 @@ Why it is faster:
     multiply, an add and the loop's own bookkeeping (a 64-bit counter, a
     compare, a branch), each taking an issue slot an FMA could have used, and
     the next multiply waits for the previous one (one chain per thread).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 6,607 GFLOP/s (2,031 us a call), 30.6% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
-    bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 6,608 GFLOP/s (2,031 us a call), 30.3% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
-    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
-    time: 1048576: 26.7%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

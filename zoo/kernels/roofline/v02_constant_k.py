@@ -15,15 +15,6 @@ Why it is faster:
     multiply or an add. Each term is still two instructions (p *= x, s += p) on
     one dependent chain per thread; a warp waits on the previous multiply, and
     only other warps on the SM hide that latency.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 24,659 GFLOP/s (544 us a call), 114.3% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 12 registers, occupancy
-    bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 25,021 GFLOP/s (536 us a call), 114.8% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 12 registers, occupancy
-    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
-    time: 1048576: 27.2%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -15,15 +15,6 @@ Why it is faster:
     inside one thread, so the FP32 units stay fed even when occupancy is not
     full. Each term is still two instructions (multiply, add): the ceiling is
     half the FMA peak.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 24,896 GFLOP/s (539 us a call), 115.3% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
-    bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 25,346 GFLOP/s (530 us a call), 116.3% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
-    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
-    time: 1048576: 26.9%. From results/nvidia-h200.json.
 """
 
 import functools

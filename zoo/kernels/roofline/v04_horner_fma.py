@@ -17,15 +17,6 @@ Why it is faster:
     the FMA peak instead of half of it. The FLOP count reported stays the
     seed's 2k per element: k FMAs at 2 FLOPs each, so GFLOP/s here and in v01
     mean the same work. (Horner also rounds once per term instead of twice.)
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 38,268 GFLOP/s (351 us a call), 177.3% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
-    bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 39,265 GFLOP/s (342 us a call), 180.1% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 16 registers, occupancy
-    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
-    time: 1048576: 32.4%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -19,15 +19,6 @@ Why it is faster:
     One pass over the array, not a looping grid: a fresh block's loads go out
     as soon as a finished block frees its slot, where a looping thread issues
     its next loads only after its stores (see ``launch`` for the figures).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 67108864: 53,575 GFLOP/s (251 us a call), 248.2% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 32 registers, occupancy
-    bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 67108864: 54,645 GFLOP/s (246 us a call), 250.7% of CuPy
-    elementwise kernel, the seed's loop with k at run time, 32 registers, occupancy
-    bound 100%. Other sizes, % of CuPy elementwise kernel, the seed's loop with k at run
-    time: 1048576: 32.4%. From results/nvidia-h200.json.
 """
 
 import functools

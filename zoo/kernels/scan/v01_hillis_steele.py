@@ -11,11 +11,6 @@ Why it is faster:
     It is the starting point: log2(n) parallel rounds instead of n serial
     additions, but n log2(n) additions in total (work-inefficient), and one
     block of at most 1024 threads uses a sliver of one SM.
-
-Measured:
-    NVIDIA H200, size 1024: 0.316 GB/s (25.9 us a call), 120.0% of cupy.cumsum(x,
-    out=out), 12 registers, occupancy bound 100%. Other sizes, % of cupy.cumsum(x,
-    out=out): 1024@int32: 82.4%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32, int32

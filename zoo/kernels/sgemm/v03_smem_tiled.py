@@ -12,15 +12,6 @@ Why it is faster:
     threads of a tile row or column) instead of once, cutting global traffic by
     32x. What limits it next: every FMA still needs two shared-memory loads,
     and shared memory, though on chip, cannot feed the FMA units that fast.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 7,877 GFLOP/s (17,448 us a call), 15.3% of cuBLAS,
-    32 registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 21.2%, 2048:
-    16.2%, 8192: 15.2%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 7,871 GFLOP/s (17,462 us a call), 15.3% of cuBLAS, 32
-    registers, occupancy bound 100%. Other sizes, % of cuBLAS: 1024: 21.3%, 2048: 16.2%,
-    4095: 16.2%, 4097: 17.3%, 8192: 15.3%, 3000x5000x2000: 18.4%. From
-    results/nvidia-h200.json.
 """
 
 import numpy as np

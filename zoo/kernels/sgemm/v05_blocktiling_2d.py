@@ -14,15 +14,6 @@ Why it is faster:
     the 64-bit index arithmetic of the guarded staging loads are what is left.
     At 1024^3 it trails v03: 128 x 128 tiles make only 64 blocks for the
     H200's 132 SMs, so half the chip idles (v03's 32 x 32 tiles make 1024).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 15,420 GFLOP/s (8,913 us a call), 29.9% of cuBLAS,
-    128 registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 16.1%, 2048:
-    29.3%, 8192: 30.4%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 15,380 GFLOP/s (8,936 us a call), 30.0% of cuBLAS, 128
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 16.2%, 2048: 29.3%,
-    4095: 31.7%, 4097: 31.0%, 8192: 30.6%, 3000x5000x2000: 31.0%. From
-    results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -15,15 +15,6 @@ Why it is faster:
     (4 loads per thread per K step become 2) and from shared memory in the
     inner loop (16 scalar loads per 64 FMAs become 4 vector loads). The
     bounds checks of v05 also leave the kernel.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 32,019 GFLOP/s (4,292 us a call), 62.0% of cuBLAS,
-    101 registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 29.2%, 2048:
-    62.7%, 8192: 62.5%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 31,962 GFLOP/s (4,300 us a call), 62.3% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 29.3%, 2048: 62.8%,
-    4095: 63.4%, 4097: 56.2%, 8192: 62.8%, 3000x5000x2000: 62.0%. From
-    results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

@@ -16,15 +16,6 @@ Why it is faster:
     removes. The 128-bit B loads of v06 started 8 floats apart, so threads 0 and
     4 of every 8-thread phase hit the same banks; read as two halves, 8
     consecutive threads read 128 contiguous bytes, one per bank.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 35,141 GFLOP/s (3,911 us a call), 68.1% of cuBLAS,
-    101 registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 31.0%, 2048:
-    68.0%, 8192: 66.3%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 34,962 GFLOP/s (3,931 us a call), 68.1% of cuBLAS, 101
-    registers, occupancy bound 25%. Other sizes, % of cuBLAS: 1024: 30.9%, 2048: 67.6%,
-    4095: 68.9%, 4097: 63.7%, 8192: 66.6%, 3000x5000x2000: 66.7%. From
-    results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

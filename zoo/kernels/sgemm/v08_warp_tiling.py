@@ -15,15 +15,6 @@ Why it is faster:
     4096 FMAs: about half of v07's bytes per FMA. More results per thread (128
     instead of 64) also double the FMAs per shared load, and half the threads
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 39,279 GFLOP/s (3,499 us a call), 76.1% of cuBLAS,
-    200 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 38.9%, 2048:
-    76.6%, 8192: 77.9%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 39,417 GFLOP/s (3,487 us a call), 76.8% of cuBLAS, 200
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 38.8%, 2048: 76.9%,
-    4095: 77.2%, 4097: 70.1%, 8192: 78.8%, 3000x5000x2000: 76.3%. From
-    results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

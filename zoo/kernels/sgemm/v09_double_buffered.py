@@ -17,15 +17,6 @@ Why it is faster:
     indices (Python's wraparound); unsigned 32-bit indices cannot be negative,
     so the check goes and the arithmetic is one instruction (numba-cuda #801).
     It caps each matrix at 2^32 elements, which ``validate`` enforces.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 42,455 GFLOP/s (3,237 us a call), 82.3% of cuBLAS,
-    212 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 48.7%, 2048:
-    83.0%, 8192: 82.2%, 256x4096x4096: 36.6%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 42,503 GFLOP/s (3,234 us a call), 82.7% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 49.0%, 2048: 83.4%,
-    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 256x4096x4096: 37.8%, 3000x5000x2000: 80.2%.
-    From results/nvidia-h200.json.
 """
 
 import numpy as np

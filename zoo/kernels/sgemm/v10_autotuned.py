@@ -18,15 +18,6 @@ Why it is faster:
     of these at once. On the H200 the large class keeps v09's shape, and the
     small and skinny classes pick 64 x 128 tiles: at 1024^3 their kernel takes
     95 us where v09's takes 139 us (see the comments in ``launch``).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 42,409 GFLOP/s (3,241 us a call), 82.2% of cuBLAS,
-    212 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.4%, 2048:
-    83.8%, 8192: 82.2%, 256x4096x4096: 52.3%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 42,503 GFLOP/s (3,234 us a call), 82.7% of cuBLAS, 212
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 69.9%, 2048: 83.4%,
-    4095: 82.9%, 4097: 80.2%, 8192: 83.5%, 256x4096x4096: 54.3%, 3000x5000x2000: 80.2%.
-    From results/nvidia-h200.json.
 """
 
 from zoo.kernels.sgemm.tiles import DEFAULT, tiles_for

@@ -22,15 +22,6 @@ Why it is faster:
     tiles sized to the problem (v10's small class) the extra pass and the
     atomics can cost more than the split gains (see ``plan.py``); split-K pays
     where even small tiles leave SMs idle: a few tiles, a long K.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 42,279 GFLOP/s (3,251 us a call), 81.9% of cuBLAS,
-    208 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 67.2%, 2048:
-    83.7%, 8192: 81.8%, 256x4096x4096: 62.8%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 42,309 GFLOP/s (3,248 us a call), 82.4% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 71.0%, 2048: 83.2%,
-    4095: 80.4%, 4097: 71.9%, 8192: 82.9%, 256x4096x4096: 65.2%, 3000x5000x2000: 86.3%.
-    From results/nvidia-h200.json.
 """
 
 import numpy as np

@@ -21,15 +21,6 @@ Why it is faster:
     rows: at 4097^3 one tile row, split eight ways, so the fifth wave shrinks
     to an eighth of a wave's time. The price is a second launch and the row
     slices (tens of microseconds of host time) against a wave of about 0.9 ms.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 42,275 GFLOP/s (3,251 us a call), 81.9% of cuBLAS,
-    208 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 67.9%, 2048:
-    83.3%, 8192: 81.8%, 256x4096x4096: 63.1%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096: 42,302 GFLOP/s (3,249 us a call), 82.4% of cuBLAS, 208
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 68.3%, 2048: 83.3%,
-    4095: 80.4%, 4097: 84.9%, 8192: 82.9%, 256x4096x4096: 65.3%, 3000x5000x2000: 86.3%.
-    From results/nvidia-h200.json.
 """
 
 from zoo.kernels.sgemm.plan import last_wave

@@ -21,15 +21,6 @@ Why it is faster:
     an ``mma`` here reads as many operand bytes as hgemm's for half the FLOPs,
     at half the peak rate, so shared memory caps both at the same fraction of
     their peaks (see ``Tiles``).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096: 136,530 GFLOP/s (1,007 us a call), 264.5% of
-    cuBLAS, 254 registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 123.5%,
-    2048: 250.9%, 8192: 271.8%, 256x4096x4096: 106.4%. From results/nvidia-h100-80gb-
-    hbm3.json.
-    NVIDIA H200, size 4096: 136,953 GFLOP/s (1,004 us a call), 266.6% of cuBLAS, 254
-    registers, occupancy bound 12%. Other sizes, % of cuBLAS: 1024: 105.3%, 2048:
-    252.1%, 8192: 273.2%, 256x4096x4096: 108.5%. From results/nvidia-h200.json.
 """
 
 from typing import NamedTuple

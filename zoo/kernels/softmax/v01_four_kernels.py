@@ -18,17 +18,6 @@ Why it is faster:
     eager ops and of the CuPy baseline (which also materializes x - max as a
     second temporary, 32 bytes per element). Every op is simple and correct,
     and safe: exp never sees a positive argument.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096x8192: 812 GB/s (330 us a call), 179.1% of CuPy ops:
-    max, exp(x - max), sum, divide, 22 registers, occupancy bound 100%. Other sizes, %
-    of CuPy ops: max, exp(x - max), sum, divide: 4096x8192@large: 170.4%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096x8192: 1,030 GB/s (261 us a call), 216.3% of CuPy ops: max,
-    exp(x - max), sum, divide, 22 registers, occupancy bound 100%. Other sizes, % of
-    CuPy ops: max, exp(x - max), sum, divide: 262144x31: 32.6%, 262144x31@large: 32.1%,
-    32768x1024: 224.9%, 32768x1024@large: 200.9%, 4096x8192@large: 192.0%. From
-    results/nvidia-h200.json.
 """
 
 import math

@@ -18,17 +18,6 @@ Why it is faster:
     instruction moves 512 bytes instead of 128. Nothing waits on the second
     and third read of v02-v04, and short rows no longer leave most of a
     256-thread block idle.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096x8192: 2,906 GB/s (92.4 us a call), 640.8% of CuPy
-    ops: max, exp(x - max), sum, divide, 64 registers, occupancy bound 50%. Other sizes,
-    % of CuPy ops: max, exp(x - max), sum, divide: 4096x8192@large: 641.2%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096x8192: 3,949 GB/s (68 us a call), 829.2% of CuPy ops: max,
-    exp(x - max), sum, divide, 64 registers, occupancy bound 50%. Other sizes, % of CuPy
-    ops: max, exp(x - max), sum, divide: 262144x31: 266.2%, 262144x31@large: 186.3%,
-    32768x1024: 651.3%, 32768x1024@large: 901.3%, 4096x8192@large: 829.6%. From
-    results/nvidia-h200.json.
 """
 
 import functools

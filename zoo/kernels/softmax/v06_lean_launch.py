@@ -19,17 +19,6 @@ Why it is faster:
     ``launch``). The lesson applies to every kernel shorter than about 100 us:
     count the host work per launch, not only the bytes. ``python -m zoo
     launch`` measures that cost.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 4096x8192: 2,903 GB/s (92.5 us a call), 640.2% of CuPy
-    ops: max, exp(x - max), sum, divide, 64 registers, occupancy bound 50%. Other sizes,
-    % of CuPy ops: max, exp(x - max), sum, divide: 4096x8192@large: 640.8%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 4096x8192: 3,929 GB/s (68.3 us a call), 825.2% of CuPy ops: max,
-    exp(x - max), sum, divide, 64 registers, occupancy bound 50%. Other sizes, % of CuPy
-    ops: max, exp(x - max), sum, divide: 262144x31: 532.3%, 262144x31@large: 534.3%,
-    32768x1024: 958.3%, 32768x1024@large: 957.1%, 4096x8192@large: 828.6%. From
-    results/nvidia-h200.json.
 """
 
 import functools

@@ -15,14 +15,6 @@ Why it is faster:
     loads for a 5 x 5 filter, and 25 bounds tests: each pixel is fetched by 25
     threads, from L1 at best, and the filter, the same for every thread, is
     fetched by every thread again.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 3,207 GFLOP/s (4,185 us a call), 101.2% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 31 registers,
-    occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 3,183 GFLOP/s (4,216 us a call), 101.0% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 31 registers,
-    occupancy bound 100%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -19,14 +19,6 @@ Why it is faster:
     hands the constant to the FFMA as an operand (``FFMA R, R, c[0x3][...],
     R``) and the load instruction disappears too. Lanes reading different
     constant addresses would be served one address after another.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 2,784 GFLOP/s (4,821 us a call), 87.9% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 34 registers,
-    occupancy bound 75%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 2,776 GFLOP/s (4,836 us a call), 88.1% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 34 registers,
-    occupancy bound 75%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -20,14 +20,6 @@ Why it is faster:
     comes from the constant bank through the uniform datapath (one ULDC.64 per
     two taps for the whole warp): 25 shared loads, 25 FFMAs and about 50 other
     instructions per output, against about 250.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 7,794 GFLOP/s (1,722 us a call), 246.1% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 31 registers,
-    occupancy bound 100%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 8,228 GFLOP/s (1,631 us a call), 261.0% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 31 registers,
-    occupancy bound 100%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -20,14 +20,6 @@ Why it is faster:
     loads serve 8 outputs, 7.5 per output, the taller tile cuts the halo from
     1.7 loads a pixel to 1.2, and an output costs about 67 instructions, 25 of
     them FFMAs (``zoo show stencil v04 --sass --summary``).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 12,922 GFLOP/s (1,039 us a call), 408.0% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 48 registers,
-    occupancy bound 62%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 14,914 GFLOP/s (900 us a call), 473.2% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 48 registers,
-    occupancy bound 62%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -20,14 +20,6 @@ Why it is faster:
     Two kernels, a row pass into a temporary image and then a column pass,
     would move 16 bytes a pixel instead of 8: the ``cupyx_correlate1d_twice``
     row does that.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 14,792 GFLOP/s (907 us a call), 467.0% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 56 registers,
-    occupancy bound 50%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 16,242 GFLOP/s (826 us a call), 515.3% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 56 registers,
-    occupancy bound 50%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -22,14 +22,6 @@ Why it is faster:
     writes 4 outputs: about 22 instructions per output instead of 54. A warp's
     float4 accesses cover 512 consecutive bytes (4 shared-memory wavefronts, no
     bank conflict), and a thread has 160 bytes of loads in flight, not 40.
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 18,241 GFLOP/s (736 us a call), 575.9% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 72 registers,
-    occupancy bound 38%. From results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 23,505 GFLOP/s (571 us a call), 745.8% of
-    cupyx.scipy.ndimage.correlate(image, weights, mode='constant'), 72 registers,
-    occupancy bound 38%. From results/nvidia-h200.json.
 """
 
 import functools

@@ -13,14 +13,6 @@ Why it is faster:
     removes: reading ``tile[x][y]`` down a column hits addresses 32 floats
     apart, all in the same one of shared memory's 32 banks, so the warp's read
     is served one thread at a time (a 32-way bank conflict).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 824 GB/s (2,606 us a call), 85.8% of
-    cupy.copyto(out, a.T), 28 registers, occupancy bound 100%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 818 GB/s (2,624 us a call), 70.4% of cupy.copyto(out,
-    a.T), 28 registers, occupancy bound 100%. Other sizes, % of cupy.copyto(out, a.T):
-    10000x7777: 70.7%. From results/nvidia-h200.json.
 """
 
 from numba import cuda, float32

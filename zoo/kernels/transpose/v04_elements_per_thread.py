@@ -17,14 +17,6 @@ Why it is faster:
     (2) numba indexes with signed 64-bit integers and a 2-D access costs a
     64-bit multiply-add plus the checks for negative indices; a ``uint32``
     index is one 32-bit multiply-add (numba-cuda #801, see sgemm v09).
-
-Measured:
-    NVIDIA H100 80GB HBM3, size 16384x16384: 2,187 GB/s (982 us a call), 227.7% of
-    cupy.copyto(out, a.T), 38 registers, occupancy bound 75%. From
-    results/nvidia-h100-80gb-hbm3.json.
-    NVIDIA H200, size 16384x16384: 2,526 GB/s (850 us a call), 217.2% of
-    cupy.copyto(out, a.T), 38 registers, occupancy bound 75%. Other sizes, % of
-    cupy.copyto(out, a.T): 10000x7777: 214.6%. From results/nvidia-h200.json.
 """
 
 import numpy as np
