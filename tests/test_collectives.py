@@ -390,7 +390,7 @@ def test_the_race_checker_sees_a_missing_wait(monkeypatch):
 
 # -- the sweeps ---------------------------------------------------------------------------------------------------
 def test_bus_bandwidth_is_as_nccl_tests_define_it():
-    from zoo.kernels.collectives import sweep
+    from zoo.kernels.collectives.sweeps import allreduce as sweep
 
     assert sweep.bus_bandwidth(4e9, 1.0, 1) == (4.0, 0.0)
     assert sweep.bus_bandwidth(4e9, 1.0, 2) == (4.0, 4.0)
@@ -401,7 +401,7 @@ def test_bus_bandwidth_is_as_nccl_tests_define_it():
 
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="on a GPU, .ci/gpu-collectives.sh runs the sweeps at full size")
 def test_allreduce_sweep_checks_every_step_and_draws(tmp_path):
-    from zoo.kernels.collectives import sweep
+    from zoo.kernels.collectives.sweeps import allreduce as sweep
 
     args = argparse.Namespace(
         simulator=True,
@@ -424,7 +424,7 @@ def test_allreduce_sweep_checks_every_step_and_draws(tmp_path):
 
 
 def test_allreduce_findings_compare_with_nccl():
-    from zoo.kernels.collectives import sweep
+    from zoo.kernels.collectives.sweeps import allreduce as sweep
 
     def row(name, nbytes, busbw):
         return dict(row=name, ranks=2, gpus=2, bytes=nbytes, algbw_gbs=busbw, busbw_gbs=busbw)
@@ -440,7 +440,7 @@ def test_allreduce_findings_compare_with_nccl():
 
 
 def test_dataparallel_sweep_checks_the_overlapped_step(tmp_path):
-    from zoo.kernels.collectives import sweep_dataparallel as dp
+    from zoo.kernels.collectives.sweeps import dataparallel as dp
 
     if not zoo.SIMULATOR:
         pytest.skip("on a GPU, .ci/gpu-collectives.sh runs the sweep at full size")

@@ -10,7 +10,7 @@ from numba import cuda
 import zoo
 from zoo import harness, sweeps
 from zoo.kernels import divergence as spec
-from zoo.kernels.divergence import sweep
+from zoo.kernels.divergence.sweeps import long_path_fraction as sweep
 
 DIV = zoo.family("divergence")
 

@@ -9,7 +9,8 @@ from numba import cuda
 import zoo
 from zoo import sweeps
 from zoo.errors import OutOfRange
-from zoo.kernels.elementwise import sweep, v04_float4, v05_unrolled
+from zoo.kernels.elementwise import v04_float4, v05_unrolled
+from zoo.kernels.elementwise.sweeps import float4_per_thread as sweep
 
 RELU = zoo.family("elementwise")
 

@@ -12,7 +12,8 @@ from zoo import harness, sweeps
 from zoo.device import buffers
 from zoo.errors import OutOfRange
 from zoo.kernels import fusion as spec
-from zoo.kernels.fusion import ops, sweep
+from zoo.kernels.fusion import ops
+from zoo.kernels.fusion.sweeps import sin_chain as sweep
 
 FUSION = zoo.family("fusion")
 

@@ -10,10 +10,10 @@ from numba import cuda, uint32
 import zoo
 from zoo import results, sweeps
 from zoo.errors import OutOfRange
-from zoo.kernels.latency import littles_law, v01_low_occupancy, v02_full_occupancy, v04_float4_in_flight
-from zoo.kernels.latency import sweep_bytes_in_flight as bytes_sweep
-from zoo.kernels.latency import sweep_chase as chase
-from zoo.kernels.latency import sweep_fmas_in_flight as fma_sweep
+from zoo.kernels.latency import v01_low_occupancy, v02_full_occupancy, v04_float4_in_flight
+from zoo.kernels.latency.sweeps import bytes_in_flight as bytes_sweep
+from zoo.kernels.latency.sweeps import chase, littles_law
+from zoo.kernels.latency.sweeps import fmas_in_flight as fma_sweep
 
 FAM = zoo.family("latency")
 

@@ -16,7 +16,8 @@ import zoo
 from zoo import sweeps
 from zoo.device import jit as zoo_jit
 from zoo.kernels import launch as spec
-from zoo.kernels.launch import sweep, v01_numba_dispatcher, v02_hoisted, v03_lean_launch, v04_graph_replay, v05_fused
+from zoo.kernels.launch import v01_numba_dispatcher, v02_hoisted, v03_lean_launch, v04_graph_replay, v05_fused
+from zoo.kernels.launch.sweeps import launch_loop as sweep
 
 LAUNCH = zoo.family("launch")
 
@@ -164,7 +165,7 @@ def test_sweep_plot_and_findings_with_gpu_rows():
 
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator's tiny run (on a GPU the sweep times real loops)")
 def test_user_loop_sweep_checks_every_loop_in_the_simulator():
-    from zoo.kernels.launch import sweep_user_loop
+    from zoo.kernels.launch.sweeps import user_loop as sweep_user_loop
 
     rows = sweep_user_loop.measure(argparse.Namespace(simulator=True, repeats=None))
     assert [r["series"] for r in rows] == ["v01_hillis_steele", "v02_blelloch", "v03_warp_shuffle"]
@@ -173,7 +174,7 @@ def test_user_loop_sweep_checks_every_loop_in_the_simulator():
 
 
 def test_user_loop_findings_compare_with_the_device_figure_and_the_library():
-    from zoo.kernels.launch import sweep_user_loop
+    from zoo.kernels.launch.sweeps import user_loop as sweep_user_loop
 
     rows = [
         dict(family="sgemm", size="1024", series="v15_unrolled_split_last_wave", loop_us=64.0, device_us=61.0),

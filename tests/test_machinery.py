@@ -388,7 +388,7 @@ def add_arguments(parser):
 def measure(args):
     from zoo import family
 
-    fam = family(__name__.rsplit(".", 2)[-2])
+    fam = family(__name__.split(".")[-3])  # zoo_kernels_path.<family>.sweeps.<module>
     rows = []
     for n in (1, args.largest):
         x = np.arange(n, dtype=np.float32)
@@ -413,7 +413,9 @@ def findings(rows):
 def test_a_sweep_module_is_a_command_that_writes_csv_and_png(tmp_path, zoo_cli):
     pytest.importorskip("matplotlib")
     pkg = make_family(tmp_path, "scale_sweep", {"v01_plain.py": good()})
-    (pkg / "sweep.py").write_text(SWEEP)
+    (pkg / "sweeps").mkdir()
+    (pkg / "sweeps" / "__init__.py").write_text("")
+    (pkg / "sweeps" / "scale.py").write_text(SWEEP)  # a family's sweeps/: each module with a COMMAND is a command
     out = tmp_path / "out"
     env = {"ZOO_KERNEL_PATH": str(tmp_path), "COLUMNS": "200"}
     r = zoo_cli("scale-sweep", "--largest", "33", "--out", str(out), env=env)
@@ -433,7 +435,9 @@ def test_a_sweep_module_is_a_command_that_writes_csv_and_png(tmp_path, zoo_cli):
 
 def test_a_sweep_module_missing_a_name_fails_loudly(tmp_path, zoo_cli):
     pkg = make_family(tmp_path, "scale_badsweep", {"v01_plain.py": good()})
-    (pkg / "sweep.py").write_text(SWEEP.replace('COLUMNS = ("n", "ok", "label")', ""))
+    (pkg / "sweeps").mkdir()
+    (pkg / "sweeps" / "__init__.py").write_text("")
+    (pkg / "sweeps" / "scale.py").write_text(SWEEP.replace('COLUMNS = ("n", "ok", "label")', ""))
     r = zoo_cli("list", env={"ZOO_KERNEL_PATH": str(tmp_path)})
     assert r.returncode != 0 and "lacks COLUMNS" in r.stderr
 

@@ -202,7 +202,7 @@ def test_sweep_command_writes_csv_and_png(command, tmp_path, zoo_cli):
 def test_amdahl_sweep_checks_both_applications_and_its_arithmetic(tmp_path):
     import argparse
 
-    from zoo.kernels.pipeline import sweep_amdahl
+    from zoo.kernels.pipeline.sweeps import amdahl as sweep_amdahl
 
     rows = sweep_amdahl.measure(argparse.Namespace(simulator=True, n=None, m=None))
     assert [(r["application"], r["row"]) for r in rows][:2] == [("pipeline", "amdahl"), ("sgemm", "amdahl")]

@@ -7,7 +7,7 @@ import zoo
 from zoo import ceilings, harness, results, sweeps
 from zoo.errors import OutOfRange
 from zoo.kernels import roofline as spec
-from zoo.kernels.roofline import sweep
+from zoo.kernels.roofline.sweeps import arithmetic_intensity as sweep
 
 ROOFLINE = zoo.family("roofline")
 STEPS = ROOFLINE.variants

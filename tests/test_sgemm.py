@@ -12,13 +12,14 @@ from zoo import harness, machine_code
 from zoo.device.bits import as_uint32
 from zoo.device.jit import jit
 from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, mma_tf32_f32, to_tf32
-from zoo.kernels.sgemm import padding, plan, tiles, tune
+from zoo.kernels.sgemm import padding, plan, tiles
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm import v13_split_last_wave as v13
 from zoo.kernels.sgemm import v14_unrolled_k as v14
 from zoo.kernels.sgemm import v15_unrolled_split_last_wave as v15
 from zoo.kernels.sgemm import v16_tf32_tensor_cores as v16
+from zoo.kernels.sgemm.sweeps import tune
 from zoo.kernels.sgemm.tiles import DEFAULT
 from zoo.kernels.sgemm.v09_double_buffered import build_kernel, launch_with
 

@@ -578,12 +578,14 @@ def _git_commit():
 
 
 def cmd_tune(args):
-    import importlib.util
+    import importlib
+
+    from zoo import sweeps
 
     fam = _family(args.family)
-    name = f"{fam.module.__name__}.tune"
-    if importlib.util.find_spec(name) is None:
-        raise UsageError(f"family {fam.name} has no tuning sweep (no {fam.name}/tune.py)")
+    name = sweeps.tuning_module(fam)
+    if name is None:
+        raise UsageError(f"family {fam.name} has no tuning sweep (no {fam.name}/sweeps/tune.py)")
     if zoo.SIMULATOR:
         raise UsageError("tuning times kernels: it needs a GPU")
     sweep = importlib.import_module(name)
@@ -666,13 +668,11 @@ def cmd_doctor(args):
 
 def _tune_tables():
     """'family: where its table for this GPU is read from' for each family with a tuning sweep (zoo.tune_table)."""
-    import importlib.util
-
-    from zoo import tune_table
+    from zoo import sweeps, tune_table
 
     found = []
     for fam in zoo.families():
-        if importlib.util.find_spec(f"{fam.module.__name__}.tune") is None:
+        if sweeps.tuning_module(fam) is None:
             continue
         cache, repo = tune_table.cache_path(fam.name), tune_table.repo_path(fam.name)
         path = tune_table.found(cache, repo)  # the one a lookup reads
@@ -809,7 +809,7 @@ def build_parser():
     exercise_cli.add_parser(sub, Parser, UsageError)
     from zoo import sweeps
 
-    for command, module in sweeps.modules().items():  # each family's sweep.py is a command
+    for command, module in sweeps.modules().items():  # each module of a family's sweeps/ is a command
         # argparse formats a help text with %: a HELP that says "% of copy" must reach it as "%% of copy"
         s = sub.add_parser(command, help=module.HELP.replace("%", "%%"), description=module.__doc__)
         s.add_argument("--out", help="folder for the CSV and the PNG (default: results/sweeps and docs/plots)")

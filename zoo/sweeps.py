@@ -1,7 +1,9 @@
 """Sweeps: commands that vary one parameter on the GPU, print a table, write a CSV and draw a PNG.
 
-A family folder may hold sweep modules, ``sweep.py`` or ``sweep_<name>.py``; each
-one is a subcommand of ``python -m zoo`` with no list to edit. A sweep module has:
+A family's sweeps and tuning live in its ``sweeps/`` subpackage, apart from the steps (``zoo/kernels/<family>/
+sweeps/``): each module there with a ``COMMAND`` is a subcommand of ``python -m zoo`` with no list to edit; its
+``tune.py``, where the family has one, is what ``python -m zoo tune <family>`` runs (``tuning``); the other modules
+are what those share. A step never imports from ``sweeps/``. A sweep module has:
 
     COMMAND = "divergence"        # the subcommand: python -m zoo divergence
     HELP = "one line for --help"
@@ -32,6 +34,7 @@ SWEEPS_DIR = results.RESULTS_DIR / "sweeps"
 PLOTS_DIR = results.ROOT / "docs" / "plots"
 SIMULATOR_SLUG = "numba-cuda-simulator"
 REQUIRED = ("COMMAND", "HELP", "COLUMNS", "measure", "plot")
+SUBPACKAGE = "sweeps"  # zoo/kernels/<family>/sweeps/: the family's sweeps and tuning
 
 
 def modules():
@@ -40,10 +43,7 @@ def modules():
 
     found = {}
     for fam in zoo.families():
-        for info in pkgutil.iter_modules([str(fam.path)]):
-            if info.name != "sweep" and not info.name.startswith("sweep_"):
-                continue
-            mod = importlib.import_module(f"{fam.module.__name__}.{info.name}")
+        for mod in _sweep_modules(fam):
             missing = [k for k in REQUIRED if not hasattr(mod, k)]
             if missing:
                 raise zoo.registry.RegistryError(f"{mod.__file__}: a sweep module lacks {', '.join(missing)}")
@@ -52,6 +52,29 @@ def modules():
             mod.FAMILY = fam
             found[mod.COMMAND] = mod
     return found
+
+
+def _sweep_modules(fam):
+    """The family's sweep commands: the modules of its ``sweeps/`` with a ``COMMAND``; where a family still keeps
+    them beside its steps as ``sweep.py`` or ``sweep_<name>.py`` (gemv, until it moves them), those."""
+    folder = fam.path / SUBPACKAGE
+    if (folder / "__init__.py").exists():
+        for info in pkgutil.iter_modules([str(folder)]):
+            mod = importlib.import_module(f"{fam.module.__name__}.{SUBPACKAGE}.{info.name}")
+            if hasattr(mod, "COMMAND"):  # the others (tune, what the sweeps share) are no command
+                yield mod
+    for info in pkgutil.iter_modules([str(fam.path)]):
+        if info.name == "sweep" or info.name.startswith("sweep_"):
+            yield importlib.import_module(f"{fam.module.__name__}.{info.name}")
+
+
+def tuning_module(fam):
+    """The name of the family's tuning sweep (``sweeps/tune.py``, which ``python -m zoo tune`` runs), or None where it
+    has none. Found without importing it: ``zoo doctor`` lists the families that have one."""
+    for name in (f"{fam.module.__name__}.{SUBPACKAGE}.tune", f"{fam.module.__name__}.tune"):  # the second: gemv's
+        if importlib.util.find_spec(name.rsplit(".", 1)[0]) is not None and importlib.util.find_spec(name):
+            return name
+    return None
 
 
 def csv_path(slug, command, root=None):

@@ -70,7 +70,7 @@ is the work of the uniform kind; the skewed kind does about a seventh of that
 (read x, write out): with 512 FMAs for every 8 bytes the family is
 compute-bound, which is what lets divergence show in the time.
 ``python -m zoo divergence`` sweeps the share of lanes per warp that take the
-long path (see ``sweep.py``). The baseline is a CuPy ElementwiseKernel computing
+long path (see ``sweeps/long_path_fraction.py``). The baseline is a CuPy ElementwiseKernel computing
 the same function in C, branch-free selection and a per-lane loop (v04's shape).
 """
 

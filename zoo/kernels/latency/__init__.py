@@ -20,11 +20,11 @@ quarter of the instructions for the same bytes).
 
 Three sweeps measure the pieces of the law, one experiment each:
 ``python -m zoo latency`` the DRAM, L2 and shared-memory latency by pointer
-chasing (``sweep_chase.py``); ``python -m zoo bytes-in-flight`` the achieved
+chasing (``sweeps/chase.py``); ``python -m zoo bytes-in-flight`` the achieved
 bandwidth against bytes in flight per SM, with the Little's-law line over the
-points (``sweep_bytes_in_flight.py``); ``python -m zoo fmas-in-flight`` the same
+points (``sweeps/bytes_in_flight.py``); ``python -m zoo fmas-in-flight`` the same
 for arithmetic, FMA chains in flight against the FP32 peak
-(``sweep_fmas_in_flight.py``).
+(``sweeps/fmas_in_flight.py``).
 
 Bytes moved: 8 n (read x, write out); FLOPs: 2 n (one FMA). The baseline is a
 CuPy ElementwiseKernel computing the same expression in one pass.

@@ -2,7 +2,7 @@
 
 Changes:
     No new kernel code: v09's kernel, launched with other tiles.
-    ``python -m zoo tune sgemm`` (``tune.py``) compiles v09's kernel for every
+    ``python -m zoo tune sgemm`` (``sweeps/tune.py``) compiles v09's kernel for every
     valid tile shape and times each on one shape per class (``tiles.py``:
     small, skinny, large), writing results/tune/<gpu>-sgemm.json. Each call
     looks up its class from its own M, N, K (``tiles_for``) and launches the

@@ -34,9 +34,9 @@ import numpy as np
 from numba import cuda
 
 from zoo.device.jit import DEFAULT_SHARED_LIMIT
-from zoo.kernels.latency import sweep_chase
 from zoo.kernels.latency import v04_float4_in_flight as v04
-from zoo.kernels.latency.littles_law import (
+from zoo.kernels.latency.sweeps import chase as sweep_chase
+from zoo.kernels.latency.sweeps.littles_law import (
     SATURATED,
     capped,
     is_number,

@@ -19,7 +19,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from zoo.device.jit import jit
-from zoo.kernels.latency.littles_law import (
+from zoo.kernels.latency.sweeps.littles_law import (
     SATURATED,
     capped,
     is_number,

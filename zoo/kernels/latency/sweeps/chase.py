@@ -35,7 +35,7 @@ from numba import cuda, uint32
 
 from zoo import sweeps
 from zoo.device.jit import jit
-from zoo.kernels.latency.littles_law import is_number, series_value
+from zoo.kernels.latency.sweeps.littles_law import is_number, series_value
 
 COMMAND = "latency"
 HELP = "pointer-chase latency of one load: DRAM (idle and under a copy), L2, shared memory"

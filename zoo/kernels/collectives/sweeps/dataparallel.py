@@ -27,7 +27,7 @@ import numpy as np
 
 from zoo import SIMULATOR
 from zoo.kernels.collectives import world
-from zoo.kernels.collectives.sweep import free_cupy_blocks, seconds_per_call
+from zoo.kernels.collectives.sweeps.allreduce import free_cupy_blocks, seconds_per_call
 from zoo.sweeps import is_number
 
 COMMAND = "dataparallel"
