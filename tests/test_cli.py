@@ -126,16 +126,19 @@ def test_a_target_a_step_cannot_compile_for_is_one_line(zoo_cli, args, message):
 
 def test_checks_in_worker_processes_match_checks_here():
     """zoo run's parallel check phase: the rows a worker process returns are the rows of the same check here."""
-    from zoo import cli
+    from rich.console import Console
 
-    plan, args = [], cli.build_parser().parse_args(["run", "reverse", "vector_add", "--check-processes", "2"])
+    from zoo.bench import run
+
+    plan, steps = [], {}
     for name in ("reverse", "vector_add"):
         fam = zoo.family(name)
         plan.append((fam, [], fam.cases(fam.TEST_SIZES[:2])))
-    progress = cli._NoProgress()
-    checked = cli._check_in_processes(plan, args, "unused in the simulator", progress, None)
+        steps[name] = list(fam)
+    progress = run.NoProgress()
+    checked = run.check_in_processes(plan, steps, 2, "unused in the simulator", progress, None, Console(quiet=True))
     assert set(checked) == {"reverse", "vector_add"}
     for fam, _, checks in plan:
         rows, failed, seconds = checked[fam.name]
         assert not failed and seconds > 0
-        assert rows == cli._check_family(fam, checks, progress, None, list(fam))[0]
+        assert rows == run.check_family(fam, checks, progress, None, list(fam))[0]

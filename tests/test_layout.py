@@ -27,6 +27,7 @@ HOST_TOOLING = (
     "zoo.report",
     "zoo.sweeps",
     "zoo.cli",
+    "zoo.bench",
     "zoo.walkthrough",
     "zoo.machine_code",
     "zoo.ceilings",

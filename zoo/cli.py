@@ -4,8 +4,6 @@ import argparse
 import difflib
 import subprocess
 import sys
-import tempfile
-import time
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -15,8 +13,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 import zoo
-from zoo import harness, results
-from zoo.errors import OutOfRange, Unavailable, Unsupported
+from zoo import results
+from zoo.bench import run as bench_run
 
 console = Console()
 
@@ -210,52 +208,6 @@ def cmd_diff(args):
 
 
 # -- check / run --------------------------------------------------------------
-def _check_family(fam, cases, progress, task, steps=None):
-    """Rows of (variant, passed, skipped, worst error, failures) for ``steps`` (default: every step)."""
-    steps = list(steps or fam)
-    skip = {}  # step -> why it is not checked
-    for v in steps:
-        if v.demonstration:
-            skip[v] = "[yellow]demonstration: wrong on purpose, not checked[/]"
-        elif v.unsupported():
-            skip[v] = f"[yellow]skipped: {v.unsupported()}[/]"
-    checked = [v for v in steps if v not in skip]
-    progress.advance(task, len(cases) * len(skip))
-    tally = {v: [0, 0, 0.0, []] for v in checked}  # passed, out of range, worst error, problems
-    for i, (size, kind) in enumerate(cases):  # case by case: its inputs and reference are made once
-        try:
-            prepared = harness.prepare(fam, size, seed=1000 + i, kind=kind)
-        except OutOfRange:  # no input of this kind at this size: out of range for every step
-            for v in checked:
-                tally[v][1] += 1
-            progress.advance(task, len(checked))
-            continue
-        for v in checked:
-            progress.update(task, description=f"{fam.name}: checking {v.name} at {_key(fam, size, kind)}")
-            t = tally[v]
-            try:
-                r = harness.check(v, size, seed=1000 + i, kind=kind, prepared=prepared)
-            except OutOfRange:
-                t[1] += 1
-            else:
-                t[2] = max(t[2], r.error)
-                if r.ok:
-                    t[0] += 1
-                else:
-                    t[3].append(f"n={_key(fam, size, kind)}: {r.detail}")
-            progress.advance(task)
-    rows, failed = [], False
-    for v in steps:
-        if v in skip:
-            rows.append((v.name, "-", "-", "-", skip[v]))
-            continue
-        passed, skipped, worst, problems = tally[v]
-        failed |= bool(problems)
-        status = "[green]ok[/]" if not problems else "[red]FAIL[/] " + "; ".join(problems)
-        rows.append((v.name, str(passed), str(skipped), f"{worst:.1e}", status))
-    return rows, failed
-
-
 def cmd_check(args):
     fams = _families(args.families)
     small = zoo.SIMULATOR or getattr(args, "test_sizes", False)
@@ -263,11 +215,12 @@ def cmd_check(args):
     any_failed = False
     from zoo.device.jit import quiet_occupancy
 
-    with _progress() as progress, quiet_occupancy():  # zoo's own small launches are small on purpose
+    # quiet_occupancy: zoo's own small launches are small on purpose
+    with bench_run.progress_display(console) as progress, quiet_occupancy():
         task = progress.add_task("checking", total=sum(len(_steps(f, args)) * len(s) for f, s in plan))
         tables = []
         for fam, sizes in plan:
-            rows, failed = _check_family(fam, sizes, progress, task, _steps(fam, args))
+            rows, failed = bench_run.check_family(fam, sizes, progress, task, _steps(fam, args))
             any_failed |= failed
             table = Table(
                 title=f"{fam.name}: sizes {', '.join(_key(fam, *c) for c in sizes)} "
@@ -287,294 +240,26 @@ def _fmt(value, spec):
     return "-" if value is None or value != value else format(value, spec)
 
 
-QUICK_BUDGET_S = 0.15  # seconds of samples a row gets in the default run (at least 10 samples, each about 1 ms)
-CHECK_PROCESSES = max(1, min(8, harness.host_cores() // 2))  # each holds a CUDA context (~0.5 GB) and compiles
-QUICK_CHECK_BYTES = 64 << 20  # the default run checks every step at the GPU test sizes that move at most this
-
-
-def _headline_size(fam):
-    """The size a family is summarised at: HEADLINE_SIZE, else its largest BENCH size."""
-    wanted = getattr(fam.module, "HEADLINE_SIZE", None)
-    if wanted is not None:
-        return wanted
-    return max(fam.BENCH_SIZES, key=lambda s: fam.bytes_moved(s) + fam.flops(s))
-
-
-def _progress():
-    """A progress display with the family, the step and an estimate of the time left."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
-
-
-def _check_in_processes(plan, args, shared, progress, task):
-    """Check the families of ``plan`` in parallel worker processes, before any timing (the GPU's concurrent
-    checks would disturb a timing); returns {family: (rows, failed, seconds)}.
-
-    Compiling is most of a check (each step for each tile class and kind it is checked at), and numba
-    compiles one kernel at a time per process. The workers save what they compile to ``shared``
-    (``zoo.device.jit.share_compiled_kernels``) and this process, which shares it too, loads those kernels
-    when it times the same specialisations instead of compiling them again."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
-    from zoo.device.jit import share_compiled_kernels
-
-    share_compiled_kernels(shared)
-    jobs = [(fam.name, checks, [v.name for v in _steps(fam, args)]) for fam, _, checks in plan if checks]
-    workers = min(len(jobs), args.check_processes)
-    began, checked = time.perf_counter(), {}
-    progress.update(task, description=f"checking {len(jobs)} families in {workers} processes")
-    # spawn, not fork: a forked child of a process that has touched CUDA cannot use the GPU
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        # the slowest first (most steps times sizes), so the last to finish is a short one
-        jobs.sort(key=lambda job: -len(job[1]) * len(job[2]))
-        futures = {pool.submit(_check_worker, name, checks, steps, shared): name for name, checks, steps in jobs}
-        work = {name: len(checks) * len(steps) for name, checks, steps in jobs}  # the progress bar's units
-        for future in as_completed(futures):
-            name = futures[future]
-            try:
-                checked[name] = future.result()
-            except Exception as e:  # a worker that died (a CUDA error poisons its process): check it here instead
-                console.print(f"[yellow]{name}: its check in a worker process failed ({e!r}); checking it here[/]")
-                continue
-            progress.advance(task, work[name])
-    console.print(
-        f"[dim]checked {len(jobs)} families in {workers} processes: {time.perf_counter() - began:.0f} s "
-        f"(their own times added up: {sum(c[2] for c in checked.values()):.0f} s)[/]"
-    )
-    return checked
-
-
-def _check_worker(name, checks, step_names, shared):
-    """One family's check in a worker process of ``_check_in_processes``: (rows, failed, seconds)."""
-    from zoo.device.jit import quiet_occupancy, share_compiled_kernels
-
-    began = time.perf_counter()
-    share_compiled_kernels(shared)
-    fam = zoo.family(name)
-    with quiet_occupancy():
-        rows, failed = _check_family(fam, checks, _NoProgress(), None, [fam[n] for n in step_names])
-    return rows, failed, time.perf_counter() - began
-
-
-class _NoProgress:
-    """A progress display that shows nothing: a worker process must not draw over the main one's."""
-
-    def update(self, *args, **kwargs):
-        pass
-
-    def advance(self, *args, **kwargs):
-        pass
-
-
 def cmd_run(args):
+    fams = _families(args.families)
+    steps = {fam.name: _steps(fam, args) for fam in fams}
     if zoo.SIMULATOR:
         console.print(
             "[yellow]Simulator: correctness only at small sizes. Timings, registers and "
             "occupancy need a GPU (ZOO_TARGET=gpu on a machine with one).[/]"
         )
         return cmd_check(args)
-    from zoo.device import properties, versions
-    from zoo.device.jit import quiet_occupancy
-
-    fams = _families(args.families)
-    quick = not (args.size or args.all_sizes)  # the default: each family's headline size, and a check first
-    budget = args.budget if args.budget is not None else (QUICK_BUDGET_S if quick else harness.BUDGET_S)
-    runs, any_failed, skipped = {}, False, set()
-    plan = []
-    for fam in fams:
-        if args.size:
-            cases = _cases(fam, args.size, None)
-        else:
-            cases = fam.cases(fam.BENCH_SIZES if args.all_sizes else [_headline_size(fam)])
-        checks = [c for c in fam.cases(fam.GPU_TEST_SIZES) if fam.bytes_moved(*c) <= QUICK_CHECK_BYTES]
-        plan.append((fam, cases, checks if quick else []))
-    order = [(fam, size, kind) for fam, cases, _ in plan for size, kind in cases]  # every measured case, in turn
-    started, spent = time.perf_counter(), {}
-    with _progress() as progress, quiet_occupancy(), tempfile.TemporaryDirectory(prefix="zoo-kernels-") as shared:
-        total = sum(
-            (len(_steps(f, args)) + len(f.baselines) + len(f.cpu_rows)) * len(c) + len(_steps(f, args)) * len(k)
-            for f, c, k in plan
-        )
-        task = progress.add_task("timing", total=total)
-        checked = {}
-        if sum(bool(k) for _, _, k in plan) > 1 and args.check_processes > 1:
-            if order:  # the first case's inputs and reference are made while the checks run
-                harness.prepare_ahead(order[0])
-            checked = _check_in_processes(plan, args, shared, progress, task)
-        for fam, cases, checks in plan:
-            family_started, compiled_before = time.perf_counter(), harness.compile_seconds()
-            phases = dict.fromkeys(("check", "inputs wait", "library", "CPU", "steps"), 0.0)  # seconds in each part
-            if cases:  # its first case's inputs and reference are made while the checks run
-                harness.prepare_ahead((fam, *cases[0]))
-            if checks:
-                began = time.perf_counter()
-                progress.update(task, description=f"{fam.name}: checking at {len(checks)} GPU test size(s)")
-                if fam.name in checked:  # checked in a worker process, before any timing: its time is not ours
-                    rows, failed, _ = checked[fam.name]
-                    del phases["check"]
-                else:
-                    rows, failed = _check_family(fam, checks, progress, task, _steps(fam, args))
-                any_failed |= failed
-                bad = [row for row in rows if "FAIL" in row[-1]]
-                sizes = ", ".join(_key(fam, *c) for c in checks)
-                console.print(
-                    f"{fam.name}: every step checked at {sizes}: "
-                    + ("[green]correct[/]" if not bad else "[red]" + "; ".join(f"{r[0]} {r[-1]}" for r in bad) + "[/]")
-                )
-                if "check" in phases:
-                    phases["check"] += time.perf_counter() - began
-            for size, kind in cases:
-                key = _key(fam, size, kind)
-                upcoming = order[order.index((fam, size, kind)) + 1 :][:1]  # the next case, made during the steps
-                wall = getattr(fam.module, "WALL_TIME", False)  # host timings: nothing else may run meanwhile
-                measured = []
-                began = time.perf_counter()
-                harness.case_inputs(fam, size, kind)  # waits while its inputs and reference are made
-                phases["inputs wait"] += time.perf_counter() - began
-                if wall:
-                    harness.settle()
-                began = time.perf_counter()
-                for name in fam.baselines:
-                    progress.update(task, description=f"{fam.name} {key}: {name}")
-                    try:
-                        measured.append(
-                            harness.measure_baseline(
-                                fam,
-                                size,
-                                kind=kind,
-                                name=name,
-                                baseline_ms=measured[0].ms if measured else None,
-                                budget_s=budget,
-                            )
-                        )
-                    except OutOfRange:  # an extra row that does not apply to this kind of input
-                        if not measured:
-                            raise
-                    except Unavailable as e:  # an extra library row this machine cannot run (no PyTorch)
-                        if not measured:
-                            raise
-                        console.print(f"[yellow]{fam.name} {key}: no {name} row: {e}[/]")
-                    progress.advance(task)
-                harness.settle()  # the CPU rows are host timings: no case is made meanwhile
-                phases["library"] += time.perf_counter() - began
-                began = time.perf_counter()
-                for name in fam.cpu_rows:
-                    progress.update(task, description=f"{fam.name} {key}: {name} on the CPU")
-                    try:
-                        measured.append(
-                            harness.measure_cpu(
-                                fam, size, kind=kind, name=name, baseline_ms=measured[0].ms, budget_s=budget
-                            )
-                        )
-                    except OutOfRange:  # a CPU row that would take minutes at this size
-                        pass
-                    progress.advance(task)
-                phases["CPU"] += time.perf_counter() - began
-                if not wall:
-                    harness.prepare_ahead((fam, size, kind), *upcoming)
-                began = time.perf_counter()
-                for v in _steps(fam, args):
-                    progress.update(task, description=f"{fam.name} {key}: {v.name}")
-                    try:
-                        m = harness.measure_variant(v, size, baseline_ms=measured[0].ms, kind=kind, budget_s=budget)
-                    except OutOfRange:
-                        m = None
-                    except Unsupported as e:  # once per step, not once per size
-                        m = None
-                        if v not in skipped:
-                            skipped.add(v)
-                            console.print(f"[yellow]skipped: {e}[/]")
-                    progress.advance(task)
-                    if m is not None:
-                        measured.append(m)
-                phases["steps"] += time.perf_counter() - began
-                if wall:
-                    harness.prepare_ahead((fam, size, kind), *upcoming)
-                cpu = [m for m in measured if m.name in fam.cpu_rows]
-                for m in measured:  # every row against the first CPU row of the same run
-                    m.over_cpu = cpu[0].ms / m.ms if cpu and m.ms else float("nan")
-                any_failed |= any(m.correct is False for m in measured)
-                runs.setdefault(fam.name, {})[key] = measured
-                console.print(_run_table(fam, key, measured))
-            if args.save and fam.name in runs:  # family by family: an interrupted run keeps what it measured
-                path = results.save({fam.name: runs[fam.name]}, properties(), versions(), commit=_git_commit())
-            spent[fam.name] = time.perf_counter() - family_started
-            console.print(
-                f"[dim]{fam.name}: {spent[fam.name]:.0f} s ("
-                + ", ".join(f"{part} {seconds:.1f}" for part, seconds in phases.items())
-                + f"; of all these, compiling {harness.compile_seconds() - compiled_before:.1f})[/]"
-            )
-    console.print(
-        f"{len(spent)} families in {time.perf_counter() - started:.0f} s "
-        f"({harness.compile_seconds():.0f} s of it compiling in this process): "
-        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in spent.items())
+    given = {fam.name: _cases(fam, args.size, None) for fam in fams} if args.size else None
+    return bench_run.gpu_job(
+        fams,
+        steps,
+        console,
+        given=given,
+        all_sizes=args.all_sizes,
+        budget=args.budget,
+        save=args.save,
+        check_processes=args.check_processes,
     )
-    if args.save and runs:
-        console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates README and plots")
-    return 1 if any_failed else 0
-
-
-def _run_table(fam, key, measured):
-    size, _ = results.parse_case(key)
-    table = Table(title=f"{fam.name}, size {key} on {zoo.device.properties()['name']}")
-    for col in (
-        "variant",
-        "ms",
-        "GFLOP/s",
-        "GB/s",
-        f"% of {fam.BASELINE}",
-        "x CPU",
-        "regs",
-        "smem B",
-        "local B",
-        "occupancy",
-        "error",
-        "correct",
-    ):
-        table.add_column(col, justify="right" if col != "variant" else "left")
-    for m in measured:
-        r = m.resources
-        library = m.name in fam.baselines or m.name in fam.cpu_rows
-        correct = {True: "[green]yes[/]", False: "[red]NO[/]", None: "-" if library else "demo"}
-        table.add_row(
-            m.name,
-            _fmt(m.ms, ".4f"),
-            _fmt(m.gflops if fam.flops(size) else None, ",.0f"),
-            _fmt(m.gbps, ",.0f"),
-            _fmt(100 * m.ratio, ".1f"),
-            _fmt(m.over_cpu, ",.1f"),
-            str(r.get("registers", "-")),
-            str(r.get("shared_bytes", "-")),
-            str(r.get("local_bytes", "-")),
-            _fmt(r.get("occupancy"), ".0%"),
-            _fmt(m.error, ".1e"),  # relative norm error against float64 (elements wrong, for exact families)
-            correct[m.correct],
-        )
-    return table
-
-
-def _git_commit():
-    import os
-
-    if os.environ.get("ZOO_COMMIT"):  # a copy of the tree without its history (the lent GPU)
-        return os.environ["ZOO_COMMIT"]
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=results.ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def cmd_tune(args):
@@ -768,13 +453,14 @@ def build_parser():
             s.add_argument(
                 "--budget",
                 type=float,
-                help=f"seconds of samples a row (default {QUICK_BUDGET_S}, or {harness.BUDGET_S} with a size given)",
+                help=f"seconds of samples a row (default {bench_run.QUICK_BUDGET_S}, "
+                f"or {bench_run.harness.BUDGET_S} with a size given)",
             )
             s.add_argument(
                 "--check-processes",
                 type=int,
-                default=CHECK_PROCESSES,
-                help=f"check the families in this many processes before timing (default {CHECK_PROCESSES}: "
+                default=bench_run.CHECK_PROCESSES,
+                help=f"check the families in this many processes before timing (default {bench_run.CHECK_PROCESSES}: "
                 "half the cores, at most 8; 1 checks each family in this process just before its timing)",
             )
         s.set_defaults(func=func)

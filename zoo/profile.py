@@ -968,9 +968,7 @@ def _gpu_command(fam, steps, args, console):
     profiled = f"{info['kernels_profiled']} kernels of {len(entries)} steps"
     console.print(f"- {profiled} profiled in {info['seconds']:.0f} s ({info['ncu']})")
     if not args.no_save:
-        from zoo.cli import _git_commit
-
-        path = save(fam, key, entries, info, properties(), commit=_git_commit())
+        path = save(fam, key, entries, info, properties(), commit=results.git_commit())
         console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` puts it on the pages")
     return 0
 

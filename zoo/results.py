@@ -9,6 +9,8 @@ import dataclasses
 import datetime
 import json
 import math
+import os
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +66,19 @@ def parse_size(text):
 
 
 PROFILES_DIR = RESULTS_DIR / "profiles"  # Nsight Compute profiles, one file per GPU and family (zoo profile)
+
+
+def git_commit():
+    """The short hash of the checkout's HEAD, which a results file records; ``$ZOO_COMMIT`` where the tree has no
+    history (a copy on the lent GPU); None outside a git checkout."""
+    if os.environ.get("ZOO_COMMIT"):
+        return os.environ["ZOO_COMMIT"]
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def path_for(slug):
