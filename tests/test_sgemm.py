@@ -283,15 +283,17 @@ def test_large_irregular_shapes_on_the_gpu(step, size, request):
 
 
 def test_shape_classes_follow_the_tile_count_and_the_narrow_side():
-    assert tiles.shape_class(1024, 1024, 1024, sms=132) == "small"  # 64 tiles of 128 x 128 for 132 SMs
-    assert tiles.shape_class(2048, 2048, 2048, sms=132) == "large"  # 256 tiles
-    assert tiles.shape_class(4097, 4097, 4097, sms=132) == "large"
-    assert tiles.shape_class(256, 4096, 4096, sms=132) == "skinny"
-    assert tiles.shape_class(4096, 200, 64, sms=132) == "skinny"
-    assert {tiles.shape_class(*shape, sms=132) for shape in tiles.SHAPE_CLASSES.values()} == set(tiles.SHAPE_CLASSES)
-    assert tiles.shape_class(*tiles.SHAPE_CLASSES["small"], sms=132) == "small"
+    assert tiles.SHAPE_CLASSES.of(1024, 1024, 1024, sms=132) == "small"  # 64 tiles of 128 x 128 for 132 SMs
+    assert tiles.SHAPE_CLASSES.of(2048, 2048, 2048, sms=132) == "large"  # 256 tiles
+    assert tiles.SHAPE_CLASSES.of(4097, 4097, 4097, sms=132) == "large"
+    assert tiles.SHAPE_CLASSES.of(256, 4096, 4096, sms=132) == "skinny"
+    assert tiles.SHAPE_CLASSES.of(4096, 200, 64, sms=132) == "skinny"
+    assert {tiles.SHAPE_CLASSES.of(*shape, sms=132) for shape in tiles.SHAPE_CLASSES.values()} == set(
+        tiles.SHAPE_CLASSES
+    )
+    assert tiles.SHAPE_CLASSES.of(*tiles.SHAPE_CLASSES["small"], sms=132) == "small"
     # what `zoo tune` reads from the sweep's module: the same classes
-    assert tune.shape_class is tiles.shape_class and tune.SHAPE_CLASSES is tiles.SHAPE_CLASSES
+    assert tune.SHAPE_CLASSES is tiles.SHAPE_CLASSES
 
 
 def test_waves_count_tiles_against_resident_blocks():
@@ -389,7 +391,7 @@ def test_zoo_tune_with_a_size_tunes_that_sizes_class_at_that_size(monkeypatch):
     """The GPU path of ``zoo tune sgemm --size``, with the timing replaced: which shapes reach the sweep."""
     from zoo import cli
 
-    monkeypatch.setattr(tiles, "sm_count", lambda: 132)  # shape_class's
+    monkeypatch.setattr(tiles, "sm_count", lambda: 132)  # product_class's
     asked = tune_with_sizes(monkeypatch, tune, "sgemm", ["1024", "2000x5000x64", "200x4096x4096"])
     assert asked == {"small": (1024, 1024, 1024), "large": (2000, 5000, 64), "skinny": (200, 4096, 4096)}
     with pytest.raises(cli.UsageError, match="both of class small"):
@@ -517,6 +519,36 @@ def test_without_a_table_each_class_gets_its_default_and_the_cache_comes_first(t
         (tmp_path / "cache.json").unlink()
         tiles.table.cache_clear()
         assert tiles.best_tiles("large") == tiles.SMALL
+    finally:
+        tiles.table.cache_clear()
+
+
+def test_a_table_names_its_kernel_and_one_from_before_reads_the_same(tmp_path, monkeypatch):
+    """Rows name the kernel they timed (tiles.KERNEL), not a step: .ci/sgemm-tune-names adds the name to a table
+    written before, changing no figure, and both forms give the same tiles. A row of another kernel is not taken."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    old = {"classes": {"large": {"shape": [4096, 4096, 4096], "best": {"tiles": tiles.SMALL._asdict(), "ms": 1.0}}}}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    script = Path(__file__).resolve().parents[1] / ".ci" / "sgemm-tune-names"
+    subprocess.run([sys.executable, str(script), str(tmp_path / "old.json")], check=True, capture_output=True)
+    new = json.loads((tmp_path / "old.json").read_text())
+    assert new["classes"]["large"]["best"] == {"kernel": tiles.KERNEL, **old["classes"]["large"]["best"]}
+    monkeypatch.setattr(tiles, "cache_path", lambda: tmp_path / "none.json")
+    monkeypatch.setattr(tiles, "sm_count", lambda: 132)
+    try:
+        for table, expected in ((old, tiles.SMALL), (new, tiles.SMALL)):
+            (tmp_path / "repo.json").write_text(json.dumps(table))
+            monkeypatch.setattr(tiles, "path", lambda: tmp_path / "repo.json")
+            tiles.table.cache_clear()
+            assert tiles.best_tiles("large") == expected
+        new["classes"]["large"]["best"]["kernel"] = "some_other_kernel"
+        (tmp_path / "repo.json").write_text(json.dumps(new))
+        tiles.table.cache_clear()
+        assert tiles.best_tiles("large") is None
     finally:
         tiles.table.cache_clear()
 

@@ -265,7 +265,7 @@ def cmd_run(args):
 def cmd_tune(args):
     import importlib
 
-    from zoo import sweeps
+    from zoo import sweeps, tune_table
 
     fam = _family(args.family)
     name = sweeps.tuning_module(fam)
@@ -279,7 +279,7 @@ def cmd_tune(args):
         dims = getattr(fam.module, "dims", lambda size: (size,) * 3)  # (M, N, K) of a size; n is n x n x n
         shapes = {}
         for size in _sizes(fam, args.size, []):
-            cls = sweep.shape_class(*dims(size))
+            cls = tune_table.class_of(sweep, dims(size))
             if cls in shapes:
                 raise UsageError(
                     f"{'x'.join(map(str, shapes[cls]))} and {'x'.join(map(str, dims(size)))} are both "

@@ -6,10 +6,27 @@ so that an installed zoo tunes too; and the repository's results/tune, which ``z
 which ships the tables of the GPUs the zoo was measured on. A lookup reads the cache's table, else the
 repository's, else none (the family's defaults). Nothing here imports the host tooling (``zoo.results``,
 ``zoo.harness``): the steps import it.
+
+One tuning protocol, one notion of a shape class. A *shape class* is a set of call shapes that one choice suits,
+named for what sets them apart (sgemm: ``small``, ``skinny``, ``large``; gemv: blocks an SM), tuned at one shape
+that stands for it. A family declares its classes once, as ``ShapeClasses({name: shape tuned at}, place)``, where
+``place(*shape, sms=None)`` names the class of any call's shape on this GPU (from its SM count). Its tuning sweep,
+``zoo/kernels/<family>/sweeps/tune.py``, offers what ``python -m zoo tune`` uses:
+
+    SHAPE_CLASSES                   the family's ShapeClasses (a mapping: class -> shape tuned at; .of(*shape))
+    candidates()                    what is timed; each row saves one as ``tiles`` (a dict)
+    sweep(shapes, progress, save)   time them at each class's shape (or at ``shapes``), write the table, return it
+    cache_path(), path()            where the table is kept (this module's ``cache_path`` and ``repo_path``)
+
+A table's row names the kernel it timed for what it is (``"kernel": "double_buffered"``), never by the number of
+the step that has it, so renumbering a step breaks no saved table. A lookup files each saved class under the class
+its tuned shape is in now (``ShapeClasses.filed``), so a table tuned when the classes were drawn otherwise still
+reads right.
 """
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from zoo.device import slug
@@ -58,3 +75,40 @@ def write(table, old, partial, *paths):
     for p in paths:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps(table, indent=1) + "\n")
+
+
+class ShapeClasses(Mapping):
+    """A family's shape classes: {class: the shape it is tuned at}, and ``of(*shape)``, the class of any call's shape
+    (see the module docstring)."""
+
+    def __init__(self, tuned_at, place):
+        self.tuned_at = {name: tuple(shape) for name, shape in tuned_at.items()}
+        self.place = place  # place(*shape, sms=None) -> class name
+
+    def __getitem__(self, name):
+        return self.tuned_at[name]
+
+    def __iter__(self):
+        return iter(self.tuned_at)
+
+    def __len__(self):
+        return len(self.tuned_at)
+
+    def of(self, *shape, sms=None):
+        """The class of a call of this shape, on a GPU of ``sms`` SMs (this one's by default)."""
+        return self.place(*shape, sms=sms)
+
+    def filed(self, entries):
+        """A table's {class: entry}, each entry under the class its tuned shape is in now, whatever its saved name;
+        where two land in one class, the one saved under that name keeps it."""
+        now = {name: self.of(*entry["shape"]) if entry.get("shape") else name for name, entry in entries.items()}
+        ordered = sorted(entries.items(), key=lambda item: now[item[0]] == item[0])  # saved under its own name last
+        return {now[name]: entry for name, entry in ordered}
+
+
+def class_of(tune_module, shape):
+    """The class of ``shape`` (a size's dims) in a tuning sweep's classes: what ``zoo tune --size`` tunes it as. A
+    module that still declares its classes as a dict and a ``shape_class`` function (gemv's, until it moves to
+    ``ShapeClasses``) is asked that way."""
+    classes = tune_module.SHAPE_CLASSES
+    return classes.of(*shape) if isinstance(classes, ShapeClasses) else tune_module.shape_class(*shape)

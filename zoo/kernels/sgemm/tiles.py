@@ -2,8 +2,8 @@
 
 ``Tiles`` names a shape: block tile BM x BN over BK slices of K, warp tile WM x WN,
 thread tile TM x TN per sub-tile. v09 builds its kernel from one; v10 and later
-steps launch, for the call's *shape class*, the shape that a sweep measured fastest
-on this GPU, or without a sweep the class's own default:
+steps launch, for the call's *shape class* (``zoo.tune_table.ShapeClasses``), the shape that a sweep measured
+fastest on this GPU, or without a sweep the class's own default:
 
     class   what it is                                   tuned at              default without a table
     small   fewer 128 x 128 output tiles than SMs        1024 x 1024 x 1024    64 x 128 (4 blocks an SM)
@@ -16,7 +16,7 @@ H100 for each class; both fit any GPU of compute capability 7.0 or later (at mos
 a thread and 33 KB of shared memory a block, where every such GPU has 64 K registers and at
 least 64 KB an SM).
 
-``python -m zoo tune sgemm`` (``tune.sweep``) measures this GPU and writes its table to the
+``python -m zoo tune sgemm`` (``sweeps/tune.py``) measures this GPU and writes its table to the
 user's cache (``~/.cache/zoo``, or ``$ZOO_CACHE``); ``--save`` also writes the repository's
 results/tune/<gpu>-sgemm.json, which ships the tables of the GPUs the zoo was measured on. A
 lookup reads the cache's table, else the repository's, else the defaults. Tables are read on the
@@ -59,13 +59,9 @@ CLASS_DEFAULTS = {"small": SMALL, "skinny": SMALL, "large": DEFAULT}
 # the block tile, not with the matrix. The GPU runs the tuned shapes (checked at GPU_TEST_SIZES).
 SIMULATOR_TILES = Tiles(BM=32, BN=32, BK=8, WM=32, WN=32, WN_ITER=1, TM=8, TN=4)
 
-SHAPE_CLASSES = {  # class: the (M, N, K) it is tuned at
-    "small": (1024, 1024, 1024),
-    "skinny": (256, 4096, 4096),
-    "large": (4096, 4096, 4096),
-}
 CLASS_TILE = 128  # the output tile the small class is defined by (v09's)
 SKINNY_SIDE = 256
+KERNEL = "double_buffered"  # the kernel the sweep times each tile shape on (v09's), as a table's rows name it
 
 
 def cache_path():
@@ -83,11 +79,16 @@ def output_tiles(m, n, bm, bn):
     return -(-m // bm) * -(-n // bn)
 
 
-def shape_class(m, n, k, sms=None):
+def product_class(m, n, k, sms=None):
     """'skinny', 'small' or 'large' for an M x N x K product (see the module docstring)."""
     if min(m, n) <= SKINNY_SIDE:
         return "skinny"
     return "small" if output_tiles(m, n, CLASS_TILE, CLASS_TILE) < (sms or sm_count()) else "large"
+
+
+SHAPE_CLASSES = tune_table.ShapeClasses(  # class: the (M, N, K) it is tuned at
+    {"small": (1024, 1024, 1024), "skinny": (256, 4096, 4096), "large": (4096, 4096, 4096)}, product_class
+)
 
 
 def waves(m, n, tiles, blocks_per_sm, sms=None):
@@ -102,16 +103,21 @@ def waves(m, n, tiles, blocks_per_sm, sms=None):
 def table():
     """(the table as saved, {class: fastest Tiles}): the user's cache, else the repository's, read and parsed on
     first use, then kept: tiles_for runs on every call. A table written before classes existed holds one best
-    shape, tuned at 4096^3: the large class's."""
+    shape, tuned at 4096^3: the large class's. A row names the kernel it timed (``KERNEL``; a table written before
+    rows named it timed that one too), and each class is filed under the class its shape is in now."""
     data = tune_table.read(cache_path(), path())
-    entries = data.get("classes", {"large": data} if data else {})
-    best = {cls: Tiles(**e["best"]["tiles"]) for cls, e in entries.items() if e.get("best")}
+    entries = SHAPE_CLASSES.filed(data.get("classes", {"large": data} if data else {}))
+    best = {
+        cls: Tiles(**e["best"]["tiles"])
+        for cls, e in entries.items()
+        if e.get("best") and e["best"].get("kernel", KERNEL) == KERNEL
+    }
     return data, best
 
 
-def best_tiles(shape_class_name="large"):
+def best_tiles(class_name="large"):
     """The fastest tiles recorded for this device and class, or None."""
-    return table()[1].get(shape_class_name)
+    return table()[1].get(class_name)
 
 
 @functools.cache
@@ -147,5 +153,5 @@ def expected_gflops():
 
 def tiles_for(m, n, k):
     """The tiles for an M x N x K call: the table's for its class, else the class's default (``CLASS_DEFAULTS``)."""
-    cls = shape_class(m, n, k)
+    cls = SHAPE_CLASSES.of(m, n, k)
     return best_tiles(cls) or CLASS_DEFAULTS[cls]

@@ -3,7 +3,7 @@
 One tile shape does not suit every problem. A 128 x 128 block tile is the
 fastest at 4096^3 on an H200, but 1024^3 makes only 64 such tiles for 132 SMs,
 so half the GPU idles for the whole call; smaller tiles make more blocks, each
-with less reuse. The sweep therefore tunes each *shape class* (``tiles.py``:
+with less reuse. The sweep therefore tunes each *shape class* (``tiles.SHAPE_CLASSES``:
 small, skinny, large) on a shape that stands for it.
 
 ``candidates()`` lists the tile shapes v09's kernel accepts within the
@@ -18,9 +18,9 @@ how full the last wave is. The steps read the table through ``tiles.py``
 
 from zoo import tune_table
 from zoo.kernels.sgemm import tiles
-from zoo.kernels.sgemm.tiles import SHAPE_CLASSES, Tiles, path, shape_class, waves
+from zoo.kernels.sgemm.tiles import KERNEL, SHAPE_CLASSES, Tiles, path, waves
 
-__all__ = ["SHAPE_CLASSES", "candidates", "path", "shape_class", "sweep", "valid"]  # what `zoo tune` uses
+__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "path", "sweep", "valid"]  # what `zoo tune` uses
 cache_path = tiles.cache_path
 
 MAX_ACCUMULATORS = 128  # results per thread: beyond this the 255-register limit forces spills
@@ -110,7 +110,7 @@ def sweep(shapes=None, progress=None, save=False):
                 launch(0)
                 result = out.copy_to_host()
             except Exception as e:  # a shape this compiler or device refuses: record why, go on
-                rows.append({"tiles": t._asdict(), "error": f"{type(e).__name__}: {e}"[:200]})
+                rows.append({"kernel": KERNEL, "tiles": t._asdict(), "error": f"{type(e).__name__}: {e}"[:200]})
                 continue
             if reference is None:
                 reference = result
@@ -121,6 +121,7 @@ def sweep(shapes=None, progress=None, save=False):
             count, w, last = waves(m, n, t, resident)
             rows.append(
                 {
+                    "kernel": KERNEL,
                     "tiles": t._asdict(),
                     "threads": t.threads,
                     "ms": timing.median_ms,
