@@ -15,12 +15,21 @@ minutes a benchmark for attention, hours a commit.) Every benchmark is a
 their processes. Without a GPU ``setup_cache`` returns no rows and ``setup``
 raises NotImplementedError, which asv reports as a skip.
 
-Only the harness's stable pieces are used (``Variant.validate``/``launch``,
-``harness.input_sets``/``time_launches``), so the same suite measures older
-commits of zoo when recording history; ``_kinds``/``_inputs``/``_baselines``/``_kind_params``
-fall back to what a zoo from before INPUT_KINDS, EXTRA_BASELINES and KIND_PARAMS offers.
+The suite runs against the zoo of old commits too (history: .ci/asv-history puts that commit's tree first
+on the path), so it reaches zoo only through what every commit has and the layout cannot move: ``zoo.family``,
+the Family and Variant objects (``validate``/``launch``/``make_inputs``/``flops``/``bytes_moved``), the
+errors module, and the harness's ``input_sets``/``time_launches``, imported from wherever that commit keeps
+it (``harness_module``). The size keys and the GFLOP/s-or-GB/s rule are the suite's own: a benchmark's
+parameters and unit are part of what its version stands for. ``_kinds``/``_inputs``/``_baselines``/
+``_kind_params`` fall back to what a zoo from before INPUT_KINDS, EXTRA_BASELINES and KIND_PARAMS offers.
+
+Recording history on little device time: ZOO_ASV_SIZES (size keys, comma-separated) and ZOO_ASV_LAST_STEPS
+(a number) make ``setup_cache`` measure only those sizes and the family's last steps, no library rows;
+every other row is a skip ("not measured in this run"). .ci/asv-history --headline sets both and
+selects the same benchmarks with --bench.
 """
 
+import importlib
 import importlib.util
 import os
 import subprocess
@@ -34,11 +43,16 @@ def _choose_target_in_a_child():
 
     asv's forkserver (asv.conf.json) imports this suite once and forks every benchmark from that server, and a
     forked child cannot use CUDA once its parent initialised it: zoo's own probe (cuInit) must not run here. The
-    child runs zoo/_target.py's driver_usable by path, without importing the package.
+    child runs the target module's driver_usable by path (zoo/runtime/target.py; zoo/_target.py in older commits),
+    without importing the package.
     """
     if os.environ.get("ZOO_TARGET"):
         return
-    target = Path(importlib.util.find_spec("zoo").origin).with_name("_target.py")
+    package = Path(importlib.util.find_spec("zoo").origin).parent
+    places = (package / "runtime" / "target.py", package / "_target.py")  # the host side in packages, or before
+    target = next((p for p in places if p.exists()), None)
+    if target is None:
+        return  # zoo decides for itself
     probe = "import runpy, sys; print(runpy.run_path(sys.argv[1])['driver_usable']())"
     answer = subprocess.run([sys.executable, "-c", probe, str(target)], capture_output=True, text=True).stdout.strip()
     if answer in ("True", "False"):  # otherwise (a zoo without driver_usable) zoo decides for itself
@@ -50,19 +64,40 @@ _choose_target_in_a_child()
 from numba.core.errors import NumbaPerformanceWarning  # noqa: E402 (after the target is chosen)
 
 import zoo  # noqa: E402
-from zoo import errors, harness  # noqa: E402
+from zoo import errors  # noqa: E402
 from zoo.errors import OutOfRange  # noqa: E402
-from zoo.report import metric  # noqa: E402
-from zoo.results import size_key  # noqa: E402
 
+
+def harness_module():
+    """zoo's harness: zoo.bench.harness in the host side's packages, zoo.harness in older commits."""
+    for name in ("zoo.bench.harness", "zoo.harness"):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name not in (name, name.rpartition(".")[0]):  # the module exists but something it imports does not
+                raise
+    raise ImportError("zoo has no harness module (zoo.bench.harness or zoo.harness)")
+
+
+harness = harness_module()
 BASELINE = "baseline"
+KIND_SEPARATOR = "@"
 warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small one-block sizes are small on purpose
 UNAVAILABLE = getattr(errors, "Unavailable", ())  # a library row this machine lacks; none before zoo had them
 
 
+def size_key(size, kind=None, kinds=(None,)):
+    """A size's parameter value: '4096', '1000x777x333'; another kind of input than the first: '268435456@int32'
+    (the results files' keys; a key is what a stored value is matched by, so it never changes form)."""
+    key = "x".join(str(s) for s in size) if isinstance(size, (tuple, list)) else str(size)
+    return key if kind is None or kind == kinds[0] else f"{key}{KIND_SEPARATOR}{kind}"
+
+
 def unit_of(fam):
-    """GFLOP/s or GB/s, by the rule the README tables use (judged at the first size)."""
-    return metric(fam, size_key(fam.BENCH_SIZES[0]))[0]
+    """GFLOP/s where a call does more floating-point operations than it moves bytes, else GB/s, judged at the
+    first size and kind (the README tables' rule): part of what track_rate's version stands for."""
+    size = fam.BENCH_SIZES[0]
+    return "GFLOP/s" if fam.flops(size) > fam.bytes_moved(size) else "GB/s"
 
 
 def _kinds(fam):
@@ -208,9 +243,29 @@ def measure_family(fam, names, sizes):
     return table
 
 
+NOT_THIS_RUN = "not measured in this run (ZOO_ASV_SIZES, ZOO_ASV_LAST_STEPS)"
+
+
+def selected(fam, rows, sizes):
+    """The rows and sizes ``setup_cache`` measures: every one, or the sizes ZOO_ASV_SIZES names and the family's
+    last ZOO_ASV_LAST_STEPS steps (demonstrations left out, no library rows) where those are set."""
+    wanted = [k for k in os.environ.get("ZOO_ASV_SIZES", "").split(",") if k]
+    last = int(os.environ.get("ZOO_ASV_LAST_STEPS") or 0)
+    if wanted:
+        sizes = {k: v for k, v in sizes.items() if k in wanted}
+    if last:
+        steps = [v.name for v in fam if not getattr(v, "demonstration", None)]
+        rows = [r for r in rows if r in steps[-last:]]
+    return rows, sizes
+
+
 def family_suite(fam):
-    """The asv benchmark class for a family (a name or a zoo Family)."""
+    """The asv benchmark class for a family (a name or a zoo Family); None where this zoo has no such family (an
+    older commit's, recorded for history: its bench_<family>.py then holds no benchmark, and asv's discovery of
+    the other families goes on)."""
     if isinstance(fam, str):
+        if fam not in {f.name for f in zoo.families()}:
+            return None
         fam = zoo.family(fam)
     caller = sys._getframe(1).f_globals["__name__"]  # benchmarks.bench_<family>, where asv finds the class
     sizes = _case_keys(fam)
@@ -229,8 +284,8 @@ def family_suite(fam):
         # needs no bump. .ci/asv-carry-versions carried the results recorded before versions were explicit.
 
         def setup_cache(self):
-            """Every row's device time and rate, measured once in one process for all three tracks."""
-            return measure_family(fam, rows, sizes)
+            """Every row's device time and rate, measured once in one process for all the tracks."""
+            return measure_family(fam, *selected(fam, rows, sizes))
 
         setup_cache.timeout = 1800  # the whole family, every size: about what `zoo run FAMILY --all-sizes` takes
         # asv keys a setup_cache by its function's module and line, the same here for every family: named after the
@@ -238,7 +293,7 @@ def family_suite(fam):
         setup_cache.__module__ = caller
 
         def setup(self, table, variant, size):
-            row = table.get((variant, size), NO_GPU)
+            row = table.get((variant, size), NO_GPU if zoo.SIMULATOR else NOT_THIS_RUN)
             if isinstance(row, str):
                 raise NotImplementedError(row)  # asv records a skip: no GPU, too old a GPU, a size it does not take
             if isinstance(row, dict):

@@ -158,3 +158,17 @@ def test_every_benchmark_has_a_version_written_by_hand_and_benchmarks_json_has_i
                 assert isinstance(version, str) and version, f"{key}: no explicit version"
                 assert key in stored, f"{key} is missing from results/asv/benchmarks.json: run .ci/asv-discover"
                 assert stored[key]["version"] == version, f"{key}: benchmarks.json is stale, run .ci/asv-discover"
+
+
+def test_no_asv_machine_folder_of_a_host_without_a_gpu_is_committed():
+    """asv names a machine folder after the host; the suite records only on NVIDIA GPUs (nvidia-<gpu name>), so any
+    other folder holds skips or nothing, and would appear as a machine in asv's pages."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run([git, "ls-files", "results/asv"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    folders = {Path(p).parts[2] for p in tracked if len(Path(p).parts) > 3}
+    assert folders, "no asv results are committed"
+    assert all(f.startswith("nvidia-") for f in folders), f"not a GPU's asv results: {sorted(folders)}"
+    ignored = subprocess.run([git, "check-ignore", "-q", "results/asv/vm/machine.json"], cwd=ROOT)
+    assert ignored.returncode == 0, ".gitignore must keep results/asv/<machine>/ of a host without a GPU out"
