@@ -330,6 +330,7 @@ def regenerate():
     yield "README.md results section and headline table"
     if overview_plot(all_results):
         yield f"plot {OVERVIEW.relative_to(results.ROOT)}"
-    from zoo import mapping
+    from zoo import asv_history, mapping
 
+    yield from asv_history.regenerate()  # each family's headline over the commits asv recorded (results/asv)
     yield from mapping.regenerate()  # the pictures of which thread touches what, from the simulator's trace

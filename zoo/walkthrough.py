@@ -15,7 +15,7 @@ import difflib
 import textwrap
 
 import zoo
-from zoo import mapping, profile, registry, report, results
+from zoo import asv_history, mapping, profile, registry, report, results
 
 DOCS = results.ROOT / "docs"
 README_BEGIN, README_END = "<!-- zoo:families:begin -->", "<!-- zoo:families:end -->"
@@ -158,6 +158,7 @@ def page(fam, all_results=None, profiles=None):
         f"Baseline: {fam.BASELINE}. Steps: {len(fam)}. Back to the [README](../README.md).",
         "## Measured",
         *_measured_tables(fam, all_results),
+        *asv_history.section(fam),
     ]
     from zoo import exercise
 
