@@ -297,6 +297,6 @@ def test_report_puts_the_findings_under_the_sweep_plot(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "ROOT", tmp_path)
     sections = []
     list(report._sweep_sections({}, sections))
-    (text,) = [s for s in sections if s.startswith("#### `python -m zoo bytes-in-flight`")]
+    (text,) = [s for s in sections if s.startswith("### `python -m zoo bytes-in-flight`")]
     found = bytes_sweep.findings(sweeps.read_csv(table))
     assert found and text.endswith("\n".join(f"- {line}" for line in found))

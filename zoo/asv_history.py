@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import zoo
+from zoo import figures
 
 ROOT = Path(__file__).resolve().parent.parent
 ASV_RESULTS = ROOT / "results" / "asv"
@@ -151,8 +152,7 @@ def plot(fam, hist, unit, path=None):
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
+    figures.save(fig, path, dpi=100)  # no Software text; written only when its bytes change
     plt.close(fig)
     return path
 
@@ -188,13 +188,17 @@ def _commits(points):
     return f"{len(points)} commits, {points[0].commit} to {points[-1].commit}"
 
 
-def regenerate(results_dir=ASV_RESULTS):
-    """Draw every family's history plot that has points; yields one line per plot."""
+def regenerate(results_dir=ASV_RESULTS, names=None):
+    """Draw every family's history plot that has points (of the families named, if given); yields one line per plot
+    that changed."""
     benchmarks, _ = load(Path(results_dir))
     for fam in zoo.families():
+        if names is not None and fam.name not in names:
+            continue
         unit = benchmarks.get(benchmark_name(fam), {}).get("unit", "")
+        before = plot_path(fam).read_bytes() if plot_path(fam).exists() else None
         path = plot(fam, history(fam, results_dir), unit)
-        if path:
+        if path and path.read_bytes() != before:
             yield f"plot {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
 
 

@@ -2,6 +2,7 @@
 
 import argparse
 import difflib
+import itertools
 import subprocess
 import sys
 
@@ -329,10 +330,12 @@ def cmd_profile(args):
 def cmd_report(args):
     from zoo import report, walkthrough
 
-    for line in report.regenerate():
-        console.print(line)
-    for line in walkthrough.regenerate():  # last: the pages show the plots just drawn
-        console.print(line)
+    families = [_family(n) for n in args.family] if args.family else None
+    changed = 0
+    for line in itertools.chain(report.regenerate(families), walkthrough.regenerate(families=families)):
+        console.print(line)  # the pages come last: they show the plots just drawn
+        changed += 1
+    console.print(f"{changed} file(s) changed" if changed else "nothing changed")
 
 
 def cmd_doctor(args):
@@ -486,7 +489,8 @@ def build_parser():
 
     profile.add_arguments(s)
     s.set_defaults(func=cmd_profile)
-    s = sub.add_parser("report", help="regenerate README tables, plots and walkthrough pages from results/")
+    s = sub.add_parser("report", help="regenerate docs/results.md, the README's tables, plots and pages from results/")
+    s.add_argument("--family", action="append", metavar="F", help="redraw only this family's plots and page (repeat)")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("doctor", help="mode, versions, device and its properties")
     s.set_defaults(func=cmd_doctor)

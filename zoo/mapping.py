@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from zoo import results
+from zoo import figures, results
 
 PLOTS = results.ROOT / "docs" / "plots"
 ROW = 32  # elements per row of a 1-D array's picture: one warp's worth
@@ -39,12 +39,14 @@ def path_for(fam, step):
     return PLOTS / f"{fam.name}-{step[:3]}-mapping.png"  # step: its name or vNN
 
 
-def planned():
-    """[(family, step name, size)] of every MAPPING entry, in teaching order."""
+def planned(names=None):
+    """[(family, step name, size)] of every MAPPING entry, in teaching order; of the families named, if given."""
     import zoo
 
     out = []
     for fam in zoo.families():
+        if names is not None and fam.name not in names:
+            continue
         for step, size in getattr(fam.module, "MAPPING", {}).items():
             out.append((fam, fam[step].name, size))
     return out
@@ -98,7 +100,8 @@ def panels(launch):
 
 
 def draw(fam, step, size, path=None):
-    """Draw one step's mapping picture; returns its path (None without matplotlib)."""
+    """Draw one step's mapping picture; returns its path if the file changed (None when it did not, or without
+    matplotlib)."""
     try:
         import matplotlib
 
@@ -159,19 +162,19 @@ def draw(fam, step, size, path=None):
     )
     fig.tight_layout()
     path = path or path_for(fam, variant.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    changed = figures.save(fig, path, dpi=120)
     plt.close(fig)
-    return path
+    return path if changed else None
 
 
-def regenerate():
-    """Redraw every MAPPING picture; yields one line per picture. On a GPU, draws them in a simulator process."""
+def regenerate(names=None):
+    """Redraw every MAPPING picture (of the families named, if given); yields one line per picture that changed.
+    On a GPU, draws them in a simulator process."""
     from zoo import SIMULATOR
 
     if not SIMULATOR:
         proc = subprocess.run(
-            [sys.executable, "-m", "zoo.mapping"],
+            [sys.executable, "-m", "zoo.mapping", *(names or ())],
             env=dict(os.environ, ZOO_TARGET="sim"),
             capture_output=True,
             text=True,
@@ -184,12 +187,12 @@ def regenerate():
     from zoo import simulator
 
     simulator.settle_process()
-    for fam, step, size in planned():
+    for fam, step, size in planned(names):
         path = draw(fam, step, size)
         if path is not None:
             yield f"mapping {path.relative_to(results.ROOT)}"
 
 
 if __name__ == "__main__":
-    for line in regenerate():
+    for line in regenerate(sys.argv[1:] or None):
         print(line, flush=True)

@@ -1,20 +1,27 @@
 """Regenerate everything that shows a measured figure, from results/*.json.
 
-* the README's results section (between the zoo:results markers),
-* one bar chart per GPU and family under docs/plots/ (needs matplotlib),
+* docs/results.md, every GPU's tables and sweeps (between its zoo:results markers),
+* the README's headline table: each family's best step (between the zoo:headline markers),
+* one bar chart per GPU and family under docs/plots/, the overview chart, each sweep's chart (needs matplotlib),
 * the pictures of which thread touches what (``zoo.mapping``, drawn in the simulator),
-* one walkthrough page per family, docs/<family>.md, and the README's list of families.
+* one walkthrough page per family, docs/<family>.md, and the README's list of families (``zoo.walkthrough``).
 
-Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff.
+Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff. ``--family F`` redraws the
+pictures of that family only (seconds, where all of them take minutes); the text is always regenerated whole.
+A file is written only when its bytes change, so a report over unchanged results touches nothing. No step file
+is ever written: a step's figures are generated from results/ onto its page and into ``zoo show``.
 """
 
 import math
+import os
 import textwrap
+from pathlib import Path
 
 import zoo
-from zoo import results
+from zoo import figures, results
 
 README = results.ROOT / "README.md"
+RESULTS_PAGE = results.ROOT / "docs" / "results.md"  # every GPU's tables and sweeps; the README keeps the headline
 PLOTS = results.ROOT / "docs" / "plots"
 BEGIN, END = "<!-- zoo:results:begin -->", "<!-- zoo:results:end -->"
 HEADLINE_BEGIN, HEADLINE_END = "<!-- zoo:headline:begin -->", "<!-- zoo:headline:end -->"
@@ -102,7 +109,8 @@ def family_plot_path(slug, fam):
 
 
 def plot(fam, slug, device_name, keys, by_size):
-    """Bars of % of the baseline for each step (and extra baseline), one colour per kind of input."""
+    """Bars of % of the baseline for each step (and extra baseline), one colour per kind of input; True when the
+    PNG changed, None without matplotlib."""
     try:
         import matplotlib
 
@@ -131,11 +139,9 @@ def plot(fam, slug, device_name, keys, by_size):
     if len(keys) > 1:
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    PLOTS.mkdir(parents=True, exist_ok=True)
-    path = family_plot_path(slug, fam)
-    fig.savefig(path, dpi=110)
+    changed = figures.save(fig, family_plot_path(slug, fam), dpi=110)
     plt.close(fig)
-    return path
+    return changed
 
 
 def best_step(fam, entries):
@@ -183,7 +189,8 @@ def headline_table(all_results):
 
 
 def overview_plot(all_results):
-    """docs/plots/overview.png: each family's best step as % of its baseline, one bar per GPU."""
+    """docs/plots/overview.png: each family's best step as % of its baseline, one bar per GPU; True when the PNG
+    changed."""
     try:
         import matplotlib
 
@@ -213,10 +220,9 @@ def overview_plot(all_results):
     ax.set_title("zoo: each family's fastest step against its baseline", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    PLOTS.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OVERVIEW, dpi=110)
+    changed = figures.save(fig, OVERVIEW, dpi=110)
     plt.close(fig)
-    return OVERVIEW
+    return changed
 
 
 def _replace_between(text, begin, end, body):
@@ -271,8 +277,9 @@ def _num(value):
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _sweep_sections(all_results, sections):
-    """Redraw each committed sweep's PNG from its CSV and show it under its GPU's heading."""
+def _sweep_sections(all_results, sections, names=None):
+    """Redraw each committed sweep's PNG from its CSV (of the families named, if given) and show it under its GPU's
+    heading; yields a line for each PNG that changed."""
     from zoo import sweeps
 
     modules = sweeps.modules()
@@ -281,33 +288,43 @@ def _sweep_sections(all_results, sections):
         by_slug.setdefault(slug, []).append((command, path))
     for slug, found in by_slug.items():
         name = all_results.get(slug, {}).get("device", {}).get("name", slug)
-        sections.append(f"### Sweeps on {name}")
+        sections.append(f"## Sweeps on {name}")
         for command, path in found:
             module = modules[command]
             rows = sweeps.read_csv(path)
-            png = sweeps.draw(module, rows, name, sweeps.png_path(slug, command))
+            png = sweeps.png_path(slug, command)
+            if names is None or module.FAMILY.name in names or getattr(module, "READS_RESULTS", False):
+                before = png.read_bytes() if png.exists() else None
+                if sweeps.draw(module, rows, name, png) and png.read_bytes() != before:
+                    yield f"plot {png.relative_to(results.ROOT)}"
             rel_csv = path.relative_to(results.ROOT).as_posix()
-            text = f"#### `python -m zoo {command}`\n\n{module.HELP} Data: `{rel_csv}`."
-            if png:
-                text += f"\n\n![{command} on {name}]({png.relative_to(results.ROOT).as_posix()})"
-                yield f"plot {png.relative_to(results.ROOT)}"
+            text = f"### `python -m zoo {command}`\n\n{module.HELP} Data: `{rel_csv}`."
+            if png.exists():
+                text += f"\n\n![{command} on {name}]({_from_docs(png)})"
             found = sweeps.findings(module, rows)
             if found:
                 text += "\n\n" + "\n".join(f"- {line}" for line in found)
             sections.append(text)
 
 
-def regenerate():
-    """Rewrite the README's results section and the plots; yields one line per thing done.
+def _from_docs(path):
+    """A file's link from docs/results.md."""
+    return Path(os.path.relpath(path, RESULTS_PAGE.parent)).as_posix()
+
+
+def regenerate(families=None):
+    """Rewrite docs/results.md's tables, the README's headline table and the plots (the bar charts and sweeps of
+    the families given, or of all); yields one line for each file that changed.
 
     ``zoo report`` regenerates the walkthrough pages after this (``zoo.walkthrough.regenerate``), which show the
     plots drawn here. No step file is written: a step's figures are generated onto its page and ``zoo show``."""
+    names = None if families is None else {fam.name for fam in families}
     all_results = results.load_all()
     sections = []
     for slug, data in all_results.items():
         name = data["device"]["name"]
         sections.append(
-            f"### {name}\n\nFrom `results/{slug}.json` (updated {data.get('updated', '?')}, "
+            f"## {name}\n\nFrom `results/{slug}.json` (updated {data.get('updated', '?')}, "
             f"commit {data.get('commit', '?')}).\n"
         )
         for fam in zoo.families():
@@ -316,21 +333,31 @@ def regenerate():
                 continue
             keys = headline_keys(fam, by_size)
             for key in keys:
-                sections.append(f"#### {fam.name}, size {key}\n\n" + family_table(fam, name, key, by_size[key]))
-            path = plot(fam, slug, name, keys, by_size)
-            if path:
-                sections.append(f"![{fam.name} on {name}]({path.relative_to(results.ROOT).as_posix()})")
+                sections.append(f"### {fam.name}, size {key}\n\n" + family_table(fam, name, key, by_size[key]))
+            path = family_plot_path(slug, fam)
+            if (names is None or fam.name in names) and plot(fam, slug, name, keys, by_size):
                 yield f"plot {path.relative_to(results.ROOT)}"
-    yield from _sweep_sections(all_results, sections)
+            if path.exists():
+                sections.append(f"![{fam.name} on {name}]({_from_docs(path)})")
+    yield from _sweep_sections(all_results, sections, names)
     body = "\n\n".join(sections) if sections else "No GPU results yet: run `python -m zoo run --save` on a GPU."
-    readme = _replace_between(README.read_text(), BEGIN, END, body)
-    if HEADLINE_BEGIN in readme:
-        readme = _replace_between(readme, HEADLINE_BEGIN, HEADLINE_END, headline_table(all_results))
-    README.write_text(readme)
-    yield "README.md results section and headline table"
+    if _write_between(RESULTS_PAGE, BEGIN, END, body):
+        yield f"{RESULTS_PAGE.relative_to(results.ROOT)} tables"
+    if _write_between(README, HEADLINE_BEGIN, HEADLINE_END, headline_table(all_results)):
+        yield "README.md headline table"
     if overview_plot(all_results):
         yield f"plot {OVERVIEW.relative_to(results.ROOT)}"
     from zoo import asv_history, mapping
 
-    yield from asv_history.regenerate()  # each family's headline over the commits asv recorded (results/asv)
-    yield from mapping.regenerate()  # the pictures of which thread touches what, from the simulator's trace
+    yield from asv_history.regenerate(names=names)  # each family's headline over the commits asv recorded
+    yield from mapping.regenerate(names)  # the pictures of which thread touches what, from the simulator's trace
+
+
+def _write_between(path, begin, end, body):
+    """Replace the text between two markers of a file; True when the file changed."""
+    text = path.read_text()
+    new = _replace_between(text, begin, end, body)
+    if new == text:
+        return False
+    path.write_text(new)
+    return True

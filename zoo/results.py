@@ -1,8 +1,8 @@
 """The results file: one JSON per GPU under results/, written by ``zoo run --save``.
 
-Everything that shows a figure (the README tables, the plots, the Measured
-lines of the variant docstrings) is generated from these files by
-``zoo report``; no figure is typed by hand.
+Everything that shows a figure (docs/results.md and the README's headline table,
+the plots, each family's page and ``zoo show``) is generated from these files by
+``zoo report``; no figure is typed by hand, and none is written into a step file.
 """
 
 import dataclasses

@@ -11,12 +11,14 @@ are what those share. A step never imports from ``sweeps/``. A sweep module has:
     def add_arguments(parser): ...            # optional: the command's own options
     def measure(args) -> list[dict]           # the rows; args.simulator is True in the
                                               # simulator: tiny sizes, correctness only
-    def plot(rows, device_name) -> matplotlib.figure.Figure   # from the rows alone
+    def plot(rows, device_name) -> matplotlib.figure.Figure   # from the rows (and results/, see below)
     def findings(rows) -> list[str]           # optional: a few sentences drawn from the rows
+    READS_RESULTS = True                      # optional: plot() also reads results/*.json (the roofline's
+                                              # steps), so `zoo report --family F` redraws it for any F
 
 The CLI runs ``measure``, prints the rows (and the findings, if the module has them), writes
 ``results/sweeps/<gpu>-<command>.csv`` and ``docs/plots/<gpu>-<command>.png``. ``zoo report`` redraws every PNG from its
-committed CSV and shows it in the README with its findings, so the pictures and the
+committed CSV and shows it in docs/results.md with its findings, so the pictures and the
 sentences follow the data. Files
 written in the simulator carry the simulator's name and are ignored by git.
 """
@@ -28,7 +30,7 @@ import math
 import pkgutil
 from pathlib import Path
 
-from zoo import results
+from zoo import figures, results
 
 SWEEPS_DIR = results.RESULTS_DIR / "sweeps"
 PLOTS_DIR = results.ROOT / "docs" / "plots"
@@ -137,8 +139,7 @@ def draw(module, rows, device_name, path):
     except ImportError:
         return None
     fig = module.plot(rows, device_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    figures.save(fig, path, dpi=110)  # the same rows give the same bytes
     plt.close(fig)
     return path
 

@@ -301,7 +301,7 @@ def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, s
         + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in spent.items())
     )
     if save and runs:
-        console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates README and plots")
+        console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates the pages")
     return 1 if any_failed else 0
 
 

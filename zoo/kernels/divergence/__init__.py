@@ -41,8 +41,8 @@ and the closer the time ratio comes to the instruction ratio. At 256 steps
 v01 measured 1.70x v02 on the H200 (2^24 elements), at 512 1.85x, at 1024
 1.87x (timed before the hold described next).
 
-Until the harness held the GPU before each sample (README, "How a figure is
-timed"), ``zoo run`` read v01/v02 anywhere from 1.68x to 1.85x at 2^24, from
+Until the harness held the GPU before each sample (docs/results.md, "How a
+figure is timed"), ``zoo run`` read v01/v02 anywhere from 1.68x to 1.85x at 2^24, from
 one run to the next. The cause was the timing, not the kernels. v02 (about
 352 us) was timed in batches of one launch or of two, as a first estimate
 that itself included host time fell either side of 0.5 ms; a batch of one

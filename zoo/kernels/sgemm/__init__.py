@@ -66,7 +66,7 @@ TEST_SIZES = (
 )  # partial tiles on every axis and small K: the simulator pays per K step (whole tiles, 33x17x21: test_sgemm)
 GPU_TEST_SIZES = ((1, 1, 1), (33, 17, 65), (70, 129, 31), (1000, 777, 333), (4096, 4096, 4096))
 BENCH_SIZES = (1024, 2048, 4096, 8192, (256, 4096, 4096))  # the last: a skinny product, a long K
-HEADLINE_SIZE = 4096  # the size the README table, the plot and the Measured lines quote
+HEADLINE_SIZE = 4096  # the size the README table, the plot and each step's measured line quote
 MAPPING = {"v01": (40, 40, 8)}  # the picture: 32 x 32 blocks; a warp reads a column of A, one element of B
 BASELINE = "cuBLAS"
 SIZE_DIMS = (1, 3)  # n (square) or M x N x K

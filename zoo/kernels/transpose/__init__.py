@@ -17,8 +17,8 @@ Earlier timings of the fast steps on the H200 moved by up to 10 points of
 copy bandwidth from one allocation of a and out to the next (72-82% for one
 kernel at 16384^2, over eight allocations in one process), while the copy of
 the same buffers stayed within 4,081-4,223 GB/s. They were taken before the
-harness held the GPU behind each sample's first launch (README, "How a
-figure is timed"): at 16384^2 a sample is one launch, so each also counted
+harness held the GPU behind each sample's first launch (docs/results.md,
+"How a figure is timed"): at 16384^2 a sample is one launch, so each also counted
 the host's preparation of that launch, tens of microseconds that vary from
 call to call, against a kernel of about 530 us; the copy, a driver call, has
 little host work to count. With the hold, v05 and v06 read 95% of copy at

@@ -37,6 +37,9 @@ from zoo.sweeps import is_number
 
 COMMAND = "roofline"
 HELP = "sweep k of b = a + a^2 + ... + a^k for every roofline step; measured ceilings; roofline PNG"
+# the picture also places every family's measured steps, from results/<gpu>.json: `zoo report` redraws it whenever
+# it redraws any family's, so a results refresh never leaves it stale
+READS_RESULTS = True
 COLUMNS = ("series", "variant", "k", "ai", "gflops", "bandwidth", "percent_peak", "mean_ms", "rms_spread", "correct")
 SIZE = 1 << 26
 SIM_SIZE = 33
