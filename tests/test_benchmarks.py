@@ -1,6 +1,7 @@
 """The asv suite stays valid and grows by itself with the registry."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -172,3 +173,50 @@ def test_no_asv_machine_folder_of_a_host_without_a_gpu_is_committed():
     assert all(f.startswith("nvidia-") for f in folders), f"not a GPU's asv results: {sorted(folders)}"
     ignored = subprocess.run([git, "check-ignore", "-q", "results/asv/vm/machine.json"], cwd=ROOT)
     assert ignored.returncode == 0, ".gitignore must keep results/asv/<machine>/ of a host without a GPU out"
+
+
+def _asv_publish_script():
+    import importlib.util
+    from importlib.machinery import SourceFileLoader
+
+    loader = SourceFileLoader("asv_publish", str(ROOT / ".ci" / "asv-publish"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("asv_publish", loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_published_page_loads_no_script_or_style_from_another_host(tmp_path):
+    """.ci/asv-publish points every CDN script and stylesheet of asv's page templates to its vendored copies."""
+    import asv
+
+    publish = _asv_publish_script()
+    templates = Path(asv.__file__).parent / "www"
+    for page in templates.glob("*.html"):
+        shutil.copyfile(page, tmp_path / page.name)
+    before = publish.external_assets((tmp_path / "index.html").read_text())
+    assert before, "asv's template loads nothing from a CDN: the check below would prove nothing"
+    (tmp_path / "graphs").mkdir()
+    (tmp_path / "graphs" / "x.json").write_text("[1, 2]")
+    publish.make_offline(tmp_path)
+    for page in tmp_path.glob("*.html"):
+        html = page.read_text()
+        assert publish.external_assets(html) == [], page.name
+        assert "integrity=" not in html
+        for local in re.findall(r'(?:src|href)="(vendor/[^"]+)"', html):
+            assert (tmp_path / local).is_file(), local
+    assert 'window.zooAsvData["graphs/x.json"] = [1, 2];' in (tmp_path / "graphs" / "x.json.js").read_text()
+
+
+def test_asv_watches_only_figures_where_a_rise_is_a_slowdown():
+    """asv flags every rise as a regression (no higher-is-better option): rates and ratios must be unwatched."""
+    import json
+
+    json5 = pytest.importorskip("json5")
+    conf = json5.loads((ROOT / "asv.conf.json").read_text())
+    unwatched = [pattern for pattern, first in conf["regressions_first_commits"].items() if first is None]
+    stored = json.loads((ROOT / "results" / "asv" / "benchmarks.json").read_text())
+    for name, entry in stored.items():
+        if name == "version":
+            continue
+        watched = not any(re.match(pattern, name) for pattern in unwatched)
+        assert watched == (entry["unit"] in ("ms", "seconds")), f"{name} ({entry['unit']}): watched is {watched}"
