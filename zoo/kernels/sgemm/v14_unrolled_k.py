@@ -69,13 +69,10 @@ def make_tile_multiply(tiles):
     all_slices = unrolled(BK, k_slice)  # k_slice(0, ...), ..., k_slice(BK - 1, ...) in straight-line code
 
     # Offline for sm_90 at 128 x 128 x 16 tiles (`python -m zoo show sgemm v14 --sass --summary --size 256x256x64`):
-    # one loop per block tile, 2,363 SASS instructions for 2,048 FMAs with the staging included (1.15 per FMA;
-    # v11: 151 for 128 in the slice loop alone), 242 registers (v11: 208), still two blocks per SM, no spills.
-    # Written out by hand instead (slice kk loading slice kk + 1's values into a second register set), it
-    # compiled to the same SASS and ran at the same speed on the H200 (2,881 against 2,882 us at 4096^3).
-    # What still separates it from cuBLAS (about 7% at 4096^3) is mostly outside the FMAs: per block tile, 134
-    # integer and 38 move instructions (staging addresses, the buffer switch, the K-edge test) and 36 loads
-    # and stores that carry the next tiles through 32 registers on their way to shared memory.
+    # one loop per block tile, 2,363 SASS instructions for its 2,048 FMAs with the staging included (1.15 per FMA),
+    # 242 registers (v11: 208), still two blocks per SM, no spills. Double-buffering the slices' registers by hand
+    # compiled to the same SASS. What is left against cuBLAS is mostly outside the FMAs: the staging's integer,
+    # move, load and store instructions.
     @jit(device=True, forceinline=True)
     def multiply_tile(a_tiles, b_tiles, a_base, b_base, acc):
         a_reg = cuda.local.array(REG_M, float32)
