@@ -23,10 +23,10 @@ it (``harness_module``). The size keys and the GFLOP/s-or-GB/s rule are the suit
 parameters and unit are part of what its version stands for. ``_kinds``/``_inputs``/``_baselines``/
 ``_kind_params`` fall back to what a zoo from before INPUT_KINDS, EXTRA_BASELINES and KIND_PARAMS offers.
 
-Recording history on little device time: ZOO_ASV_SIZES (size keys, comma-separated) and ZOO_ASV_LAST_STEPS
-(a number) make ``setup_cache`` measure only those sizes and the family's last steps, no library rows;
-every other row is a skip ("not measured in this run"). .ci/asv-history --headline sets both and
-selects the same benchmarks with --bench.
+Recording history on little device time: ZOO_ASV_SIZES (size keys, comma-separated; FAMILY=KEY for one
+family) and ZOO_ASV_LAST_STEPS (a number) make ``setup_cache`` measure only those sizes and the family's
+last steps, no library rows; every other row is a skip ("not measured in this run"). .ci/asv-history
+--headline sets both and selects the same benchmarks with --bench.
 """
 
 import importlib
@@ -248,8 +248,10 @@ NOT_THIS_RUN = "not measured in this run (ZOO_ASV_SIZES, ZOO_ASV_LAST_STEPS)"
 
 def selected(fam, rows, sizes):
     """The rows and sizes ``setup_cache`` measures: every one, or the sizes ZOO_ASV_SIZES names and the family's
-    last ZOO_ASV_LAST_STEPS steps (demonstrations left out, no library rows) where those are set."""
-    wanted = [k for k in os.environ.get("ZOO_ASV_SIZES", "").split(",") if k]
+    last ZOO_ASV_LAST_STEPS steps (demonstrations left out, no library rows) where those are set. ZOO_ASV_SIZES
+    is comma-separated size keys, each for every family or as FAMILY=KEY for that family only."""
+    entries = [e.partition("=") for e in os.environ.get("ZOO_ASV_SIZES", "").split(",") if e]
+    wanted = [key or name for name, named, key in entries if not named or name == fam.name]
     last = int(os.environ.get("ZOO_ASV_LAST_STEPS") or 0)
     if wanted:
         sizes = {k: v for k, v in sizes.items() if k in wanted}
