@@ -288,7 +288,7 @@ def test_a_launch_only_step_names_its_base_and_is_diffed_against_it(tmp_path, mo
 
 
 def _own_kernel_with_base():
-    """A step with a kernel of its own that hands v01 the sizes it does not take (as gemv v07-v11 do)."""
+    """A step with a kernel of its own that hands v01 the sizes it does not take (as gemv v07-v10 do)."""
     own = good("Its own kernel for even sizes; v01's for the rest.")
     jit_import = "from zoo.device.jit import jit"
     own = own.replace(jit_import, jit_import + "\n\nfrom . import v01_plain as v01")
@@ -345,6 +345,35 @@ def test_a_step_with_a_layout_of_its_own_gets_its_inputs_packed_wherever_it_runs
     assert not np.allclose(out.copy_to_host(), 2 * x)
     sets, _ = harness.benchmark_buffers(step, (x,), x.shape, np.float32)
     assert all(np.array_equal(s[0].copy_to_host(), x[::-1]) for s in sets)
+
+
+def test_a_plain_call_packs_its_arrays_once_and_finds_them_packed_on_every_later_call(tmp_path, monkeypatch):
+    """``Variant.prepared``: a loop of plain calls on the same array packs it on the first call only (a hit on every
+    later one), a new array or one laid out otherwise is packed again, an entry goes with its array, and after
+    ``clear()`` (the array changed in place) the next call packs again. Each call's product is right."""
+    import gc
+
+    fam = load(tmp_path, "scale_prepares", {"v01_plain.py": good(), "v02_own_order.py": PACKING_VARIANT}, monkeypatch)
+    step = fam[2]
+    packs = []
+    monkeypatch.setattr(step.module, "pack", lambda x, pack=step.module.pack: packs.append(type(x)) or pack(x))
+    (x,) = fam.inputs(33, 5)
+    d_x = cuda.to_device(x)
+    for _ in range(3):
+        assert np.array_equal(step(d_x).copy_to_host(), 2 * x)
+    assert (len(packs), step.prepared.misses, step.prepared.hits) == (1, 1, 2)
+    other = cuda.to_device(x[::-1].copy())  # another array: packed on its first call
+    assert np.array_equal(step(other).copy_to_host(), 2 * x[::-1]) and len(packs) == 2
+    assert np.array_equal(step(d_x).copy_to_host(), 2 * x) and len(packs) == 2  # the first is still there
+    del other
+    gc.collect()
+    assert len(step.prepared.entries) == 1  # the array went, and its packed copy with it
+    host = x.copy()
+    assert np.array_equal(step(host), 2 * x) and np.array_equal(step(host), 2 * x)  # NumPy: packed on the host once
+    assert packs[-1] is np.ndarray and len(packs) == 3
+    host[:] = 1.0
+    step.prepared.clear()  # changed in place: forget what was packed
+    assert np.array_equal(step(host), np.full(33, 2.0, np.float32)) and len(packs) == 4
 
 
 def test_a_step_with_a_base_and_a_kernel_of_its_own_is_not_launch_only(tmp_path, monkeypatch):

@@ -19,9 +19,13 @@ a throwaway family.
 
 A step whose kernel reads some inputs in a layout of its own (weights reordered once, as a model's are when it
 loads) defines ``pack(*inputs) -> inputs``: the arrays in that layout, in the library they came in (NumPy,
-CuPy, numba), unchanged where the kernel does not take them. ``Variant.packed`` applies it: a call through
-``Variant`` packs on the way in, and everything that times a step (the harness, asv, the sweeps, the profiler)
-packs each set of inputs once, before the timing, so the step's ``launch`` always gets packed inputs.
+CuPy, numba), unchanged where the kernel does not take them; which inputs it reorders may depend on their shapes,
+dtypes, strides and alignment, never on their values. That is the preparation, and it is made once, never on every
+call: ``Variant.packed(inputs)`` packs a set of inputs, which is how everything that times a step (the harness,
+asv, the sweeps, the profiler) prepares each set before the timing, apart from it; a plain call through ``Variant``
+finds its inputs in ``Variant.prepared`` (``PreparedInputs``), which packs the first call's arrays and hands the
+packed ones to every later call on the same arrays (a decode loop: the same weights, a new x each call). So the
+step's ``launch`` always gets packed inputs, and a user's loop of plain calls runs at the launch's pace.
 
 A step that needs a newer GPU than zoo's floor (compute capability 7.0) says so in one line,
 ``MIN_CC = (8, 0)  # mma.sync m16n8k16, cp.async``: the comment is the reason users are shown. The same
@@ -37,12 +41,14 @@ import functools
 import importlib
 import pkgutil
 import re
+import weakref
 from pathlib import Path
 
 import numpy as np
 
 from zoo import SIMULATOR, arrays
 from zoo.device import launch as lean_launch
+from zoo.device.memory import address
 from zoo.errors import Unsupported
 
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
@@ -187,7 +193,7 @@ class Variant:
     @functools.cached_property
     def launch_only(self):
         """True for a step that launches its base's kernel and compiles none of its own (no ``@jit`` in its file):
-        sgemm v10, hgemm v05. A step with a base and a kernel of its own (gemv v07-v11, which hand the base what
+        sgemm v10, hgemm v05. A step with a base and a kernel of its own (gemv v07-v10, which hand the base what
         their kernel does not take) is not. Read from the file's text."""
         return self.base is not None and not KERNEL_LINE.search(self.source)
 
@@ -316,8 +322,15 @@ class Variant:
         return getattr(self.module, "pack", None)
 
     def packed(self, inputs):
-        """``inputs`` as the step's launch takes them: through its ``pack`` where it has one, else as they are."""
+        """``inputs`` as the step's launch takes them: through its ``pack`` where it has one, else as they are. Packs
+        every time: what times a step calls it once per set of inputs, before the timing."""
         return inputs if self.pack is None else tuple(self.pack(*inputs))
+
+    @functools.cached_property
+    def prepared(self):
+        """The step's ``PreparedInputs`` (its ``pack``, made once per set of arrays), or None where it has no pack.
+        A plain call reads its inputs through it; ``prepared.clear()`` after changing packed inputs in place."""
+        return None if self.pack is None else PreparedInputs(self.pack)
 
     def _place(self, inputs, out, kind, shape, dtype):
         """prepare's second half: the arrays the step's launch gets, once the inputs are known to be valid."""
@@ -332,6 +345,8 @@ class Variant:
         if self.family.host_inputs:  # the step moves the data itself
             result = np.empty(shape, dtype) if out is None else out
             return tuple(inputs), result, result, kind
+        if self.pack is not None:  # in the step's layout, made on the first call with these arrays (a host array
+            inputs = self.prepared(inputs)  # packed on the host, then moved as every host array is)
         if out is not None:
             if arrays.library_of(out) != kind:
                 raise TypeError(f"out is a {arrays.library_of(out)} array, the inputs are {kind}")
@@ -348,9 +363,8 @@ class Variant:
         else:
             device_out, result = arrays.device_empty(shape, dtype, kind)
         if kind == arrays.CUPY and arrays.CUPY_AS_IS:  # the lean launch takes them as they are
-            return self.packed(inputs), device_out, result, kind
-        device_inputs = tuple(None if a is None else arrays.to_device(a) for a in inputs)
-        return self.packed(device_inputs), device_out, result, kind
+            return inputs, device_out, result, kind
+        return tuple(None if a is None else arrays.to_device(a) for a in inputs), device_out, result, kind
 
     def launch(self, device_inputs, device_out, **params):
         """Launch on prepared device arrays (asynchronous on the GPU); optional inputs may be left out."""
@@ -383,6 +397,51 @@ class Variant:
                 return out
             return host
         return result
+
+
+class PreparedInputs:
+    """A step's inputs in its own layout (``pack``), made once per set of arrays and handed to every later call.
+
+    An entry is keyed by the identity of each input that ``pack`` reordered (a weak reference: the entry goes when
+    one of them does, and its packed copies with it) and by every input's layout (shape, strides, dtype, 16-byte
+    alignment: what ``pack`` decides from), so a call on the same weights and a new x finds the weights packed, and
+    one whose x is laid out otherwise is packed again. Values are not compared: after changing packed inputs in
+    place, ``clear()``. ``hits`` and ``misses`` count the calls that found an entry and those that packed."""
+
+    LIMIT = 8  # entries kept, the oldest dropped first: a model's layers are more weights, each its own entry
+
+    def __init__(self, pack):
+        self.pack = pack
+        self.entries = []  # [(layouts, ((position, weak reference), ...), packed inputs or None where unchanged)]
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def _layout(a):
+        return None if a is None else (tuple(a.shape), tuple(a.strides), a.dtype, address(a) % 16)
+
+    def __call__(self, inputs):
+        layouts = tuple(self._layout(a) for a in inputs)
+        for known, refs, packed in reversed(self.entries):
+            if known == layouts and all(ref() is inputs[i] for i, ref in refs):
+                self.hits += 1
+                return tuple(a if p is None else p for a, p in zip(inputs, packed, strict=True))
+        self.misses += 1
+        result = tuple(self.pack(*inputs))
+        changed = [i for i, (a, p) in enumerate(zip(inputs, result, strict=True)) if a is not p]
+        try:
+            refs = tuple((i, weakref.ref(inputs[i], self._forget)) for i in changed)
+        except TypeError:  # an array that takes no weak reference: packed again on every call
+            return result
+        self.entries.append((layouts, refs, tuple(result[i] if i in changed else None for i in range(len(result)))))
+        del self.entries[: -self.LIMIT]
+        return result
+
+    def _forget(self, ref):
+        """An input of some entries is gone: drop them (their packed copies too)."""
+        self.entries = [e for e in self.entries if all(r is not ref for _, r in e[1])]
+
+    def clear(self):
+        self.entries = []
 
 
 class Family:
