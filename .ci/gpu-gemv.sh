@@ -1,67 +1,86 @@
 #!/usr/bin/env bash
-# gemv tuning probe (a GPU, under 3 minutes): v06's kernel (split in, the one every later step runs for fp32,
-# fp16, int8 and rows not of whole blocks) with every number of warps per group of rows
-# (slices 1, 2, 4, 8) at the benchmark shapes, per weight format, against launch's own choice, timed as CUDA
-# graphs of 32 calls (the decode loop's way: short kernels are not host-bound there). Prints one table; logs under
-# $OUT. Use it to check WARPS_PER_SM and MIN_TRIPS in v06_split_k.py (launch's choice should be the fastest or
-# within a few %).
-#   usage: .ci/gpu-gemv.sh [SIZES]   (default 8192x8192,4096x14336,14336x4096)
-set -euo pipefail
+# gemv on a GPU after the fold of v10-v14 into v10 (prepacked weights, its ring's kernels tuning candidates), about
+# 6 minutes on an H100 or H200 (under 8). In order, each logged under $OUT:
+#   1. the GPU tests of v10 and the tune's candidates at real sizes (every candidate, its trigger too)  ~2.5 min
+#   2. zoo run gemv --step v10 --all-sizes --save: v10's records (the old v12-v14 rows stay, orphaned)     ~1.5 min
+#   3. zoo gemv-formats: int4 / fp16 weights per second at 8192^2, 4096x14336, 14336x4096 (goal 3.5x)     ~1 min
+#   4. a user's loop of plain calls, gemv["v10"](W, x, scales) on CuPy arrays, against the benchmark's figure
+#      (Variant.launch on inputs packed once, as asv and zoo run time it): goal at least 80%                ~30 s
+# The saved tune tables need no retune: the kernels' PTX is the same as v12's, v13's and v14's, only their names
+# changed (.ci/gemv-tune-names). No kernel is new, so no sanitizer run; GEMV_SANITIZE=1 adds memcheck and racecheck
+# of v10's kernels at 14336 x 4096 (about 3 minutes more).
+#   usage: OUT=/some/dir .ci/gpu-gemv.sh      (then copy $OUT/<gpu>.json over results/<gpu>.json)
+set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
 export ZOO_TARGET=gpu PYTHONUNBUFFERED=1
-python3 - "${1:-8192x8192,4096x14336,14336x4096}" <<'PY' 2>&1 | tee "$OUT/gemv-probe.txt"
-import sys
+status=0
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gemv.txt"
+
+echo "== 1. tests" | tee -a "$OUT/gemv.txt"
+python3 -m pytest tests/test_gemv.py tests/test_kernels.py -q -x -p no:randomly \
+  -k "gemv and (v10 or ring or decode or one_group or packed or table or gemv-v09)" >"$OUT/gemv-tests.log" 2>&1 || status=1
+tail -3 "$OUT/gemv-tests.log" | tee -a "$OUT/gemv.txt"
+
+echo "== 2. zoo run gemv --step v10 --all-sizes --save" | tee -a "$OUT/gemv.txt"
+python3 -m zoo run gemv --step v10 --all-sizes --save >"$OUT/gemv-run.log" 2>&1 || status=1
+grep -E "int4|fp16|FAIL|rror" "$OUT/gemv-run.log" | grep -E "v10|FAIL|rror" | head -20 | tee -a "$OUT/gemv.txt"
+cp results/"$(python3 -c 'from zoo.device import slug; print(slug())')".json "$OUT/" 2>/dev/null
+
+echo "== 3. zoo gemv-formats" | tee -a "$OUT/gemv.txt"
+python3 -m zoo gemv-formats --out "$OUT" >"$OUT/gemv-formats.log" 2>&1 || status=1
+grep -iE "int4|goal|x fp16|rror" "$OUT/gemv-formats.log" | tail -12 | tee -a "$OUT/gemv.txt"
+
+echo "== 4. plain calls in a user's loop against the benchmark" | tee -a "$OUT/gemv.txt"
+python3 - <<'PY' 2>&1 | tee -a "$OUT/gemv.txt" || status=1
+import time
 
 import cupy
 import numpy as np
+from numba import cuda
 
 import zoo
-from zoo import harness, results
-from zoo.device import graphs, properties
-from zoo.kernels.gemv import layout
+from zoo import harness
 
 fam = zoo.family("gemv")
-step = fam["v06"].module  # the split it probes: WARPS_PER_SM, MIN_TRIPS and slices_for are v06's
-name = step.__name__.rsplit(".", 1)[1]
-print(f"{properties()['name']}, {name}: us a call (CUDA graph of 32 calls), GB/s of the kind's bytes")
-print(f"{'size':>11} {'kind':>9} {'slices':>6} {'us':>8} {'GB/s':>7} {'Gw/s':>7} {'correct':>7}  launch's choice")
-
-
-def graph_us(call, sets):
-    def calls():
-        for i in range(32):
-            call(sets[i % len(sets)])
-
-    calls()
-    graph = graphs.capture(calls)
-    return harness.time_launches(lambda i: graphs.replay(graph), budget_s=0.25).median_ms * 1e3 / 32
-
-
-for text in sys.argv[1].split(","):
-    size = results.parse_size(text)
-    for kind in fam.kinds:
-        host = fam.inputs(size, 0, kind)
-        sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]
-        out = cupy.empty(size[0], cupy.float32)
-        ref = fam.reference(*host)
-        fmt, n, group = layout(*host)
-        chosen = step.slices_for(size[0], n // step.CHUNK[fmt])  # launch's rule: the rows, and a row's 16-byte chunks
-        for slices in (1, 2, 4, 8):
-            kernel = step.build(fmt, group, slices)
-            rows_per_block = step.ROWS_PER_WARP * (step.WARPS_PER_BLOCK // slices)
-            blocks = (size[0] + rows_per_block - 1) // rows_per_block
-
-            def call(inputs, kernel=kernel, blocks=blocks, out=out):
-                kernel[blocks, step.THREADS_PER_BLOCK](*inputs, out)  # (W, x, out) or (W, x, scales, out)
-
-            out[...] = np.nan
-            call(sets[0])
-            ok = harness.compare(cupy.asnumpy(out), ref, fam.tolerance(size))[0]
-            us = graph_us(call, sets)
-            nbytes, weights = fam.bytes_moved(size, kind), size[0] * size[1]
-            mark = "<-" if slices == chosen else ""
-            rates = f"{us:8.1f} {nbytes / us / 1e3:7.0f} {weights / us / 1e3:7.0f}"
-            print(f"{text:>11} {kind:>9} {slices:>6} {rates} {ok!s:>7}  {mark}")
-        fam.module._HELD.clear()
+step = fam["v10"]
+print(f"{'size':>11} {'bench us':>9} {'plain us':>9} {'plain/bench':>11} {'out= us':>8} {'first call ms':>13}  packs")
+worst = 1.0
+for size in fam.BENCH_SIZES:
+    host = fam.inputs(size, 0, "int4")
+    sets = harness.input_sets(host)  # rotating sets past the L2, as the benchmark times them
+    packed = [step.packed(s) for s in sets]  # the benchmark's preparation, apart from its timing
+    out = cuda.device_array(size[0], np.float32)  # as benchmarks/common.py's Case
+    bench = harness.time_launches(lambda i: step.launch(packed[i % len(packed)], out), min_samples=5, budget_s=0.25)
+    user = [tuple(cupy.asarray(a) for a in s) for s in sets]  # a user's CuPy arrays, row-major as the spec makes them
+    step.prepared.clear()
+    misses = step.prepared.misses
+    start = time.perf_counter()
+    step(*user[0])
+    cupy.cuda.runtime.deviceSynchronize()
+    first_ms = (time.perf_counter() - start) * 1e3  # packs this set's weights: once
+    plain = harness.time_launches(lambda i: step(*user[i % len(user)]), min_samples=5, budget_s=0.25)
+    y = cupy.empty(size[0], cupy.float32)
+    given = harness.time_launches(lambda i: step(*user[i % len(user)], out=y), min_samples=5, budget_s=0.25)
+    ratio = bench.median_ms / plain.median_ms
+    worst = min(worst, ratio)
+    packs = step.prepared.misses - misses
+    print(
+        f"{'x'.join(map(str, size)):>11} {bench.median_ms * 1e3:9.2f} {plain.median_ms * 1e3:9.2f} {ratio:11.0%} "
+        f"{given.median_ms * 1e3:8.2f} {first_ms:13.2f}  {packs} (one a weights set: {len(user)})"
+    )
+    assert packs == len(user), "a plain call packed weights it had packed before"
+    fam.module._HELD.clear()
+print(f"plain calls reach {worst:.0%} of the benchmark's figure at worst (goal: at least 80%)")
 PY
+
+if [ "${GEMV_SANITIZE:-0}" = 1 ]; then
+  echo "== 5. compute-sanitizer memcheck and racecheck, v10's kernels" | tee -a "$OUT/gemv.txt"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 1 python3 -m pytest tests/test_gemv.py -q -x -p no:randomly \
+      -k "v10_runs_each_kernel" >"$OUT/gemv-$tool.log" 2>&1 || status=1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/gemv-$tool.log" | tail -2 | tee -a "$OUT/gemv.txt"
+  done
+fi
+[ $status = 0 ] && echo "gemv: all steps passed" | tee -a "$OUT/gemv.txt" || echo "gemv: FAILED (logs in $OUT)" | tee -a "$OUT/gemv.txt"
+exit $status

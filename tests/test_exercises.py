@@ -239,20 +239,20 @@ def test_cli_list_start_and_no_overwrite(tmp_path, zoo_cli):
 
 
 def test_an_exercise_may_teach_a_step_with_a_base_and_a_kernel_but_not_a_launch_only_one(tmp_path, monkeypatch):
-    """gemv v11 has a base (v10, for the calls its kernel does not take) and a kernel of its own: an exercise. A
+    """gemv v10 has a base (v09, for the calls its kernel does not take) and a kernel of its own: an exercise. A
     launch-only step (no kernel in its file) has nothing to write, and an exercise's kinds must be the family's."""
     from tmpfamily import good, load
 
     from zoo.registry import RegistryError
 
-    v11 = next(e for e in EXERCISES if e.key == "gemv/v11")
-    assert v11.step.base is not None and not v11.step.launch_only and v11.kinds[0] == "int4"
-    assert runner.lesson_case(v11) == ((33, 1216), "int4")
-    assert ((33, 1216), "int4") in v11.cases() and ((3, 1280), "int4_g64") in v11.cases()
+    v10 = next(e for e in EXERCISES if e.key == "gemv/v10")
+    assert v10.step.base is not None and not v10.step.launch_only and v10.kinds[0] == "int4"
+    assert runner.lesson_case(v10) == ((33, 512), "int4")
+    assert ((33, 512), "int4") in v10.cases() and ((3, 1280), "int4_g64") in v10.cases()
     from zoo import walkthrough
 
-    page = walkthrough.page(v11.family, {}, {})  # each step with an exercise says how to start it
-    assert all(f"`python -m zoo exercise start gemv {e.step.name[:3]}`" in page for e in exercise.of_family(v11.family))
+    page = walkthrough.page(v10.family, {}, {})  # each step with an exercise says how to start it
+    assert all(f"`python -m zoo exercise start gemv {e.step.name[:3]}`" in page for e in exercise.of_family(v10.family))
     doc = "".join(f"{heading}:\n    x.\n\n" for heading in ("Changes", "Why it is faster"))
     launch_only = f'"""Launches v01\'s kernel.\n\n{doc}"""\nfrom .v01_plain import launch  # noqa: F401\n'
     launch_only += 'BASE = "v01"\n'

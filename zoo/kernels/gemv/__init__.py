@@ -92,27 +92,21 @@ codes, x and the scales asked for a run ahead, into a double buffer of shared
 memory by ``cp.async`` (v08), so that a warp's next bytes are in flight during
 its math, and that kernel launched to overlap the one before it in the stream
 (v09, programmatic dependent launch, Hopper): its first codes are asked for
-before the kernel before it has finished, and only x waits for it. v10 refills a
-slot as soon as its run is in registers, before the math, so that a warp keeps
-two runs in flight in the same shared memory: the grids of one block an SM
-(4096 x 14336) need the bytes in flight on the H100; on the H200 v09's kernel is
-faster there, and v10 launches whichever ``python -m zoo tune gemv`` measured
-fastest on the GPU (``ring.py``). v11 copies each run's scales into its slot
-with its codes (``cp.async`` of 4 or 8 bytes a lane) instead of loading them on
-the side, which frees the registers for groups of 64 too. v12 reads W and its
-scales packed once in the order its kernel reads them (``pack``: each warp's run
-of 32 rows x 128 bytes in one 4 KB piece, its runs one after another, each
-word's codes in the pairs x comes in), as a model's weights are packed when they
-load; it takes rows of whole runs (in a multiple of 256), and its tuning also
-picks where a warp lets the next kernel start: at its last run, or one or two
-runs before it. v13 asks for a run's codes with fewer instructions, each copy's
-address a base register plus a constant that the instruction itself holds, and
-launches its kernel or v12's, as tuned per shape class. v14 makes a block of the
-warps that share one group of 32 rows (v13: eight warps, one or more groups), so
-that at 14336 x 4096 an SM holds three or four blocks of four warps, not one or
-two of eight. Steps v03 on read 16 bytes at a time and need every row 16-byte
-aligned: in a multiple of 4 (fp32), 8 (fp16), 16 (int8) or 32 (int4); other
-shapes run v02's kernel.
+before the kernel before it has finished, and only x waits for it. v10 reads W
+and its scales packed once in the order its kernel reads them (``pack``: each
+warp's run of 32 rows x 128 bytes in one 4 KB piece, its runs one after another,
+a run's scales in one piece copied into its slot with its codes, each word's
+codes in the pairs x comes in), as a model's weights are packed when they load;
+it takes rows of whole runs (in a multiple of 256). Its ring has choices no one
+GPU settles, which ``python -m zoo tune gemv`` measures per shape class
+(``ring.py``): two or three slots, a slot refilled before or after its run's
+math, where a warp lets the next kernel start, and its kernel (each copy's
+address computed or a register plus a constant of the instruction; blocks of
+eight warps or of the warps of one group of 32 rows). A call through ``Variant``
+packs the weights once per weights array (``Variant.prepared``), so a decode loop
+that calls the step on the same weights reads them packed. Steps v03 on read 16
+bytes at a time and need every row 16-byte aligned: in a multiple of 4 (fp32), 8
+(fp16), 16 (int8) or 32 (int4); other shapes run v02's kernel.
 
 Goals (the issue): at 8192 x 8192, 4096 x 14336 and 14336 x 4096, the fp16 kind
 at 90% of the copy bandwidth of its bytes and at least cuBLAS fp16; int4 at

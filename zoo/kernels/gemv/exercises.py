@@ -52,33 +52,8 @@ EXERCISES = {
             ("shared_ways", "<=", "a slot's 16-byte chunks are swizzled by row, so reading a run has no bank conflict"),
         ),
     },
-    "v11": {  # a step with a kernel of its own on top of its base (v10), which takes the shapes it does not
-        "kinds": ("int4", "int4_g64"),  # its kernel's formats; the family's test sizes all go to v10's launch
-        # 1216 columns: four runs of 256 and three last blocks, ten groups of 128 (a row's two scales of a run: 4
-        # bytes); 1280: five runs, twenty groups of 64 (four a run: 8 bytes)
-        "sizes": ((33, 1216), (3, 1280)),
-        "lesson_size": (33, 1216),
-        "hints": (
-            "A slot grows by the 32 rows' scales of a run, after the codes and x: slot_bytes(group). Lane l copies "
-            "row l's scales of the run with one cp.async of 4 bytes (groups of 128) or 8 (groups of 64), in the "
-            "same commit group as the run's codes, so cp_async_wait_group covers them too.",
-            "After the wait, each lane reads its own row's scales (row 8t + g) out of the slot before the "
-            "syncwarp that frees the slot; the last blocks of a row, fewer than a run, still read theirs from "
-            "global memory.",
-            "takes(W, x, scales) decides which calls the kernel gets: a row's scales of a run must be one aligned "
-            "copy, so the groups in a row a multiple of 2 (of 4 for groups of 64); every other call goes to v10.",
-        ),
-        "lesson": (
-            (
-                "scale_loads",
-                "<=",
-                "each run's scales ride in its slot with its codes, asked for STAGES runs ahead, not loaded from "
-                "global memory on the side",
-            ),
-        ),
-    },
-    "v12": {  # the weights in the kernel's own layout: a pack function beside the kernel (Variant.packed)
-        "kinds": ("int4", "int4_g64"),  # its kernel's formats, in whole runs; the family's test sizes go to v11's
+    "v10": {  # the weights in the kernel's own layout: a pack function beside the kernel (Variant.packed)
+        "kinds": ("int4", "int4_g64"),  # its kernel's formats, in whole runs; the family's test sizes go to v09's
         # 512 columns: two runs of 256; 1280: five. 33 rows: two groups of 32, the second padded with zeros; 3 rows:
         # two warps share a group's runs
         "sizes": ((33, 512), (3, 1280)),
@@ -90,9 +65,11 @@ EXERCISES = {
             "gets packed arrays wherever it runs (Variant.packed).",
             "Give the packed W a shape the row-major one cannot have, (rows / 32, 16 in), so that launch can tell "
             "them apart and refuse a W that was not packed instead of computing a wrong answer.",
-            "In the kernel only the addresses change: copy instruction i of lane l reads bytes 512 i + 16 l of the "
-            "run, the run at 4096 x its index in the warp's group; lane l's scales of the run sit right after "
-            "lane l - 1's. The slot's layout and the math stay v11's.",
+            "In the kernel the addresses change: copy instruction i of lane l reads bytes 512 i + 16 l of the "
+            "run, the run at 4096 x its index in the warp's group. A slot grows by the run's scales, one cp.async "
+            "of 4 bytes a lane (groups of 128) or 8 (64), lane l's right after lane l - 1's, in the commit group of "
+            "the run's codes; each lane reads its row's scales out of the slot, and the slot is refilled once the "
+            "run is in registers, before its math.",
         ),
         "lesson": (
             (

@@ -103,7 +103,7 @@ def measure(args):
                 row["correct"] = bool(harness.compare(got, ref, fam.tolerance(size))[0])
                 rows.append(row)
                 continue
-            # the kernel: the step's launch picks one per format and shape (and GPU: v10, v11)
+            # the kernel: the step's launch picks one per format and shape (and GPU: v10's tuned ring)
             sets, step_sets, out, row["correct"], row["kernel"] = first_call(fam, step, size, host, ref)
 
             def gemv(inputs, out=out):

@@ -12,7 +12,7 @@ block writing one word so that the read is checked, in three forms:
                         as a kernel whose data no earlier kernel writes could
     64kb_before_wait    dependent launch, but four loads a thread (64 KB an SM) before the wait and the rest
                         after: what a GEMV whose x comes from the kernel before can do, holding what it read
-                        before the wait in shared memory (v09 to v11 hold 37 KB an SM)
+                        before the wait in shared memory (v09 holds 37 KB an SM)
     128kb_before_wait   the same with 128 KB an SM before the wait: more than a GEMV block can hold while the
                         next call's block fits beside it (about 113 KB of shared memory each)
 
@@ -22,7 +22,8 @@ findings give the int4 / fp16 ratio of weights per second that each form reaches
 comes to the 64 KB roof. H100, 4096 x 14336: 3.43x with no overlap, 3.92x with every read before the wait,
 3.79x with 64 KB an SM before it and 3.75x with 128 KB: once 64 KB an SM are in flight, reading more before the
 wait buys nothing (10.0 us either way); what separates it from the 9.6 us of every read before the wait is
-the wait itself. v11's kernel (11.1 us) ran at 90% of the 64 KB roof's speed, v12's on packed weights (10.85) at 92%.
+the wait itself. The row-major ring (11.1 us) ran at 90% of the 64 KB roof's speed, v10's on packed weights
+(10.85) at 92%.
 
 In the simulator the kernels run on tiny arrays and are checked, not timed.
 """

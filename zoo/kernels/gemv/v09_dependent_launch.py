@@ -357,12 +357,12 @@ def slices_for(rows):
     return slices
 
 
-def launch(W, x, scales, out, stages=STAGES):
+def launch(W, x, scales, out):
     fmt, n, group = layout(W, x, scales)
     if fmt != "int4" or n % BLOCK or not (aligned(W) and aligned(x)):
         return v08.launch(W, x, scales, out)  # v08's launch: the other formats, and rows not whole blocks of 64
     slices = slices_for(out.size)
     rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
     blocks = (out.size + rows_per_block - 1) // rows_per_block
-    shared_bytes = WARPS_PER_BLOCK * stages * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (the launch opts in)
-    build(group, slices, stages)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)
+    shared_bytes = WARPS_PER_BLOCK * STAGES * SLOT_BYTES  # dynamic: 72 KB a block at 2 slots (the launch opts in)
+    build(group, slices)[blocks, THREADS_PER_BLOCK, 0, shared_bytes](W, x, scales, out)

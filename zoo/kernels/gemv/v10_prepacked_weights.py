@@ -1,32 +1,35 @@
-"""One group a block: a block is the warps that share one group of 32 rows, so an SM holds more, smaller blocks.
+"""Prepacked weights: W and its scales stored once in the order the kernel reads them, each warp's run one piece.
 
 Changes:
-    From v13: a block is the ``slices`` warps of one group of 32 rows (v13:
-    eight warps, 8 / slices groups), and its launch bounds keep 128 registers
-    a thread with 16 / slices blocks an SM. Where slices is 8 (8192 x 8192,
-    4096 x 14336) the grid is v13's; at 14336 x 4096 it is 448 blocks of four
-    warps instead of 224 of eight, at 11008 x 4096 344 instead of 172. The
-    kernel, its ring and the packing are v13's, less the groups a block.
-    ``zoo tune`` times this kernel beside v12's and v13's and each shape class
-    launches the fastest (``ring.py``), the classes now three: a grid of more
-    than two blocks an SM, as 14336 x 4096 is here, is tuned on its own.
+    From v09: ``pack`` reorders an int4 W and its scales once, as a model's
+    weights are reordered when they load: a warp's run, 32 rows x 128 bytes
+    that v09 copied from 32 places a row apart, is 4 KB in one piece, its runs
+    follow each other, its scales are one piece copied into its slot with the
+    codes, and each word's codes come in the pairs x comes in (no PRMT). A
+    slot is refilled once its run is in registers, before the math, so both
+    slots are in flight. A packed W is (rows / 32, 16 in): launch refuses the
+    row-major int4 W it would take, and a call through Variant packs once per
+    weights array. Rows not of whole runs (in % 256) run v09's launch.
+    ``zoo tune gemv`` picks per shape class: slots, refill order, trigger,
+    and a kernel (``KERNELS``: immediate offsets, one group a block).
 
 Why it is faster:
-    Where two groups make a block, 224 blocks on 132 SMs leave 92 SMs with two
-    blocks (16 warps: every register) and 40 with one: the call lasts as long
-    as a full SM, and a full SM has no room for the next call's block until
-    one of its blocks ends (dependent launch). Blocks of four warps spread the
-    same 1,792 warps as three or four to an SM, the last ones placed as the
-    first end, and each leaves as soon as its own four warps are done. H200,
-    graph time, each kernel's best ring (``zoo tune``), 14336 x 4096: 8.47 us
-    (v13's kernel) -> 8.34. It counts where a run's math weighs against the
-    memory: with W left in L2 (one input set, a stand-in for faster memory),
-    H100, 8.06 -> 7.62 us, and 11008 x 4096 7.83 -> 7.35; from DRAM the H100's
-    memory sets the pace: 10.39 -> 10.38, 8.21 -> 8.22.
+    Row-major, a run is 32 pieces of 128 bytes 7 KB apart (4096 x 14336),
+    and the next 128 bytes of each row come a run later: every piece is a
+    request of its own to a DRAM page that has likely closed since. Packed,
+    a warp reads one stream of 4 KB runs, as a copy kernel does. H100, graph
+    time (``zoo gemv-formats``), int4 at 8192 x 8192, 4096 x 14336 and 14336
+    x 4096, the same ring row-major -> packed: 12.95, 11.11, 11.36 us ->
+    11.98, 10.87, 11.05; with the tuned trigger (a warp lets the next kernel
+    start a run or two before its last, so that its first loads fill this
+    call's idle end) 12.00, 10.40, 10.33: 3.73x, 3.82x, 3.82x fp16's weights
+    per second. The H200 reaches 3.5x at the three shapes only with the
+    other kernels of the tuning (``KERNELS``).
 """
 
 import functools
 
+import numpy as np
 from numba import cuda, float32, int64, uint8, uint32
 
 from zoo import SIMULATOR
@@ -34,7 +37,7 @@ from zoo.device import sm_count
 from zoo.device.bits import hfma2, lop3, unpack_half2
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit
-from zoo.device.memory import load_word, load_words2, load_words4
+from zoo.device.memory import aligned, load_word, load_words2, load_words4
 from zoo.device.mma import (
     SHARED_ALIGN,
     cp_async4,
@@ -44,25 +47,25 @@ from zoo.device.mma import (
     cp_async_wait_group,
     mma_f16_f32,
 )
-from zoo.kernels.gemv import check_index_range, ring
-from zoo.kernels.gemv import v13_immediate_offsets as v13
+from zoo.kernels.gemv import check_index_range, layout, ring
+from zoo.kernels.gemv import v09_dependent_launch as v09
 
-BASE = "v13"  # other formats, rows not of whole runs, a class tuned to v12's or v13's kernel: v13's launch
+BASE = "v09"  # other formats, and rows not of whole runs: v09's launch
 MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent launch (sm_90)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # at most: a block is the 1 to 8 warps (slices) that share 32 rows
+THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share 32 rows
 # Why not 16 warps a block (512 threads: 16 warps share 32 rows at 4096 x 14336, twice the warps an SM): one such
 # block fills an SM's registers, so the next kernel's block cannot start beside it. Graph time, 8192 x 8192, 4096 x
 # 14336, 14336 x 4096, best ring each: H100 11.92, 10.39, 10.33 us -> 13.76, 11.14, 12.14; H200 9.11, 8.28, 8.57 ->
 # 11.86, 9.11, 10.70
-WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32  # the most slices of a group
-WARPS_AT_128_REGISTERS = 16  # warps an SM's 65,536 registers hold at 128 a thread: 16 / slices blocks
+WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
 # Why not one m-tile of 16 rows a warp, which gives 4096 x 14336 256 blocks, two an SM: x's shared-memory reads and the
 # mma per byte of codes double. H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096: 9.12, 8.26,
 # 8.57 us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM (80 registers, spilling)
+WARPS_AT_128_REGISTERS = 16  # warps an SM's 65,536 registers hold at 128 a thread (the launch bounds)
 WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
 RUN_BLOCKS = 4  # blocks in a run: 256 columns, whole groups of 64 or 128
@@ -72,10 +75,21 @@ CODE_BYTES = ROWS_PER_WARP * RUN_BYTES  # 4 KB: a run's codes, the warp's 32 row
 X_BYTES = RUN_BLOCKS * BLOCK * 2  # 512: x of the run's 256 columns, float16, 16 bytes a lane
 SCALES_AT = CODE_BYTES + X_BYTES  # a slot: codes, x, then the 32 rows' scales of the run (row r at r x 2 per_run)
 # Slots in a warp's ring: STAGES runs in flight during a run's math (v09: STAGES - 1), each slot refilled as soon as its
-# run is in registers. 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights in flight, in 8 x 2 x 4.6 KB =
-# 74 KB of shared memory a block, so the next kernel's block still fits beside it (dependent launch). The default: a
-# GPU's tune table (ring.py) may pick 3 slots, v09's order (refill after the math), or an earlier trigger, per class.
+# run is in registers (H100, graph time, the row-major ring at 4096 x 14336, one block an SM: 11.7 us -> 11.3; the
+# H200 may prefer v09's order, ``refill_after_math``). 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights
+# in flight, in 8 x 2 x 4.6 KB = 74 KB of shared memory a block, so the next kernel's block still fits beside it
+# (dependent launch). The default: a GPU's tune table (ring.py) may pick 3 slots, v09's order (refill after the math),
+# or an earlier trigger, per class.
 STAGES = 2
+# The kernels of this ring a shape class may run (``build``'s ``kernel``, the tune's candidates with the slots, the
+# order and the trigger), each measured because none is fastest everywhere; the H200's picks are one of each:
+#   "packed"             each copy's row and swizzle computed, eight sources kept in registers; blocks of eight warps
+#   "immediate_offsets"  the copies' addresses a register plus a constant of the instruction (copy_codes_at_offsets)
+#   "one_group_a_block"  those, a block the warps of one group of 32 rows: at 14336 x 4096 448 blocks of four warps,
+#                        three or four an SM that leave as soon as their own warps are done, not 224 of eight, two an
+#                        SM, where a full SM has no room for the next call's block. H200, graph time, 14336 x 4096,
+#                        each kernel's best ring: 8.47 us -> 8.34 (where the groups have eight warps, the same grid)
+KERNELS = ("packed", "immediate_offsets", "one_group_a_block")
 
 
 def slot_bytes(group):
@@ -138,16 +152,73 @@ def pick(tile0, tile1, upper, odd):
     return mine1 if upper else mine0  # selects: no branch, all lanes stay together for the next mma
 
 
-# -- the packed layout: v12's ------------------------------------------------------------------------------------------
+# -- the packed layout: a warp's runs in the order it reads them ---------------------------------------------------
 # Row-major, run k of the warp's 32 rows is 128 bytes at 128 k in each of 32 rows, a row (in / 2 bytes) apart. Packed,
 # W is (rows / 32, 16 in): row q holds rows 32 q .. 32 q + 31's runs one after another, run k at 4096 k, its row r at
 # 4096 k + 128 r. Byte b of row 32 q + r's run k is at [q, 4096 k + 128 r + b]: the slot's order, less the swizzle.
 # The scales likewise: (rows / 32, 32 groups), run k's 32 rows x per_run at 32 per_run k, row r's at per_run r.
-# Within each 4-byte word of codes, the columns sit in the nibbles dequant pairs them from (v12's ``NIBBLE``).
-# v12's pack (through v13), not a copy of it: this launch hands the arrays it packs to v12's and v13's kernels too
-pack = v13.pack
-is_packed = v13.is_packed  # W of the packed shape: (rows / 32, 16 in)
-takes = v13.takes  # int4 in whole runs, aligned: the calls pack reorders and each of the three kernels takes
+# Within each 4-byte word of codes, column c of its eight moves to nibble NIBBLE[c] (``_paired``): dequant's pairs
+# of nibbles (j, j + 4) are then columns (2j, 2j + 1), the pairs x's float16 already come in, so the kernel needs no
+# PRMT to pair x as v07 to v09 do (33 fewer instructions a run; H200, 8192 x 8192, 9.80 us -> 9.47, graph time).
+NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)
+# A warp's runs are one contiguous range. Two orders that read W more in step were tried on the H200 (graph time, best
+# ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096): the warps of a group taking its runs in turn (warp w runs w, w
+# + slices, ...), 9.13, 8.24, 8.53 us -> 8.86, 8.49, 8.54; and W stored step-major (run t of every warp of the grid
+# side by side, so that the grid reads one window of W at a time), 9.21, 8.22, 8.59 -> 8.99, 8.67, 8.86. Both gain
+# 2-3% at 8192 x 8192, which meets 3.5x without them, and lose at the Llama shapes, which do not.
+
+
+def _paired(xp, codes):
+    """uint8 codes (rows of whole 4-byte words, row-major nibbles: nibble c of a word is column c) with column c of
+    each word moved to nibble NIBBLE[c]."""
+    words = codes.view(xp.uint32)
+    out = xp.zeros_like(words)
+    for column, nibble in enumerate(NIBBLE):
+        out |= ((words >> xp.uint32(4 * column)) & xp.uint32(0xF)) << xp.uint32(4 * nibble)
+    return out.view(xp.uint8)
+
+
+def _packed(xp, a, runs):
+    """``a`` (rows, runs x per) reordered as above: (rows / 32 rounded up, 32 runs per), rows past the last zero."""
+    rows, width = a.shape
+    groups = -(-rows // ROWS_PER_WARP)
+    padded = xp.zeros((groups * ROWS_PER_WARP, width), a.dtype)  # the last group's missing rows: zeros, never stored
+    padded[:rows] = a
+    tiles = padded.reshape(groups, ROWS_PER_WARP, runs, width // runs).transpose(0, 2, 1, 3)  # [group][run][row]
+    return xp.ascontiguousarray(tiles).reshape(groups, ROWS_PER_WARP * width)
+
+
+def _packed_pair(xp, W, scales, runs):
+    """[W, scales] of one library (``xp``) as the kernel reads them: both ``_packed``, W's nibbles ``_paired``."""
+    return [_paired(xp, _packed(xp, W, runs)), _packed(xp, scales, runs)]
+
+
+def pack(W, x, scales=None):
+    """The inputs as this step's kernels read them, made once per W: W and scales packed (``_packed_pair``) where the
+    kernel takes the call, else all as they are. Any library in, the same out (NumPy on the host, CuPy or numba on
+    the device: packed by CuPy there, by NumPy in the simulator)."""
+    if scales is None or not takes(W, x, scales):
+        return (W, x) if scales is None else (W, x, scales)  # as given
+    runs = x.size // (RUN_BLOCKS * BLOCK)
+    on_host = isinstance(W, np.ndarray)
+    numba_array = hasattr(W, "copy_to_host")  # numba's device array (the simulator's too), not CuPy's
+    if on_host or SIMULATOR:  # the simulator's device arrays: through the host
+        W_host, scales_host = (W, scales) if on_host else (W.copy_to_host(), scales.copy_to_host())
+        packed = _packed_pair(np, W_host, scales_host, runs)
+        if not on_host:
+            packed = [cuda.to_device(a) for a in packed]
+        return packed[0], x, packed[1]
+    import cupy
+
+    packed = _packed_pair(cupy, cupy.asarray(W), cupy.asarray(scales), runs)
+    if numba_array:
+        packed = [cuda.as_cuda_array(a) for a in packed]  # a numba view that keeps the CuPy array alive
+    return packed[0], x, packed[1]
+
+
+def is_packed(W, x):
+    """Whether W has the packed shape: 16 in bytes a row (32 rows of in / 2), not a row-major int4 W's in / 2."""
+    return W.ndim == 2 and W.shape[1] == 16 * x.size
 
 
 # -- the ring: a warp's runs in shared memory ----------------------------------------------------------------------
@@ -161,28 +232,17 @@ takes = v13.takes  # int4 in whole runs, aligned: the calls pack reorders and ea
 # bytes counted on an mbarrier a slot, ``pack`` storing each run already swizzled, x and the scales one copy each):
 # tried on the H200 (graph time, each shape's best ring), 9.11, 8.27, 8.63 us -> 10.74, 9.18, 9.91 at 8192 x 8192,
 # 4096 x 14336 and 14336 x 4096: right sums from fewer instructions, but 11 to 18% slower.
-
-
-# v13's change from v12: every address below is a register plus a constant of the instruction, which ptxas folds into
-# the LDGSTS ([R + imm], no instruction of its own). v12 computed each copy's row and swizzle and kept eight sources in
-# registers: a run's loop was 488 SASS instructions, v13's 445 (sm_90, cuobjdump of the ring kernel). Half of it
-# folded (H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096, against 9.14, 8.23, 8.55 us for
-# v12 and 9.36, 7.98, 8.43 for v13): only the destinations 9.12, 8.06, 8.51; only the source 9.09, 8.11, 8.49.
 @jit(device=True)
-def copy_codes(W, source, at, ring, slot, lane):
+def copy_codes(W, lines, at, ring, slot, lane):
     """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
-    chunk l % 8 of the warp's row 4 i + l // 8, packed at 32 ``at`` (the run's 4 KB) + 512 i + 16 l, so each
-    instruction asks for 512 bytes in one piece: 4 KB in eight. Its source is ``source`` (the warp's first byte
-    + 16 l) + 32 ``at`` + 512 i; its destination row 4 i + quad is 512 i past row quad, its chunk xored with the
-    row's g = (4 i + quad) % 8: quad when i is even, quad + 4 when i is odd. Two bases, then, each + 512 i."""
+    chunk l % 8 of the warp's row 4 i + l // 8, packed at 32 ``at`` (the run's 4 KB) + 512 i + 16 l (``lines[i]``
+    holds all but the first), so each instruction asks for 512 bytes in one piece: 4 KB in eight."""
     quad = lane >> uint32(3)  # the lane's row in each group of four
     chunk = lane & uint32(7)  # its 16 bytes of those rows' 128
-    row = slot + quad * uint32(RUN_BYTES)  # row quad of the slot; row 4 i + quad is 512 i on
-    even = row + (chunk ^ quad) * uint32(16)  # i even: g = quad
-    odd = row + (chunk ^ quad ^ uint32(4)) * uint32(16)  # i odd: g = quad + 4, which is quad ^ 4 (quad < 4)
-    src = int64(source) + 32 * at  # the lane's 16 bytes of the run's first 512
-    for i in range(8):  # unrolled: 512 i is a constant of each instruction
-        cp_async16(ring, (odd if i % 2 else even) + uint32(512 * i), W, src + 512 * i)
+    for i in range(8):
+        swizzle = quad + uint32(4 * (i % 2))  # (4 i + quad) % 8: the row's g, which its chunks are xored with
+        dst = slot + (quad + uint32(4 * i)) * uint32(RUN_BYTES) + (chunk ^ swizzle) * uint32(16)
+        cp_async16(ring, dst, W, int64(lines[i]) + 32 * at)  # run at // 128, 4096 bytes each
 
 
 @jit(device=True)
@@ -196,6 +256,9 @@ def copy_x(x, at, ring, slot, lane):
     cp_async16(ring, slot + uint32(CODE_BYTES) + lane * uint32(16), x, 2 * at + int64(8 * lane))  # 8 float16 a lane
 
 
+# Why a run's scales ride in its slot, copied with its codes, and are not loaded into registers a run ahead: that load
+# came from DRAM through the queues the copies fill (~1.2 us under load), so a warp whose codes had landed could wait
+# on its scales (H100, graph time, the row-major ring at 14336 x 4096: 12.65 us loaded, 11.75 in the slot)
 @jit(device=True)
 def copy_two_scales(scales, scales_row, at, ring, slot, lane):
     """Ask for the scales of the run at byte ``at``, groups of 128: lane l the two of row l of the warp's 32, packed
@@ -207,6 +270,36 @@ def copy_two_scales(scales, scales_row, at, ring, slot, lane):
 def copy_four_scales(scales, scales_row, at, ring, slot, lane):
     """The same for groups of 64: the four of row l, packed at 128 (at // 128) from ``scales_row`` (+ 4 l), 8 bytes."""
     cp_async8(ring, slot + uint32(SCALES_AT) + lane * uint32(8), scales, int64(scales_row) + at)
+
+
+@jit(device=True)
+def set_copy_lines(lines, group_at, lane):
+    """copy_codes's sources, once a warp: lines[i] is where lane l's 16 bytes of instruction i start in the packed W,
+    less the run's 32 ``at``: the warp's first byte (``group_at``) + 512 i + 16 l. uint32: W is under 2^31 bytes."""
+    for i in range(8):
+        lines[i] = uint32(group_at + uint32(512 * i) + lane * uint32(16))
+
+
+# Immediate offsets (the kernels "immediate_offsets" and "one_group_a_block"): every address below is a register plus a
+# constant of the instruction, which ptxas folds into the LDGSTS ([R + imm], no instruction of its own), where
+# ``copy_codes`` computes each copy's row and swizzle and keeps eight sources in registers: a run's loop of 445 SASS
+# instructions, not 488 (sm_90). It counts where a run's math weighs against the memory: H200, graph time, best ring
+# each, 4096 x 14336, 8.23 us -> 7.98 (3.54x fp16's weights per second), while 8192 x 8192 went 9.14 -> 9.36.
+@jit(device=True)
+def copy_codes_at_offsets(W, source, at, ring, slot, lane):
+    """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
+    chunk l % 8 of the warp's row 4 i + l // 8, packed at 32 ``at`` (the run's 4 KB) + 512 i + 16 l, so each
+    instruction asks for 512 bytes in one piece: 4 KB in eight. Its source is ``source`` (the warp's first byte
+    + 16 l) + 32 ``at`` + 512 i; its destination row 4 i + quad is 512 i past row quad, its chunk xored with the
+    row's g = (4 i + quad) % 8: quad when i is even, quad + 4 when i is odd. Two bases, then, each + 512 i."""
+    quad = lane >> uint32(3)  # the lane's row in each group of four
+    chunk = lane & uint32(7)  # its 16 bytes of those rows' 128
+    row = slot + quad * uint32(RUN_BYTES)  # row quad of the slot; row 4 i + quad is 512 i on
+    even = row + (chunk ^ quad) * uint32(16)  # i even: g = quad
+    odd = row + (chunk ^ quad ^ uint32(4)) * uint32(16)  # i odd: g = quad + 4, which is quad ^ 4 (quad < 4)
+    src = int64(source) + 32 * at  # the lane's 16 bytes of the run's first 512
+    for i in range(8):  # unrolled: 512 i is a constant of each instruction
+        cp_async16(ring, (odd if i % 2 else even) + uint32(512 * i), W, src + 512 * i)
 
 
 @jit(device=True)
@@ -246,11 +339,6 @@ def read_run(ring, slot, lane_src, g, t, codes, xs):
 # not 591), 9.58, 8.97, 9.45 at the better of two rings, with a float32 error near 2e-5; each block's mma a chain of
 # its own (4 deep, not 8): 9.80, 8.73, 9.79 -> 9.75, 8.72, 9.75. The rest is the ring's: the read roof (``zoo
 # gemv-read-roof``, 64 KB an SM before the wait) takes 7.5 us at both Llama shapes.
-# Nor does it on v13's kernel, where W left in L2 (one input set, H100, best of two rings each) makes the math weigh
-# more: 8.65, 8.03, 8.18 us; the offsets out of the loop again, one extra mma a word pair taking them off (378 SASS a
-# run, not 447; float32 error 2e-5), 8.44, 8.19, 8.26; the eight-bit shift as IMAD.HI (a multiply by 2^24 held in a
-# register: off the ALU pipe, which runs LOP3 and SHF at half a warp a cycle), 9.39, 8.81, 8.93. Neither the issue
-# slots nor the ALU pipe set a run's time.
 @jit(device=True)
 def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
     """A run's mma, each group's sum scaled once in float32 and added to the lane's row total."""
@@ -266,28 +354,36 @@ def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
 
 
 @functools.cache
-def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0):
+def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0, kernel=KERNELS[0]):
     """The ring kernel for int4 in groups of ``group`` (64 or 128), for one number of warps per 32 rows, ``stages``
     slots a warp, a slot refilled as soon as its run is in registers or (``refill_after_math``, v09's order)
-    after the run's math, and each warp letting the next kernel start ``trigger_early`` runs before its last."""
-    threads = 32 * slices  # the block: one group's warps
-    # shared memory: each warp's 32 sums, the block's slices only (v13's kernel sized it for eight warps). Four blocks
-    # of four warps with three slots take 4 x (56,832 B of ring + 512 of sums + 1,024 the GPU keeps a block) =
-    # 233,472 B, an SM's 228 KB exactly: with eight warps' sums (1 KB) three fit, twelve warps an SM, not sixteen
-    partials_size = slices * ROWS_PER_WARP
+    after the run's math, each warp letting the next kernel start ``trigger_early`` runs before its last, and
+    ``kernel`` one of ``KERNELS``: its copies' addresses, and the warps of a block."""
+    at_offsets = kernel != "packed"  # the copies' addresses a register plus a constant (``copy_codes_at_offsets``)
+    one_group = kernel == "one_group_a_block"  # a block is the slices of one group of 32 rows
+    threads = 32 * slices if one_group else THREADS_PER_BLOCK
+    groups_per_block = 1 if one_group else WARPS_PER_BLOCK // slices
+    # shared memory: each warp's 32 sums. Four blocks of one group's four warps with three slots take 4 x (56,832 B
+    # of ring + 512 of sums + 1,024 the GPU keeps a block) = 233,472 B, an SM's 228 KB exactly: with eight warps' sums
+    # (1 KB) three fit, twelve warps an SM, not sixteen
+    partials_size = threads // 32 * ROWS_PER_WARP
+    blocks_an_sm = WARPS_AT_128_REGISTERS * 32 // threads  # two blocks of eight warps, four of four
     blocks_per_group = group // BLOCK  # 1 or 2: the mma of a group add into one sum
     per_run = RUN_BLOCKS // blocks_per_group  # scales a run needs: 4 or 2
     copy_scales = copy_two_scales if per_run == 2 else copy_four_scales  # a row's scales of a run: 4 or 8 bytes
+    copy_run = copy_codes_at_offsets if at_offsets else copy_codes  # a run's codes: from one source or eight
     newer = stages - 1  # groups that may still be in flight when a run is read: a constant of the instruction
     slot_size = slot_bytes(group)
     ring_bytes = stages * slot_size  # a warp's ring
 
-    # launch_bounds: at most 128 registers a thread, as in v09 to v13, now with 16 / slices blocks of 32 slices
-    # threads an SM: two of eight warps, four of four. A run held in registers while the next copies are asked for
-    # takes 64 of them; without the bound ptxas gave a draft of v10's kernel 134 and an SM one block: 12.4 us at
-    # 4096 x 14336 against 11.5 with it (H100)
-    @jit(dependent_launch=True, launch_bounds=(threads, WARPS_AT_128_REGISTERS // slices))  # overlaps the kernel before
-    def gemv_int4_group_block_ring(W, x, scales, out):
+    # launch_bounds: at most 128 registers a thread, so that two blocks of 256 threads fit on an SM, as in v09 (the
+    # next kernel's blocks beside this one's). A run held in registers while the next copies are asked for takes 64
+    # of them; without the bound ptxas gave a draft of this ring 134 and an SM one block: 12.4 us at 4096 x 14336
+    # against 11.5 with it (H100)
+    @jit(dependent_launch=True, launch_bounds=(threads, blocks_an_sm))  # launched to overlap the kernel before it
+    def gemv_int4_packed_ring(W, x, scales, out):
+        if not at_offsets:  # a constant of the build: only one of its branches is compiled
+            addresses = cuda.local.array(8, uint32)  # constant indices only: registers. copy_codes's sources
         codes = cuda.local.array(RUN_WORDS, uint32)  # a run's codes: [block][row j][word]
         xs = cuda.local.array(RUN_WORDS, uint32)  # a run's x pairs: [block][pair]
         run_scales = cuda.local.array(per_run, float32)  # the scales of the run in hand, read out of its slot
@@ -295,16 +391,25 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
         ring = cuda.shared.array(0, uint8, alignment=SHARED_ALIGN)  # [warp][slot][codes, x, scales], sized by launch
         # every index is uint32, cast back after each operation: numba widens the result of two uint32 to 64 bits
         lane = uint32(uint32(cuda.threadIdx.x) % uint32(32))  # the thread's lane in its warp
-        warp = uint32(uint32(cuda.threadIdx.x) // uint32(32))  # the warp in its block: its slice of the group
+        warp = uint32(uint32(cuda.threadIdx.x) // uint32(32))  # the warp in its block: rows warp // slices
         g = uint32(lane // uint32(4))  # this lane's rows in a tile: g and g + 8 (the mma's groupID)
         t = uint32(lane % uint32(4))  # this lane's 16 columns of every block of 64 (the mma's thread in group)
-        piece = warp  # its slice of the runs: the block is one group's warps
-        first = uint32(uint32(cuda.blockIdx.x) * uint32(ROWS_PER_WARP))  # the block's group: rows first ..
+        if one_group:
+            piece = warp  # its slice of the runs: the block is one group's warps
+            first = uint32(uint32(cuda.blockIdx.x) * uint32(ROWS_PER_WARP))  # the block's group: rows first ..
+        else:
+            piece = uint32(warp % uint32(slices))  # its slice of the runs
+            first = uint32(
+                (uint32(cuda.blockIdx.x) * uint32(groups_per_block) + warp // uint32(slices)) * ROWS_PER_WARP
+            )
         rows = uint32(out.size)
         total = float32(0)  # the sum of row 8t + g of the warp's 32 (j = t: tile t // 2, row g + 8 when t is odd)
         if first < rows:  # the whole warp or none of it: every mma has its 32 lanes (and no return before the barrier)
             # the warp's 32 rows are packed row first // 32 of W: first x in / 2 bytes in (rows past the last: zeros)
-            source = copy_source(uint32(first * uint32(x.size // 2)), lane)
+            if at_offsets:  # one source: copy_codes_at_offsets adds each copy's offset
+                addresses = copy_source(uint32(first * uint32(x.size // 2)), lane)
+            else:  # eight sources, one a copy
+                set_copy_lines(addresses, uint32(first * uint32(x.size // 2)), lane)
             upper, odd = t >= uint32(2), (t & uint32(1)) != uint32(0)
             # lane l copies the scales of row l of the warp's 32, per_run of them beside lane l - 1's; lane (g, t)
             # applies row 8t + g's, at 2 per_run bytes a row in the slot
@@ -326,7 +431,7 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             # one piece), 9.12, 8.21, 8.64 -> 10.17, 8.23, 9.44 for one run and 11.41, 8.52, 9.89 for two
             for r in range(stages - 1):
                 if r < mine_runs:
-                    copy_codes(W, source, at, ring, ring_at + uint32(r * slot_size), lane)
+                    copy_run(W, addresses, at, ring, ring_at + uint32(r * slot_size), lane)
                     copy_scales(scales, scales_row, at, ring, ring_at + uint32(r * slot_size), lane)  # weights too
                     at += RUN_BYTES
             # the kernel before this one (launched ahead of it in the stream) has finished and its writes are
@@ -342,7 +447,7 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                 if r < mine_runs:
                     slot = ring_at + uint32(r * slot_size)
                     if r == stages - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
-                        copy_codes(W, source, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
+                        copy_run(W, addresses, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
                         copy_scales(scales, scales_row, at, ring, slot, lane)  # the last reads of the kernel before,
                         at += RUN_BYTES  # which the wait is waiting for; H200, best ring each, 9.20, 8.19,
                         # 8.57 us -> 10.10, 8.59, 9.17 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
@@ -353,13 +458,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             # has ended), each asking for its first runs before its wait: ``trigger_early`` runs before the warp's last
             # (0: at its last, when every copy of the warp is asked for), the GPU's pick (``zoo tune``). Too early, the
             # next kernel's first runs compete with this one's; too late, they are not yet asked for when this kernel's
-            # last math and the wait leave the memory idle. v09's kernel, H100, 4096 x 14336 (one block an SM), us a
-            # call: at the last run 11.7; at the first 13.9; a run earlier 12.3; after the last run's math 14.1 (this
-            # kernel there, 3 slots in v11's order: 11.79, 10.39 a run early, 10.61 two: ``zoo tune``). The H200 drains
-            # a call's runs faster and wants them earlier: 8192 x 8192, 4096 x 14336, 14336 x 4096 in v09's order with
-            # two slots, at the last run 9.45, 8.62, 9.32 us; a run earlier 9.10, 8.51, 8.62; two 9.11, 8.85, 8.56
-            # (three slots, two earlier: 10.11, 8.26, 9.05). Earlier still at 4096 x 14336 (three slots, after the
-            # math): two runs 8.29 us, three 8.23, four 8.96, five 9.37, six (a warp's first run) 9.66
+            # last math and the wait leave the memory idle. H100, 4096 x 14336, three slots: at the last run 11.79 us,
+            # a run earlier 10.39, two 10.61; the H200 drains a call's runs faster and wants them earlier still
             trigger_at = max(mine_runs - int64(1 + trigger_early), int64(0))
             r = int64(0)
             while r < mine_runs:
@@ -378,12 +478,12 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                 # from lane 0 with each refill: H200, best of the three and ring each, 9.11, 8.28, 8.57 us -> 9.14,
                 # 8.77, 8.88 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
                 if r + stages < mine_runs:  # run r + STAGES into the slot just read
-                    copy_codes(W, source, at, ring, reading, lane)
+                    copy_run(W, addresses, at, ring, reading, lane)
                     copy_scales(scales, scales_row, at, ring, reading, lane)
                     copy_x(x, at, ring, reading, lane)
                     at += RUN_BYTES
                 cp_async_commit()  # a group even when empty: wait_group counts groups
-                if not refill_after_math:  # v11's order: STAGES runs in flight during the math
+                if not refill_after_math:  # refilled before the math: STAGES runs in flight during the math
                     total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
                 reading += uint32(slot_size)  # the ring turns
                 if reading == ring_end:
@@ -398,13 +498,13 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
         if slices > 1:
             cuda.syncthreads()  # every slice's sums are in shared memory
             row = first + lane
-            if piece == uint32(0) and row < rows:  # the block's first warp adds the slices, lane l row l
+            if piece == uint32(0) and row < rows:  # the rows' first warp adds the slices, lane l row l
                 total = float32(0)
                 for other in range(slices):  # its own slice first, then the others, in order
-                    total += partials[uint32(other) * uint32(ROWS_PER_WARP) + lane]
+                    total += partials[(warp + uint32(other)) * uint32(ROWS_PER_WARP) + lane]
                 out[row] = total
 
-    return gemv_int4_group_block_ring
+    return gemv_int4_packed_ring
 
 
 # Why a block takes whole groups of 32 rows although 4096 x 14336 then leaves 4 of the H200's 132 SMs idle: tried with
@@ -414,12 +514,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
 # 4096: 9.03, 8.25, 8.62 us -> 11.87, 12.01, 11.78. The split alone, without that reduction (wrong sums: its bound),
 # took 9.78, 8.82, 8.83; the reduction's fence, counter and reads of the pieces are trips to L2 at the call's end,
 # where the slices of a block add through shared memory.
-# (One group a block of eight warps instead, eight slices at 14336 x 4096: 448 blocks, two runs a warp, more blocks
-# than an SM's registers hold at once: H200, graph time, 8.59 us -> 10.19. This step keeps v13's slices.)
-# What v13's 224 blocks lose is not the balance of runs alone: with W left in L2 (one input set), H100, graph time,
-# v13's kernel with the call's runs split evenly over two blocks an SM (no reduction: wrong sums, its bound), 7.93 us
-# -> 7.86, a warp's chain of four runs unchanged. Blocks of one group, the same four runs a warp: 8.06 -> 7.62 (the
-# Why's figures).
+# (The other way, one group a block at 14336 x 4096, 448 blocks of 8 warps instead of 224 of two groups, so that
+# the hardware hands blocks to SMs as they free up: H200, graph time, 8.59 us -> 10.19.)
 def slices_for(rows):
     """Warps per 32 rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
     groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
@@ -429,41 +525,55 @@ def slices_for(rows):
     return slices
 
 
-def grid_for(rows):
-    """(warps per 32 rows, blocks) of the grid for ``rows`` outputs: v13's slices, a block a group of 32 rows."""
-    return slices_for(rows), (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
+def grid_for(rows, kernel=KERNELS[0]):
+    """(warps per 32 rows, blocks, threads a block) of ``kernel``'s grid for ``rows`` outputs: v09's, or for
+    "one_group_a_block" a block of each group's slices."""
+    slices = slices_for(rows)
+    groups_per_block = 1 if kernel == "one_group_a_block" else WARPS_PER_BLOCK // slices
+    rows_per_block = ROWS_PER_WARP * groups_per_block
+    return slices, (rows + rows_per_block - 1) // rows_per_block, 32 * slices * groups_per_block
+
+
+def takes(W, x, scales):
+    """The call's group (64 or 128) when this kernel takes it, else 0: int4 (row-major, as the family makes it) in
+    whole runs (in a multiple of 256, so a row's scales of a run are one aligned copy of 4 or 8 bytes), 16-byte
+    aligned codes and x, and scales 8-byte aligned with their rows packed."""
+    fmt, n, group = layout(W, x, scales)
+    taken = (
+        fmt == "int4"
+        and n % (RUN_BLOCKS * BLOCK) == 0
+        and aligned(W)
+        and aligned(x)
+        and scales.strides[0] == 2 * scales.shape[1]  # rows packed: the flat index of row r is r x groups
+        and aligned(scales, 8)
+    )
+    return group if taken else 0
 
 
 def launch(W, x, scales, out):
-    """This kernel, v13's or v12's, as tuned, on inputs ``pack`` made (int4 in whole runs); anything else it did not
-    pack: v13's launch (v12's, then v11's, there)."""
+    """The packed ring on inputs ``pack`` made (int4 in whole runs); anything else it did not pack: v09's launch."""
     if not is_packed(W, x):
         if takes(W, x, scales):
-            raise ValueError("v14 takes its int4 weights packed: pass W and scales through pack(W, x, scales) first")
-        return v13.launch(W, x, scales, out)  # v12's launch, through v13's
+            raise ValueError("v10 takes its int4 weights packed: pass W and scales through pack(W, x, scales) first")
+        return v09.launch(W, x, scales, out)
     groups = -(-out.size // ROWS_PER_WARP)
     if W.shape[0] != groups or scales.shape[0] != groups or scales.shape[1] % ROWS_PER_WARP:
         raise ValueError(
             f"packed W and scales must have {groups} rows (one per 32 of out's {out.size}), got "
             f"{W.shape[0]} and {tuple(scales.shape)}"
         )
+    if not aligned(x):
+        raise ValueError("v10's packed weights take x 16-byte aligned (a copy of 16 bytes a lane)")
+    # the ring measured fastest on this GPU for the call's shape class: its kernel, slots, order of a slot's refill
+    # and trigger (ring.py; without a table, each class's default)
+    launch_ring(ring.ring_for(out.size, KERNELS), W, x, scales, out)
+
+
+def launch_ring(choice, W, x, scales, out):
+    """Launch the packed ring ``choice`` (a ``ring.Ring``) names on packed inputs: its kernel, slots, order of a
+    slot's refill and trigger."""
     group = x.size // (scales.shape[1] // ROWS_PER_WARP)  # x.size // groups in a row: 128 or 64
-    # the ring measured fastest on this GPU for the class of this step's grid, of this kernel, v13's and v12's (all
-    # read this packing), each in two orders, with two or three slots and three places for the trigger (ring.py: a
-    # grid of more than two blocks an SM, as 14336 x 4096 is here, is a class of its own; by default this kernel
-    # where an SM holds one block, v12's where it holds more, each in v11's order with 2 slots)
-    grid = grid_for(out.size)
-    launch_ring(ring.ring_for(grid[1], ("v12", "v13", "v14")), W, x, scales, out, grid, group)
-
-
-def launch_ring(choice, W, x, scales, out, grid=None, group=None):
-    """Launch the kernel ``choice`` (a ``ring.Ring``) names on packed inputs, this step's, v13's or v12's (through
-    v13's launch), as it says: its slots, the order of a slot's refill and the trigger. ``grid`` (this step's) and
-    ``group``: where the caller has them already."""
-    if choice.kernel != "v14":
-        return v13.launch_ring(choice, W, x, scales, out, None, group)  # v13's grid, not this step's
-    group = group or x.size // (scales.shape[1] // ROWS_PER_WARP)
-    slices, blocks = grid or grid_for(out.size)
-    shared_bytes = slices * choice.stages * slot_bytes(group)  # dynamic: 37 or 38 KB a block of 4 warps at 2 slots
-    kernel = build(group, slices, choice.stages, choice.refill_after_math, choice.trigger_early)
-    kernel[blocks, 32 * slices, 0, shared_bytes](W, x, scales, out)
+    slices, blocks, threads = grid_for(out.size, choice.kernel)
+    shared_bytes = threads // 32 * choice.stages * slot_bytes(group)  # dynamic: 74 or 76 KB for 8 warps, 2 slots
+    kernel = build(group, slices, choice.stages, choice.refill_after_math, choice.trigger_early, choice.kernel)
+    kernel[blocks, threads, 0, shared_bytes](W, x, scales, out)
