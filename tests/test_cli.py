@@ -1,5 +1,7 @@
 """The command line: what a newcomer types."""
 
+import re
+
 import pytest
 
 import zoo
@@ -142,3 +144,73 @@ def test_checks_in_worker_processes_match_checks_here():
         rows, failed, seconds = checked[fam.name]
         assert not failed and seconds > 0
         assert rows == run.check_family(fam, checks, progress, None, list(fam))[0]
+
+
+def test_run_without_a_gpu_checks_the_first_path_and_says_what_all_adds(zoo_cli):
+    """Without a GPU the main job is the first path (vector_add, reverse, sgemm, reduce) at the simulator's sizes:
+    each family's table, then one summary line that says what --all would add and about how long it would take."""
+    if not zoo.SIMULATOR:
+        pytest.skip("simulator behaviour")
+    from zoo.bench.run import FIRST_PATH
+
+    r = zoo_cli("run", "--step", "1", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    titles = re.findall(r"^\s*(\w+): sizes .* \(simulator\)\s*$", r.stdout, re.M)
+    assert sorted(titles) == sorted(FIRST_PATH), r.stdout
+    others = len(zoo.families()) - len(FIRST_PATH)
+    summary = r.stdout.strip().splitlines()[-1]
+    assert summary.startswith(f"{len(FIRST_PATH)} families, "), summary
+    assert re.search(rf"--all adds the {others} other families \([\d,]+ checks\): about \d+:\d\d more", summary)
+
+
+def test_the_progress_line_fits_80_columns():
+    """The count and the time left are never cut to '1...' at 80 columns, however long the step's name."""
+    from rich.console import Console
+
+    from zoo.bench import costs, run
+
+    console = Console(width=80, force_terminal=True)
+    estimate = costs.Estimate({("sgemm", "v15_unrolled_split_last_wave"): [("sgemm", "v15", "70x129x31")]}, 2)
+    with run.progress_display(console, estimate) as progress:
+        task = progress.add_task("hgemm v14, sgemm v15_unrolled_split_last_wave, reduce v10", total=1034)
+        progress.update(task, completed=851)
+        segments = console.render_lines(progress.get_renderable(), console.options)
+    lines = ["".join(s.text for s in line).rstrip() for line in segments]
+    lines = [line for line in lines if line]
+    assert len(lines) == 1, lines
+    assert len(lines[0]) <= 80 and "851/1034" in lines[0] and re.search(r"~\d+:\d\d left", lines[0]), lines
+
+
+def test_the_estimate_of_the_time_left_learns_the_machines_pace():
+    """A machine three times slower than the costs file's: once a family's jobs have finished, the time left is
+    within a factor of two of the truth."""
+    from zoo.bench import costs
+
+    now = [0.0]
+    reference = {("f", f"v{i:02d}", "1"): seconds for i, seconds in enumerate([0.5, 0.5, 20, 10, 10, 5, 5, 1], 1)}
+    jobs = {(f, s): [(f, s, k)] for f, s, k in reference}
+    estimate = costs.Estimate(jobs, 1, reference=reference, clock=lambda: now[0])
+    slow = 3.0
+    truth = slow * sum(reference.values())
+    for i, job in enumerate(jobs):
+        estimate.start(job)
+        now[0] += slow * reference[job[0], job[1], "1"]
+        estimate.finish(job, slow * reference[job[0], job[1], "1"])
+        left = truth - now[0]
+        if i >= 2 and left > 0:  # from the first big job on
+            assert left / 2 <= estimate.left() <= 2 * left, (job, estimate.left(), left)
+    assert estimate.left() == 0
+
+
+def test_the_costs_file_covers_the_first_path():
+    """Every check of the first path has a measured cost (results/simulator/costs.json, written by `zoo run --all
+    --save` without a GPU): the main job's first estimate rests on figures, not on a guess."""
+    from zoo.bench import costs, run
+
+    known = costs.load()
+    for name in run.FIRST_PATH:
+        fam = zoo.family(name)
+        for v in fam:
+            for case in fam.test_cases() if run._checked(v) else ():
+                key = (name, v.name, run._key(fam, *case))
+                assert key in known, f"{key} is not in {costs.PATH.name}: run `python -m zoo run --all --save`"

@@ -4,10 +4,11 @@ import sys
 
 from zoo import _target
 
+_COMMAND_LINE = sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/zoo", "\\zoo.exe"))  # `python -m zoo`, `zoo`
 try:
-    MODE = _target.choose()
+    MODE = _target.choose(quiet=_COMMAND_LINE)  # the command line gives the notice itself, not for --help
 except _target.TargetError as e:
-    if sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/zoo", "\\zoo.exe")):  # `python -m zoo`, the zoo script
+    if _COMMAND_LINE:
         print(f"zoo: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     raise

@@ -31,12 +31,18 @@ def driver_usable():
     return count.value > 0
 
 
-def choose():
+NOTICE = None  # what choose() said, or would have said with quiet, about switching to the simulator
+
+
+def choose(quiet=False):
     """Return "gpu" or "sim" and set NUMBA_ENABLE_CUDASIM to match.
 
+    Without a usable driver (and no mode forced) it says on stderr that kernels run in the simulator, unless
+    ``quiet``: the command line says it itself, once it knows a command will run (not for ``--help``).
     Raises RuntimeError if numba.cuda was already imported in the other mode:
     the simulator switch only works before numba.cuda's first import.
     """
+    global NOTICE
     forced = os.environ.get(ENV, "").strip().lower()
     if forced not in ("", "gpu", "sim"):
         raise TargetError(f"{ENV} must be 'gpu' or 'sim', not {forced!r}")
@@ -48,11 +54,12 @@ def choose():
     else:
         mode = "gpu" if driver_usable() else "sim"
         if mode == "sim":
-            print(
+            NOTICE = (
                 "zoo: no usable CUDA driver, kernels run in numba's CUDA simulator "
-                f"(correctness only; {ENV}=gpu forces the GPU)",
-                file=sys.stderr,
+                f"(correctness only; {ENV}=gpu forces the GPU)"
             )
+            if not quiet:
+                print(NOTICE, file=sys.stderr)
     wanted = "1" if mode == "sim" else "0"
     if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != wanted:
         raise TargetError(

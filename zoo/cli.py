@@ -242,15 +242,22 @@ def _fmt(value, spec):
 
 
 def cmd_run(args):
-    fams = _families(args.families)
+    if zoo.SIMULATOR and not (args.families or args.all):  # without a GPU the default is the first path
+        fams = [zoo.family(name) for name in bench_run.FIRST_PATH]
+    else:
+        fams = _families(args.families)
     steps = {fam.name: _steps(fam, args) for fam in fams}
-    if zoo.SIMULATOR:
-        console.print(
-            "[yellow]Simulator: correctness only at small sizes. Timings, registers and "
-            "occupancy need a GPU (ZOO_TARGET=gpu on a machine with one).[/]"
-        )
-        return cmd_check(args)
     given = {fam.name: _cases(fam, args.size, None) for fam in fams} if args.size else None
+    if zoo.SIMULATOR:
+        rest = [] if args.families or args.all else [f for f in zoo.families() if f not in fams]
+        what = f"the first path ({', '.join(bench_run.FIRST_PATH)}; --all: every family)" if rest else "each step"
+        console.print(
+            f"[yellow]No GPU: checking {what} in the simulator, at small sizes. Timings, registers and occupancy "
+            "need a GPU.[/]"
+        )
+        return bench_run.simulator_job(
+            fams, steps, console, given=given, rest=rest, save=args.save, processes=args.check_processes
+        )
     return bench_run.gpu_job(
         fams,
         steps,
@@ -259,7 +266,7 @@ def cmd_run(args):
         all_sizes=args.all_sizes,
         budget=args.budget,
         save=args.save,
-        check_processes=args.check_processes,
+        check_processes=args.check_processes or bench_run.CHECK_PROCESSES,
     )
 
 
@@ -447,7 +454,19 @@ def build_parser():
                 help="the simulator's small irregular sizes even on a GPU (for compute-sanitizer)",
             )
         if name == "run":
-            s.add_argument("--save", action="store_true", help="merge the figures into results/<gpu>.json")
+            s.add_argument(
+                "--all",
+                action="store_true",
+                help="every family: the default on a GPU; without one the default is the first path ("
+                + ", ".join(bench_run.FIRST_PATH)
+                + ")",
+            )
+            s.add_argument(
+                "--save",
+                action="store_true",
+                help="merge the figures into results/<gpu>.json (without a GPU: what each check took, into "
+                "results/simulator/costs.json)",
+            )
             s.add_argument(
                 "--all-sizes",
                 action="store_true",
@@ -462,9 +481,9 @@ def build_parser():
             s.add_argument(
                 "--check-processes",
                 type=int,
-                default=bench_run.CHECK_PROCESSES,
-                help=f"check the families in this many processes before timing (default {bench_run.CHECK_PROCESSES}: "
-                "half the cores, at most 8; 1 checks each family in this process just before its timing)",
+                help=f"on a GPU, check the families in this many processes before timing (default "
+                f"{bench_run.CHECK_PROCESSES}: half the cores, at most 8; 1 checks each family in this process just "
+                "before its timing); without a GPU, the processes that check (default: one a core)",
             )
         s.set_defaults(func=func)
     s = sub.add_parser(
@@ -516,6 +535,10 @@ def main(argv=None):
         simulator.settle_process()  # the simulator's threads on one CPU, handing over the GIL sooner: checks run faster
     try:
         args = build_parser().parse_args(argv)
+        from zoo import _target
+
+        if _target.NOTICE and zoo._COMMAND_LINE:  # a command will run: now say where kernels run
+            print(_target.NOTICE, file=sys.stderr)
         return args.func(args) or 0
     except UsageError as e:
         print(f"zoo: error: {e}", file=sys.stderr)

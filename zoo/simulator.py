@@ -300,9 +300,11 @@ _METHODS = (
 # sgemm and hgemm steps 1.6x faster in one process on a 2-core machine (shorter intervals gain no
 # more); with a pytest worker on every core the whole suite gained about 6%.
 SWITCH_INTERVAL_S = 0.001
+# the CPUs this process could run on when zoo was imported, before settle_process kept it to one
+START_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-def settle_process(slot=None):
+def settle_process(slot=None, cpus=None):
     """Set this process up for the simulator's threads: short GIL hand-offs, and all of them on one CPU.
 
     Only the thread holding the GIL runs, so the simulator gains nothing from a second CPU, and pays for it:
@@ -311,11 +313,13 @@ def settle_process(slot=None):
     context switch. Measured on a 2-core machine, hgemm v08's check at 70 x 129 x 31: 4.8 s spread over both
     CPUs, 3.8 s on one; two such checks at once (two pytest workers) 7.0 and 6.9 s each spread, 4.6 and 2.9
     s each on a CPU of its own. ``slot`` picks the CPU among those the process may use (a pytest worker's
-    number, so that workers take different CPUs); None takes the process id. Tests and the CLI call it."""
+    number, so that workers take different CPUs); None takes the process id. ``cpus`` names the CPUs to pick
+    from (default: those the process may use now; a process started by a settled one inherits its one CPU, so
+    zoo run's workers pick among their parent's ``START_CPUS``). Tests and the CLI call it."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     if not hasattr(os, "sched_setaffinity"):  # Linux only: elsewhere the threads stay where the OS puts them
         return
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = sorted(cpus or os.sched_getaffinity(0))
     if len(cpus) > 1:
         os.sched_setaffinity(0, {cpus[(os.getpid() if slot is None else slot) % len(cpus)]})
 

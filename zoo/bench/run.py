@@ -5,6 +5,8 @@ a timing), then each case's rows are timed in turn: the library, the CPU rows, t
 arguments and calls ``gpu_job``; the tables and the progress display are printed here as the job goes.
 """
 
+import contextlib
+import os
 import tempfile
 import time
 
@@ -24,8 +26,9 @@ def _fmt(value, spec):
     return "-" if value is None or value != value else format(value, spec)
 
 
-def check_family(fam, cases, progress, task, steps=None):
-    """Rows of (variant, passed, skipped, worst error, failures) for ``steps`` (default: every step)."""
+def check_family(fam, cases, progress, task, steps=None, seconds=None):
+    """Rows of (variant, passed, skipped, worst error, failures) for ``steps`` (default: every step); with a dict
+    ``seconds``, what each check took, as {(step name, case key): seconds}."""
     steps = list(steps or fam)
     skip = {}  # step -> why it is not checked
     for v in steps:
@@ -47,6 +50,7 @@ def check_family(fam, cases, progress, task, steps=None):
         for v in checked:
             progress.update(task, description=f"{fam.name}: checking {v.name} at {_key(fam, size, kind)}")
             t = tally[v]
+            began = time.perf_counter()
             try:
                 r = harness.check(v, size, seed=1000 + i, kind=kind, prepared=prepared)
             except OutOfRange:
@@ -57,6 +61,8 @@ def check_family(fam, cases, progress, task, steps=None):
                     t[0] += 1
                 else:
                     t[3].append(f"n={_key(fam, size, kind)}: {r.detail}")
+            if seconds is not None:
+                seconds[v.name, _key(fam, size, kind)] = time.perf_counter() - began
             progress.advance(task)
     rows, failed = [], False
     for v in steps:
@@ -83,20 +89,43 @@ def headline_size(fam):
     return max(fam.BENCH_SIZES, key=lambda s: fam.bytes_moved(s) + fam.flops(s))
 
 
-def progress_display(console):
-    """A progress display with the family, the step and an estimate of the time left."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+DESCRIPTION_WIDTH = 30  # the progress line's text; with the bar, the count and the times it fits 80 columns
+
+
+def progress_display(console, estimate=None):
+    """A progress display in one line of at most 80 columns: what runs now, a bar, the count, the time taken and
+    an estimate of the time left (``estimate.left()`` where given, a ``zoo.bench.costs.Estimate``; else rich's
+    own, from the pace so far)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Column
+    from rich.text import Text
+
+    class Left(ProgressColumn):
+        def render(self, task):
+            seconds = estimate.left() if estimate is not None else task.time_remaining
+            if task.finished or seconds is None:
+                return Text("")
+            return Text(f"~{_clock(seconds)} left", style="progress.remaining")
 
     return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
+        TextColumn(
+            "{task.description}",
+            table_column=Column(width=DESCRIPTION_WIDTH, no_wrap=True, overflow="ellipsis"),
+        ),
+        BarColumn(bar_width=10),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
+        Left(),
         console=console,
         transient=True,
     )
+
+
+def _clock(seconds):
+    """1:05 for 65 seconds, 1:02:05 past an hour."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def check_in_processes(plan, steps, processes, shared, progress, task, console):
@@ -342,3 +371,165 @@ def run_table(fam, key, measured):
             correct[m.correct],
         )
     return table
+
+
+# -- without a GPU ---------------------------------------------------------------------------------------------
+FIRST_PATH = ("vector_add", "reverse", "sgemm", "reduce")  # the classic first path: the default without a GPU
+
+
+def simulator_job(fams, steps, console, *, given=None, rest=(), save=False, processes=None):
+    """Check ``fams`` in the simulator at their test sizes (or the ``given`` cases), a job per step, in
+    ``processes`` worker processes (default: one a core). Each family's table prints as its last step finishes,
+    then one summary line, which says what checking ``rest`` (families left out) would add and about how long it
+    would take. With ``save``, what each check took is merged into the costs file (``zoo.bench.costs``).
+    Returns the exit code (1 when a check failed)."""
+    from zoo.bench import costs
+
+    cases = {fam.name: given[fam.name] if given else fam.test_cases() for fam in fams}
+    jobs = {  # a step that is not checked (a demonstration, too new a GPU) costs nothing
+        (fam.name, v.name): [(fam.name, v.name, _key(fam, *c)) for c in cases[fam.name] if _checked(v)]
+        for fam in fams
+        for v in steps[fam.name]
+    }
+    estimate = costs.Estimate(jobs, 1)
+    # families in teaching order, so their tables come in that order; within one, the longest steps first, so
+    # that the run does not end on one long step while the other workers wait
+    jobs = {
+        job: jobs[job]
+        for fam in fams
+        for job in sorted((j for j in jobs if j[0] == fam.name), key=lambda j: -estimate.cost[j])
+    }
+    from zoo import simulator
+
+    workers = max(1, min(len(jobs), processes or len(simulator.START_CPUS)))  # the CLI has kept itself to one CPU
+    estimate.workers = workers
+    left = {fam.name: len(steps[fam.name]) for fam in fams}  # steps still running or queued, per family
+    rows, measured, failed = {}, {}, False
+    began = time.perf_counter()
+    with _worker_pool(workers) as pool, progress_display(console, estimate) as progress:
+        task = progress.add_task("starting", total=sum(len(checks) for checks in jobs.values()))
+        checked = _run_jobs(jobs, cases, pool, workers, estimate, progress, task)
+        for (name, step), (row, step_failed, seconds) in checked:
+            rows[name, step] = row
+            failed |= step_failed
+            measured.update({(name, step, key): s for key, s in seconds.items()})
+            progress.advance(task, len(jobs[name, step]))
+            left[name] -= 1
+            if not left[name]:
+                fam = next(f for f in fams if f.name == name)
+                console.print(_check_table(fam, cases[name], [rows[name, v.name] for v in steps[name]]))
+    elapsed = time.perf_counter() - began
+    checks = sum(len(c) for c in jobs.values())
+    verdict = "[red]some FAILED[/]" if failed else "[green]all correct[/]"
+    line = (
+        f"{len(fams)} famil{'ies' if len(fams) != 1 else 'y'}, {checks:,} checks of {len(jobs)} steps in the "
+        f"simulator: {verdict}, in {_clock(elapsed)} ({workers} process{'es' if workers != 1 else ''})."
+    )
+    if rest:
+        more = [(f.name, v.name, _key(f, *c)) for f in rest for v in f if _checked(v) for c in f.test_cases()]
+        seconds = estimate.seconds_for(more, jobs=sum(len(f) for f in rest))
+        line += (
+            f" --all adds the {len(rest)} other families ({len(more):,} checks): about {_clock(seconds)} more "
+            "at this run's pace."
+        )
+    console.print(line)
+    if save:
+        path = costs.save(measured)
+        console.print(f"saved what each check took to {path.relative_to(results.ROOT)}")
+    return 1 if failed else 0
+
+
+def _checked(v):
+    return not (v.demonstration or v.unsupported())
+
+
+def _check_table(fam, cases, rows):
+    """The family's table under a line of its own that names the sizes (a table's title wraps to its width)."""
+    from rich.console import Group
+
+    table = Table()
+    for col in ("variant", "passed", "out of range", "worst error", "status"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    return Group(f"[bold]{fam.name}[/]: sizes {', '.join(_key(fam, *c) for c in cases)} (simulator)", table)
+
+
+@contextlib.contextmanager
+def _worker_pool(workers):
+    """Worker processes for the simulator's checks, each on a CPU of its own (None for one worker: this process
+    checks). Forked where the platform can: a fork starts at once, with zoo imported, where a spawned process
+    spends seconds importing numba again (in the simulator there is no CUDA context that a fork would break).
+    All are started here, before the progress display starts a thread of its own."""
+    if workers == 1:
+        yield None
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from zoo import simulator
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    if method == "spawn":
+        os.environ.setdefault("ZOO_TARGET", "sim")  # spawned workers choose the simulator without a word each
+    taken = context.Value("i", 0)  # the slots handed out: each worker takes the next CPU
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_take_slot, initargs=(taken, simulator.START_CPUS)
+    ) as pool:
+        for started in [pool.submit(os.getpid) for _ in range(workers)]:
+            started.result()
+        yield pool
+
+
+def _run_jobs(jobs, cases, pool, workers, estimate, progress, task):
+    """Yield ((family, step), (row, failed, {case key: seconds})) as each job finishes, in the order given as
+    far as the workers allow: in this process without a pool, else in the pool's worker processes."""
+    order = list(jobs)
+    if pool is None:
+        for job in order:
+            estimate.start(job)
+            progress.update(task, description=f"{job[0]} {job[1][:3]}")
+            result = _check_step(*job, cases[job[0]])
+            estimate.finish(job, *result[3:])
+            yield job, result[:3]
+        return
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    running = {}
+    while order or running:
+        while order and len(running) < workers:  # never more handed out than there are workers: the clock is fair
+            job = order.pop(0)
+            running[pool.submit(_check_step, *job, cases[job[0]])] = job
+            estimate.start(job)
+        progress.update(task, description=", ".join(f"{f} {s[:3]}" for f, s in running.values()))
+        done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+        for future in done:
+            job = running.pop(future)
+            result = future.result()
+            estimate.finish(job, *result[3:])
+            yield job, result[:3]
+
+
+def _take_slot(taken, cpus):
+    """A worker process's start: its simulated threads on a CPU of its own among ``cpus``, the parent's."""
+    from zoo import simulator
+
+    with taken.get_lock():
+        slot = taken.value
+        taken.value += 1
+    simulator.settle_process(slot, cpus)
+
+
+def _check_step(family, step, cases):
+    """One step's check at ``cases`` (in a worker process, or here): (row, failed, {case key: seconds}, seconds,
+    the seconds of its checks)."""
+    from zoo.device.jit import quiet_occupancy
+
+    began = time.monotonic()
+    fam = zoo.family(family)
+    seconds = {}
+    with quiet_occupancy():
+        rows, failed = check_family(fam, cases, NoProgress(), None, [fam[step]], seconds=seconds)
+    by_case = {key: s for (_, key), s in seconds.items()}
+    return rows[0], failed, by_case, time.monotonic() - began, sum(by_case.values())
