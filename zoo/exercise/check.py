@@ -17,9 +17,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from zoo.exercise import runner
+
 EXERCISE_LINE = re.compile(r"^EXERCISE\s*=\s*[\"']([\w./-]+)[\"']", re.M)
-DEFAULT_TIMEOUT = 60  # seconds one size may take in the simulator before it is cut off
-GRACE = 20  # seconds past that before the process is killed from outside
+DEFAULT_TIMEOUT = None  # a stage's limit follows this machine's pace (zoo.exercise.runner.stage_limit)
+GRACE = 20  # seconds past a stage's limit and the runner's own backstop before the process is killed from outside
+GPU_STAGE_S = 300  # a stage's limit on a GPU at least: its sizes are large, and compiling is part of a stage
 
 
 class CheckError(Exception):
@@ -56,25 +59,44 @@ def syntax_problem(path, text):
 
 
 def _hang(stderr_text, path, timeout, stage):
-    """What a cut-off run was doing: the lines of the learner's file where its threads were."""
+    """What a run cut off by faulthandler was doing (its watcher never reported): the lines of the learner's
+    file where its threads were, from the stacks it dumped."""
     where = Counter()
     for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", stderr_text):
         for file, line, func in re.findall(r'File "([^"]+)", line (\d+) in (\S+)', block):
             if _same(file, path):
                 where[(int(line), func)] += 1
                 break
-    head = f"cut off after {timeout:g} s at {stage}"
+    found = [[line, func, count] for (line, func), count in where.most_common(3)]
+    return cut_off(path, timeout, stage, found, moved=None)
+
+
+def cut_off(path, limit, stage, where, moved):
+    """The line for a stage cut off at its limit. ``where``: [line, function, threads] of the learner's file,
+    most threads first; ``moved``: whether those threads still moved between the watcher's last two looks
+    (None when it cannot tell). A busy machine is the first thing to rule out: a longer --timeout."""
+    from zoo.exercise.runner import SAMPLE_S
+
+    head = f"cut off after {limit:g} s at {stage}"
+    retry = f"retry with a longer limit, `--timeout {2 * limit:g}`"
     if not where:
         return (
-            f"{head}, with no thread in your file: a grid far too large for the simulator (each CUDA thread is "
-            "a Python thread there), or a loop in code your file calls"
+            f"{head}, with no thread in your file: {retry}, in case this machine is only busy; if it is cut off "
+            "again, a grid far too large for the simulator (each CUDA thread is a Python thread there), or a loop "
+            "in code your file calls"
         )
-    (line, func), count = where.most_common(1)[0]
-    code = _line(path, line)
-    threads = f"{count} thread{'s' if count != 1 else ''}"
+    line, func, count = where[0]
+    at = f"{count} thread{'s' if count != 1 else ''} at line {line} (`{_line(path, line)}`) in {func}"
+    if moved:
+        return (
+            f"{head} with your kernel still running ({at}, and its threads still moving between two looks "
+            f"{SAMPLE_S:g} s apart): this machine is slower than the limit allowed; {retry}"
+        )
+    still = f", standing still between two looks {SAMPLE_S:g} s apart" if moved is False else ""
     return (
-        f"{head}: {threads} still at line {line} (`{code}`) in {func}: a loop that never ends? "
-        "(a condition that never turns false, an index or stride that does not move)"
+        f"{head}: {at}{still}. First {retry}, in case this machine is only busy; if it is cut off there again: "
+        "a loop that never ends? (a condition that never turns false, an index or stride that does not move, "
+        "a barrier some threads of the block never reach)"
     )
 
 
@@ -141,6 +163,7 @@ def run(path, exercise, mode, timeout, say):
             )
             passed, failure, stage, done = False, None, "start", False
             last, seen = time.monotonic(), 0
+            limit = timeout if timeout != "auto" else runner.MIN_STAGE_S  # until the runner has measured its own
             killed = False
             while True:
                 finished = proc.poll() is not None
@@ -157,6 +180,15 @@ def run(path, exercise, mode, timeout, say):
                     kind = event["e"]
                     if kind == "alive":
                         stage = event["what"]
+                    elif kind == "limit":
+                        limit = event["seconds"]
+                        say(
+                            f"  each stage may take {limit:g} s here (this machine's pace: a calibration run took "
+                            f"{event['calibration']:.2f} s, {event['quiet']:.2f} s on a quiet machine; "
+                            "--timeout sets it)"
+                        )
+                    elif kind == "cutoff":
+                        failure = cut_off(path, event["limit"], event["stage"], event["where"], event["moved"])
                     elif kind == "case":
                         status = event["status"]
                         shown = {"ok": "ok", "wrong": "WRONG", "error": "ERROR", "refused": "REFUSED"}.get(
@@ -174,7 +206,7 @@ def run(path, exercise, mode, timeout, say):
                         done, passed = True, event["ok"]
                 if finished:
                     break
-                if time.monotonic() - last > timeout + GRACE:
+                if time.monotonic() - last > limit + runner.BACKSTOP_S + GRACE:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                     killed = True
@@ -186,9 +218,9 @@ def run(path, exercise, mode, timeout, say):
         say(f"  your file printed ({len(printed)} line{'s' if len(printed) != 1 else ''}; the first 10):")
         for line in printed[:10]:
             say(f"    | {line}")
-    if not done:
+    if not done and failure is None:
         if killed or "Timeout (" in stderr_text:
-            failure = _hang(stderr_text, path, timeout, stage)
+            failure = _hang(stderr_text, path, limit, stage)
         else:
             last_line = next((x for x in reversed(stderr_text.splitlines()) if x.strip()), "")
             failure = f"the check stopped at {stage} (exit code {proc.returncode}): {last_line.strip()}"
@@ -206,13 +238,18 @@ def check(path, exercise_key=None, timeout=DEFAULT_TIMEOUT, say=print, gpu=None)
         raise CheckError(f"no file {path}")
     text = path.read_text()
     ex = exercise_of(path, text, exercise_key)
-    say(f"Checking {path} as {ex.family.name}/{ex.step.name} (each stage is cut off after {timeout:g} s)")
+    limit = (
+        f"each stage is cut off after {timeout:g} s"
+        if timeout
+        else f"each stage's limit follows this machine's pace, at least {runner.MIN_STAGE_S} s"
+    )
+    say(f"Checking {path} as {ex.family.name}/{ex.step.name} ({limit})")
     problem = syntax_problem(path, text)
     if problem:
         say(f"FAIL: {problem}")
         return 1
     say("In the simulator:")
-    ok, failure = run(path, ex, "sim", timeout, say)
+    ok, failure = run(path, ex, "sim", timeout or "auto", say)
     if not ok:
         say(f"FAIL: {failure}")
         say(f"  (a hint: python -m zoo exercise hint {path})")
@@ -221,7 +258,7 @@ def check(path, exercise_key=None, timeout=DEFAULT_TIMEOUT, say=print, gpu=None)
         gpu = not zoo.SIMULATOR
     if gpu:
         say("On the GPU:")
-        ok, failure = run(path, ex, "gpu", max(timeout, 300), say)
+        ok, failure = run(path, ex, "gpu", max(timeout or 0, GPU_STAGE_S), say)
         if not ok:
             say(f"FAIL: {failure}")
             return 1

@@ -28,7 +28,12 @@ def add_parser(sub, parser_class, usage_error):
     s.set_defaults(func=cmd_hint)
     s = actions.add_parser("check", help="run an exercise file as a variant of its family and say what is wrong")
     s.add_argument("file")
-    s.add_argument("--timeout", type=float, default=None, help="seconds a stage may take before it is cut off (60)")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds a stage may take before it is cut off (default: this machine's pace sets it, at least 120)",
+    )
     s.add_argument("--exercise", help="the exercise (reverse/v03) when the file has no EXERCISE line")
     s.set_defaults(func=cmd_check)
 

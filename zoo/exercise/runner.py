@@ -2,10 +2,17 @@
 
 ``zoo.exercise.check`` starts it (in the simulator, and on a GPU a second time in
 GPU mode) and reads what it finds from EVENTS, one JSON object a line, as it goes:
-a process of its own, so a learner's endless loop is cut off by the clock
-(``faulthandler`` dumps every thread's stack first, which says where it was) and
+a process of its own, so a learner's endless loop is cut off by the clock and
 nothing the file does reaches the process that reports. Every problem is told in
 one line, in the learner's terms: the line of their file, the thread, the index.
+
+TIMEOUT is a stage's limit in seconds, or ``auto``: a short calibration run in the
+simulator first measures this machine's pace, and the limit scales with it
+(``stage_limit``). While a stage runs, a watcher looks every ``SAMPLE_S`` seconds at
+where the threads running the learner's file are; at the limit it reports where
+they were and whether they still moved between its last two looks (a slow machine)
+or stood still (a loop that never ends, a barrier never reached), then ends the
+process. ``faulthandler`` is the backstop, should the watcher never get to run.
 """
 
 import faulthandler
@@ -15,8 +22,11 @@ import math
 import os
 import re
 import sys
+import threading
+import time
 import traceback
 import types
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +35,13 @@ TODO = "TODO(exercise)"
 SIM_THREAD = re.compile(r"^tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\](?:: )?", re.S)
 NUMPY_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
 SLACK = 0.10  # a lesson's figure may miss the zoo's by this share
+SAMPLE_S = 2.0  # seconds between two looks at where the learner's threads are
+BACKSTOP_S = 15.0  # past a stage's limit, faulthandler ends a process whose watcher did not
+MIN_STAGE_S = 120  # a stage's limit is never below this: what the tests allow a stage on a busy machine
+QUIET_STAGE_S = 60  # a stage's limit before it followed the machine: enough for every exercise on a quiet one
+# zoo.exercise.calibration's seconds on the two-core machine the exercises were written on, when quiet: 0.7 times
+# reverse v03's check at size 1023 (0.10 s quiet there), the ratio of the two timed side by side under load
+QUIET_CALIBRATION_S = 0.07
 
 
 class Stop(Exception):
@@ -32,23 +49,81 @@ class Stop(Exception):
 
 
 class Events:
-    def __init__(self, path, timeout):
+    def __init__(self, path, timeout, learner=None):
         self.file = open(path, "a", buffering=1)  # noqa: SIM115 - open for the life of the process
         self.timeout = timeout
+        self.learner = os.path.realpath(learner) if learner else None
+        self.stage, self.stage_began = "start", time.monotonic()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._watch, name="zoo-exercise-watcher", daemon=True).start()
 
     def __call__(self, kind, **fields):
-        self.file.write(json.dumps({"e": kind, **fields}) + "\n")
-        self.file.flush()
+        with self.lock:
+            self.file.write(json.dumps({"e": kind, **fields}) + "\n")
+            self.file.flush()
 
     def alive(self, what):
-        """A new stage: the clock starts again (a stage that outlives it is cut off, its stacks dumped)."""
+        """A new stage: the clock starts again (a stage that outlives the limit is cut off)."""
         faulthandler.cancel_dump_traceback_later()
-        faulthandler.dump_traceback_later(self.timeout, exit=True, file=sys.stderr)
+        if self.timeout:
+            faulthandler.dump_traceback_later(self.timeout + BACKSTOP_S, exit=True, file=sys.stderr)
+        self.stage, self.stage_began = what, time.monotonic()
         self("alive", what=what)
 
     def fail(self, text):
         self("fail", text=text)
         raise Stop
+
+    def positions(self):
+        """{(thread, frame): (line, function, the frame's numbers)} of the threads running the learner's file,
+        each at its innermost frame there."""
+        found = {}
+        for ident, frame in sys._current_frames().items():
+            while frame is not None:
+                if self.learner and os.path.realpath(frame.f_code.co_filename) == self.learner:
+                    numbers = tuple(
+                        (name, value)
+                        for name, value in sorted(frame.f_locals.items())
+                        if isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+                    )
+                    found[ident, id(frame)] = (frame.f_lineno, frame.f_code.co_name, numbers)
+                    break
+                frame = frame.f_back
+        return found
+
+    def _watch(self):
+        """Look at the learner's threads every SAMPLE_S seconds; at the limit, report where they were and end."""
+        previous = None
+        while True:
+            time.sleep(SAMPLE_S)
+            now = self.positions()
+            if not self.timeout or time.monotonic() - self.stage_began <= self.timeout:
+                previous = now
+                continue
+            # moving: a thread started or finished, or a number it holds changed, between the last two looks
+            moved = (
+                None  # one look only: the limit is shorter than the time between two
+                if previous is None
+                else set(now) != set(previous) or any(now[k][2] != previous[k][2] for k in now)
+            )
+            where = Counter((line, function) for line, function, _ in now.values()).most_common(3)
+            self(
+                "cutoff",
+                stage=self.stage,
+                limit=self.timeout,
+                moved=moved,
+                threads=len(now),
+                where=[[line, function, count] for (line, function), count in where],
+            )
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+            sys.stderr.flush()
+            os._exit(3)
+
+
+def stage_limit(calibration_seconds):
+    """A stage's limit on a machine whose calibration took this long: the quiet machine's limit scaled by how
+    much slower this one is now, and never below MIN_STAGE_S."""
+    return max(MIN_STAGE_S, math.ceil(QUIET_STAGE_S * calibration_seconds / QUIET_CALIBRATION_S))
 
 
 # -- the learner's terms -------------------------------------------------------------------------------
@@ -468,7 +543,8 @@ def _grading_size(fam, step):
 
 def main(argv):
     path, key, events_path, timeout, mode = argv
-    events = Events(events_path, float(timeout))
+    auto = timeout == "auto"
+    events = Events(events_path, MIN_STAGE_S if auto else float(timeout), learner=path)
     ok = False
     try:
         events.alive("loading zoo")
@@ -479,6 +555,13 @@ def main(argv):
             from zoo import simulator
 
             simulator.settle_process()
+        if auto:  # the limit follows this machine's pace, measured now
+            events.alive("measuring this machine's pace")
+            from zoo.exercise import calibration
+
+            seconds = calibration.seconds() if zoo.SIMULATOR else QUIET_CALIBRATION_S
+            events.timeout = stage_limit(seconds)
+            events("limit", seconds=events.timeout, calibration=seconds, quiet=QUIET_CALIBRATION_S)
         ex = exercise.by_key(key)
         events.alive("loading your file")
         module = load(path, ex.family, events)

@@ -534,14 +534,62 @@ def build(exercise, shown_path=None):
 
 
 def hints(exercise):
-    """The hints, in order: the step's Why it is faster, the exercise's own, then the step's comments per TODO."""
-    step = exercise.step
-    found = [f"Why the zoo's {step.name} is faster: {step.sections.get('Why it is faster', '')}"]
-    found += list(exercise.hints)
+    """The hints, in order, each about code the learner writes in this exercise: the exercise's own (its
+    ``hints`` in exercises.py, about the change as a whole), then for each TODO block of the starter, in order,
+    what the zoo's step has there: its comments on its lines, and the names its lines use that the lines the
+    block replaces did not. The step's *Why it is faster* is no hint: it says why the change pays, not how to
+    write it (the starter's docstring gives the step's Changes as the task)."""
+    found = list(exercise.hints)
     for todo in plan(exercise)[2]:
+        head = f"{TODO} {todo.number}"
+        if todo.kind == "delete":
+            found.append(f"{head}: the zoo's step has none of these lines; what they did is done elsewhere now")
+            continue
         if todo.step_comments:
             found.append(
-                f"{TODO} {todo.number}: the zoo's comments on its lines there: "
-                + "; ".join(f"“{c}”" for c in todo.step_comments)
+                f"{head}: the zoo's comments on its lines there: " + "; ".join(f"“{c}”" for c in todo.step_comments)
+            )
+        names = _new_names(todo)
+        if names:
+            found.append(
+                f"{head}: the zoo's lines there use {', '.join(f'`{n}`' for n in names)}"
+                + (", which the lines it replaces did not" if todo.kind == "replace" else "")
+            )
+        elif not todo.step_comments:  # the same names: what differs is in its words or its numbers
+            texts = [t for t in _strings(todo.step_lines) if t not in _strings(todo.base_lines)]
+            found.append(
+                f"{head}: the zoo's lines there say “{' '.join(texts)}”"
+                if texts
+                else f"{head}: the zoo's {len(todo.step_lines)} lines there use the names of the lines it replaces, "
+                "with other numbers or in another order"
             )
     return found
+
+
+def _strings(lines):
+    """The text of the string literals in lines of code, pieces of f-strings included."""
+    return [m.group(2).strip() for line in lines for m in re.finditer(r"(\"|')(.*?)\1", line) if m.group(2).strip()]
+
+
+NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+MAX_NAMES = 6
+
+
+def _new_names(todo):
+    """Names (dotted, as written) in the step's lines of a block that the earlier lines there lack, in order of
+    first use, keywords and one-letter names left out: ``x.dtype.itemsize``, ``cuda.gridsize``."""
+    import keyword
+
+    def names(lines):
+        found = []
+        for line in lines:
+            code = re.sub(r"#.*", "", re.sub(r"(\"[^\"]*\"|'[^']*')", "", line))  # strings and comments out
+            found += [n for n in NAME.findall(code) if not keyword.iskeyword(n) and len(n) > 1]
+        return found
+
+    before = set(names(todo.base_lines))
+    new = []
+    for name in names(todo.step_lines):
+        if name not in before and name not in new:
+            new.append(name)
+    return new[:MAX_NAMES]
