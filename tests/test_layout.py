@@ -106,6 +106,23 @@ def test_loading_every_step_loads_no_host_tooling():
     assert not tooling, f"importing the families and their steps loaded host tooling: {tooling}"
 
 
+def test_importing_a_step_reads_no_measured_file():
+    """A step's module-level code reads no results/, tune table or user cache: what it launches is decided when it
+    is called, so importing the zoo gives the same steps on every machine. Every file opened while the families
+    and steps load is recorded (an audit hook) and only Python's own files are allowed."""
+    code = (
+        "import sys, zoo\n"
+        "opened = []\n"
+        "sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == 'open' else None)\n"
+        "for f in zoo.families():\n"
+        "    [v.module for v in f]\n"
+        "print('\\n'.join(p for p in opened if not p.endswith(('.py', '.pyc', '.so')) and not p.startswith('/proc')))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    read = [line for line in r.stdout.splitlines() if line.strip()]
+    assert not read, f"importing the steps read files: {read}"
+
+
 # gemv keeps its sweeps beside its steps until its own move (the gemv fold): then this set is empty
 NOT_YET_MOVED = {"gemv/sweep.py", "gemv/sweep_read_roof.py", "gemv/tune.py"}
 
