@@ -19,6 +19,7 @@ TEST_SIZES = (1, 33)
 GPU_TEST_SIZES = (1, 33)
 BENCH_SIZES = (1 << 20,)
 BASELINE = "cupy.multiply"
+STRONGEST = "baseline"
 
 
 def make_inputs(size, seed):

@@ -533,12 +533,53 @@ def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s
     return m
 
 
-def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=None, budget_s=BUDGET_S, **params):
-    """Time one of the family's library baselines (``fam.baselines[name]``) on the same inputs.
+def row_result(fam, name, inputs, out, **params):
+    """Call the library row ``name`` once on ``inputs`` and ``out``; return the array that holds its result: what the
+    row returned (a copy into a scratch buffer, a float16 product), else ``out``. A library this machine lacks raises
+    zoo.errors.Unavailable here."""
+    returned = fam.baselines[name](*inputs, out, **params)
+    return out if returned is None else returned
 
-    The result is checked against the reference like a variant's (not a ceiling's,
-    which times a bound such as a copy of the same bytes); ``ratio`` is relative to
-    ``baseline_ms`` (the family's main baseline) when given.
+
+def check_row(fam, name, size, host_inputs, result, reference=None, **params):
+    """(ok, error, detail) of a library row's result: against the row's own ROW_REFERENCE where the spec gives one
+    (a copy: the bytes it copied), else against the family's ``reference`` (computed when None), with the row's
+    tolerance. (None, NaN, why) for a ceiling that declares nothing it could be checked against."""
+    own = fam.row_references.get(name)
+    if own is not None:
+        reference = np.asarray(own(*host_inputs, **params))
+    elif not fam.checked(name):
+        return None, math.nan, "a ceiling: timed, not checked (no ROW_REFERENCE)"
+    elif reference is None:
+        reference = reference_of(fam, host_inputs, **params)
+    return compare(arrays.host(result), reference, fam.tolerance(size, name))
+
+
+def check_library_row(fam, name, size, seed=0, kind=None, **params):
+    """Run the library row ``name`` once on fresh seeded inputs with a poisoned output and check it like a step
+    (``check_row``): the check a row gets before it is timed, callable on its own. On a GPU the row gets CuPy arrays
+    (host arrays for a HOST_INPUTS family); in the simulator NumPy ones, which a row written for NumPy runs on (the
+    tests' throwaway families' rows). Returns a CheckResult (ok None: never checked)."""
+    inputs = fam.inputs(size, seed, kind)
+    params = {**fam.kind_params(kind), **params}
+    shape, dtype = fam.output_for(*inputs, **params)
+    out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
+    given = inputs
+    if not SIMULATOR and not fam.host_inputs:
+        import cupy
+
+        given, out = tuple(cupy.asarray(a) for a in inputs), cupy.asarray(out)
+    result = row_result(fam, name, given, out, **params)
+    ok, err, detail = check_row(fam, name, size, inputs, result, **params)
+    return CheckResult(name, size, ok, err, detail)
+
+
+def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=None, budget_s=BUDGET_S, **params):
+    """Time one of the family's library rows (``fam.baselines[name]``) on the same inputs.
+
+    Its first call is checked like a variant's (``check_row``: a ceiling such as a copy of the same bytes against
+    what it must produce, its ROW_REFERENCE); ``ratio`` is relative to ``baseline_ms`` (the family's main baseline)
+    when given.
     """
     import cupy
 
@@ -553,10 +594,8 @@ def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=
     else:
         cupy_sets = [tuple(cupy.asarray(a) for a in s) for s in _device_input_sets(case)]  # views, not copies
         out = cupy.full(shape, arrays.poison_value(dtype), dtype)
-    call(*cupy_sets[0], out, **params)  # a library the machine lacks raises zoo.errors.Unavailable here
-    ok, err = None, math.nan  # a ceiling (CEILINGS) times the bound, not the family's result
-    if name not in fam.ceilings:
-        ok, err, _ = compare(arrays.host(out), _reference(fam.name, size, seed, kind), fam.tolerance(size, name))
+    result = row_result(fam, name, cupy_sets[0], out, **params)  # a library the machine lacks: Unavailable here
+    ok, err, _ = check_row(fam, name, size, host_inputs, result, _reference(*case), **params)
     timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out, **params), budget_s=budget_s)
     gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0

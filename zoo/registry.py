@@ -32,6 +32,13 @@ A step that needs a newer GPU than zoo's floor (compute capability 7.0) says so 
 line in a family's spec applies to every step. On an older GPU a call raises ``zoo.errors.Unsupported``
 before any launch, and ``zoo check``, ``zoo run``, asv and the GPU tests skip the step with that message.
 
+Every family names its strongest row, ``STRONGEST = "row"``: of its library rows (``baseline``, EXTRA_BASELINES,
+CEILINGS), the one a practitioner would pick instead of the steps (CUB, cuBLAS in the steps' precision, SDPA,
+NCCL, a copy of the same bytes for a memory-bound family). Every table gives each step's share of it, naming it
+(``zoo.bench.strongest``); it must be a row whose output is checked (``Family.strongest``). Each row is checked
+against the family's reference, or against its own ``ROW_REFERENCE`` when it computes something else (a copy:
+the bytes it copied).
+
 Discovery fails loudly on a gap in the numbers, a duplicate number, a file that
 looks like a variant but is misnamed, a missing heading, or a BASE that is not
 an earlier step of the family.
@@ -76,6 +83,9 @@ REQUIRED_SPEC = {
     "GPU_TEST_SIZES": "sizes checked on a GPU",
     "BENCH_SIZES": "sizes timed by `zoo run` and asv",
     "BASELINE": "name of the library call the variants are compared with",
+    "STRONGEST": "the row (baseline, one of EXTRA_BASELINES or a checked one of CEILINGS) a practitioner would "
+    "pick instead of the steps: CUB, cuBLAS in the steps' precision, SDPA, NCCL, or a copy of the same bytes for a "
+    "memory-bound family; every table gives each step's % of it, naming it",
     "make_inputs": "make_inputs(size, seed) -> tuple of NumPy arrays",
     "reference": "reference(*inputs, **params) -> float64 NumPy result",
     "output_for": "output_for(*inputs, **params) -> (shape, dtype); raises on bad shapes",
@@ -93,7 +103,7 @@ OPTIONAL_SPEC = {
     "EXTRA_BASELINES": "{name: fn(*cupy_inputs, out)}: more library calls timed in the same run, "
     "each a row of its own beside the baseline",
     "CEILINGS": "{name: fn(*cupy_inputs, out)}: rows that time what bounds the family (a copy of the "
-    "same bytes, say) rather than compute its result: shown and timed, never checked",
+    "same bytes, say) rather than compute its result: timed, and checked against their ROW_REFERENCE if any",
     "KIND_PARAMS": "{kind: {name: value}}: keyword arguments a kind of input adds to every call of that kind "
     "(reference, output_for, flops, bytes_moved, the steps' launch, the baselines and CPU rows): for a kind that "
     "changes the computation, not only the data (attention's causal mask)",
@@ -108,6 +118,10 @@ OPTIONAL_SPEC = {
     "'x over CPU' against the first",
     "WALL_TIME": "True: the figures are the host's wall-clock time per call (a call and a synchronization), "
     "not the device's time behind a hold: for a family whose lesson is the host's cost of launching",
+    "ROW_REFERENCE": "{row name: fn(*host_inputs, **params) -> what that row must produce}: a row that computes "
+    "something other than the family's result (a copy of the same bytes: the bytes it copied) is checked against "
+    "this, exactly unless ROW_TOLERANCE says otherwise; a row whose result is not in ``out`` (a scratch buffer, a "
+    "float16 product) returns it",
     "ROW_TOLERANCE": "{row name: tolerance or tolerance(size)}: a library or CPU row whose arithmetic is coarser "
     "than the family's (cuBLAS in TF32 beside a float32 family) is checked against this instead of TOLERANCE",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
@@ -541,8 +555,10 @@ class Family:
 
     def tolerance(self, size, row=None):
         """The relative error accepted at this size (TOLERANCE may be a function of the size); ``row`` names a
-        baseline or CPU row, which ROW_TOLERANCE may give a tolerance of its own. A step's is ``Variant.tolerance``."""
-        tol = getattr(self.module, "ROW_TOLERANCE", {}).get(row, self.TOLERANCE)
+        baseline or CPU row, which ROW_TOLERANCE may give a tolerance of its own (a row checked against its own
+        ROW_REFERENCE is exact unless it does). A step's is ``Variant.tolerance``."""
+        default = 0 if row in self.row_references else self.TOLERANCE
+        tol = getattr(self.module, "ROW_TOLERANCE", {}).get(row, default)
         return float(tol(size)) if callable(tol) else tol
 
     @functools.cached_property
@@ -588,6 +604,33 @@ class Family:
     def ceilings(self):
         """{row name: fn(*cupy_inputs, out)} of the rows that bound the family rather than compute its result."""
         return dict(getattr(self.module, "CEILINGS", {}))
+
+    @property
+    def row_references(self):
+        """{row name: fn(*host_inputs, **params)} of the rows checked against a result of their own (ROW_REFERENCE)."""
+        return dict(getattr(self.module, "ROW_REFERENCE", {}))
+
+    def checked(self, row):
+        """Whether a library row's output is checked: every baseline, and a ceiling that has a ROW_REFERENCE."""
+        return row not in self.ceilings or row in self.row_references
+
+    @functools.cached_property
+    def strongest(self):
+        """The name of the row the spec's STRONGEST declares: what a practitioner would pick instead of the steps.
+
+        RegistryError when it names no row of the family's, or a row whose output is never checked (a ceiling
+        without a ROW_REFERENCE): every figure is given as a % of it, so it must be right."""
+        name = self.module.STRONGEST
+        if name not in self.baselines:
+            raise RegistryError(
+                f"family {self.name}: STRONGEST = {name!r} names none of its rows: " + ", ".join(self.baselines)
+            )
+        if not self.checked(name):
+            raise RegistryError(
+                f"family {self.name}: STRONGEST = {name!r} is a ceiling whose output is never checked: give it a "
+                "ROW_REFERENCE (what it must produce), or name a baseline"
+            )
+        return name
 
     def _discover(self):
         by_number = {}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import zoo
 from zoo import figures, results
+from zoo.bench import strongest
 
 README = results.ROOT / "README.md"
 RESULTS_PAGE = results.ROOT / "docs" / "results.md"  # every GPU's tables and sweeps; the README keeps the headline
@@ -65,8 +66,9 @@ def family_table(fam, device_name, size, entries):
     unit, key = metric(fam, size)
     cpu_rows = [n for n in fam.cpu_rows if n in entries]
     lines = [
-        f"| variant | ms | {unit} | % of {fam.BASELINE} | x over CPU | registers | occupancy bound | correct |",
-        "|---|---:|---:|---:|---:|---:|---:|:---:|",
+        f"| variant | ms | {unit} | % of {fam.BASELINE} | % of the strongest, {fam.strongest} | x over CPU | registers "
+        "| occupancy bound | correct |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     names = [n for n in fam.baselines if n in entries] + cpu_rows + [v.name for v in fam if v.name in entries]
     host_paced_rows = 0
@@ -82,12 +84,24 @@ def family_table(fam, device_name, size, entries):
         host_paced_rows += paced
         lines.append(
             f"| {label} | {m['ms']:.4f}{HOST_MARK if paced else ''} | {_num(m[key])} | {_pct(m.get('ratio'))} | "
+            f"{_of_strongest(fam, entries, m['name'], step=not library)} | "
             f"{_times(m.get('over_cpu'))} | {r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | "
             f"{correct} |"
         )
+    missing = strongest.missing_note(fam, entries)
+    if missing:
+        lines += ["", missing]
     if host_paced_rows:
         lines += ["", HOST_NOTE]
     return "\n".join(lines)
+
+
+def _of_strongest(fam, entries, name, step=True):
+    """A row's % of the family's strongest row, with 'behind' for a step that is slower than it."""
+    fraction = strongest.of_strongest(fam, entries, name)
+    if fraction is None:
+        return "-"
+    return _pct(fraction) + (" **behind**" if step and strongest.behind(fraction) else "")
 
 
 HOST_MARK = " \N{DAGGER}"
@@ -172,8 +186,10 @@ def headline_table(all_results):
     """The README's first table: each family's best step at its headline size, a column per GPU."""
     gpus = [(slug, data["device"]["name"]) for slug, data in all_results.items()]
     lines = [
-        "| family | size | " + " | ".join(f"{name}: best step, % of baseline" for _, name in gpus) + " |",
-        "|---|---|" + "---:|" * len(gpus),
+        "| family | size | strongest row | "
+        + " | ".join(f"{name}: best step, % of the strongest row" for _, name in gpus)
+        + " |",
+        "|---|---|---|" + "---:|" * len(gpus),
     ]
     for fam, key, best in headline_rows(all_results):
         cells = []
@@ -183,8 +199,13 @@ def headline_table(all_results):
                 continue
             name, entry = best[slug]
             unit, metric_key = metric(fam, key)
-            cells.append(f"{name[:3]} {_pct(entry['ratio'])} ({_num(entry[metric_key])} {unit})")
-        lines.append(f"| [{fam.name}](docs/{fam.name}.md) | {key} | " + " | ".join(cells) + " |")
+            entries = all_results[slug]["families"][fam.name][key]
+            if strongest.strongest_row(fam, entries) is None:  # not (yet) measured there: the baseline, said so
+                figure = f"{_pct(entry['ratio'])} of baseline (strongest not measured)"
+            else:
+                figure = _of_strongest(fam, entries, name)
+            cells.append(f"{name[:3]} {figure} ({_num(entry[metric_key])} {unit})")
+        lines.append(f"| [{fam.name}](docs/{fam.name}.md) | {key} | {fam.strongest} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -250,6 +271,9 @@ def measured_lines(variant, all_results):
         r = m.get("resources") or {}
         extra = f", {r['registers']} registers, occupancy bound {r['occupancy']:.0%}" if r else ""
         verdict = "" if m.get("correct") is not False else ", WRONG RESULT"
+        fraction = strongest.of_strongest(variant.family, by_size[size], variant.name)
+        against = "" if fraction is None else f", {_pct(fraction)} of {variant.family.strongest}"
+        against += ", behind it" if strongest.behind(fraction) else ""
         others = [
             f"{k}: {_pct(measured_at[k][variant.name].get('ratio'))}"
             for k in sorted(measured_at, key=_volume)
@@ -258,7 +282,7 @@ def measured_lines(variant, all_results):
         others = f" Other sizes, % of {variant.family.BASELINE}: {', '.join(others)}." if others else ""
         lines += textwrap.wrap(
             f"{data['device']['name']}, size {size}: {_num(m[key])} {unit} ({_num(m['ms'] * 1e3)} us a call), "
-            f"{_pct(m.get('ratio'))} of {variant.family.BASELINE}{extra}{verdict}.{others} "
+            f"{_pct(m.get('ratio'))} of {variant.family.BASELINE}{against}{extra}{verdict}.{others} "
             f"From results/{slug}.json.",
             width=84,
         )

@@ -274,6 +274,11 @@ def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, s
                         if not measured:
                             raise
                         console.print(f"[yellow]{fam.name} {key}: no {name} row: {e}[/]")
+                    except Exception as e:  # an extra row that broke: a failure of the run, but not of its steps
+                        if not measured:
+                            raise
+                        any_failed = True
+                        console.print(f"[red]{fam.name} {key}: the {name} row FAILED: {type(e).__name__}: {e}[/]")
                     progress.advance(task)
                 harness.settle()  # the CPU rows are host timings: no case is made meanwhile
                 phases["library"] += time.perf_counter() - began
@@ -343,6 +348,7 @@ def run_table(fam, key, measured):
         "GFLOP/s",
         "GB/s",
         f"% of {fam.BASELINE}",
+        f"% of {fam.strongest} (strongest)",
         "x CPU",
         "regs",
         "smem B",
@@ -352,6 +358,7 @@ def run_table(fam, key, measured):
         "correct",
     ):
         table.add_column(col, justify="right" if col != "variant" else "left")
+    strongest_ms = next((m.ms for m in measured if m.name == fam.strongest and m.correct), None)
     for m in measured:
         r = m.resources
         library = m.name in fam.baselines or m.name in fam.cpu_rows
@@ -362,6 +369,7 @@ def run_table(fam, key, measured):
             _fmt(m.gflops if fam.flops(size) else None, ",.0f"),
             _fmt(m.gbps, ",.0f"),
             _fmt(100 * m.ratio, ".1f"),
+            _fmt(100 * strongest_ms / m.ms if strongest_ms and m.ms else None, ".1f"),
             _fmt(m.over_cpu, ",.1f"),
             str(r.get("registers", "-")),
             str(r.get("shared_bytes", "-")),

@@ -216,6 +216,7 @@ def torch_sdpa(Q, K, V, out, causal=False):
 
 
 EXTRA_BASELINES = {"torch sdpa": torch_sdpa}
+STRONGEST = "torch sdpa"  # FlashAttention-style fused kernels, 4-D inputs: what a model calls
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

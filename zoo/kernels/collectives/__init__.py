@@ -42,6 +42,7 @@ HEADLINE_SIZE = 1 << 26
 # the headline size (256 MB a rank) the family's 27 kernels took 143 s to profile on two H200s
 PROFILE_SIZE = 1 << 22
 BASELINE = "NCCL all-reduce (cupy.cuda.nccl)"
+STRONGEST = "baseline"  # NCCL: what a training loop calls
 HOST_INPUTS = True  # each rank's row goes to its own GPU: the steps place the stack themselves
 WALL_TIME = True  # the call spans several GPUs and the host: time it as nccl-tests do, on the host's clock
 

@@ -139,7 +139,7 @@ def cupy_fuse(x, out):
 def copy_ceiling(x, out):
     """A device-to-device copy of x into out: the bandwidth the fused chain aims at.
 
-    Its result is x itself, so its 'correct' column reads no.
+    Its result is x itself, and it is checked as such (ROW_REFERENCE).
     """
     from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
 
@@ -147,7 +147,9 @@ def copy_ceiling(x, out):
 
 
 EXTRA_BASELINES = {"cupy_fuse": cupy_fuse}
-CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy of the same bytes
+CEILINGS = {"copy_ceiling": copy_ceiling}  # a copy of the same bytes
+ROW_REFERENCE = {"copy_ceiling": lambda x: x}  # what the copy must hold: x
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

@@ -70,13 +70,14 @@ Rows besides the steps. ``baseline``: cuBLAS GEMV in float32 through CuPy,
 fp32 kind's own arrays; for the others a float32 copy of the dequantized weights
 made once, on the first, untimed call, as a model's load step would): the same
 numbers from the fastest library route that keeps float32 arithmetic, checked
-like a step. CEILINGS, timed and never checked: ``cupy.matmul fp16``, cuBLAS GEMV
+like a step. CEILINGS, timed: ``cupy.matmul fp16``, cuBLAS GEMV
 in float16 (``cupy.matmul`` of float16 weights and x, a float16 result) on the
 kind's weights held as float16, the row the fp16 kind must match and the int4
 kinds must beat by 3.5x in weights per second (its float16 output misses the
 tolerance: hgemm's reason); and ``copy_ceiling``, a device-to-device copy of half
 the call's bytes (read plus write = the bytes a GEMV reads), whose GB/s column is
-the copy bandwidth those bytes could have. The held copies of a size exceed twice
+the copy bandwidth those bytes could have: the family's STRONGEST row, checked
+against the bytes it copied. The held copies of a size exceed twice
 the L2 cache and rotate, as the harness rotates input sets. The CPU row is NumPy
 ``W @ x`` in float32 on NumPy's BLAS: NumPy has no float16 or integer BLAS, so
 the quantized and float16 weights are widened to float32 once (a load step).
@@ -358,23 +359,23 @@ def matmul_fp16(W, x, *rest):
     cupy.matmul(W16, x16, out=_Y16[W.shape[0]])
 
 
-_COPY = {}
+def _copied_bytes(W, x, scales=None):
+    """How many bytes the copy row copies: half the call's bytes (it reads and writes each; y is W.shape[0] float32),
+    out of W."""
+    call = W.nbytes + x.nbytes + (0 if scales is None else scales.nbytes) + 4 * W.shape[0]
+    return min(W.nbytes, call // 2)
 
 
 def copy_ceiling(W, x, *rest):
     """A device-to-device copy of half the call's bytes out of W: it reads and writes what the GEMV reads."""
-    import cupy
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
 
-    from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
-
-    half = min(W.nbytes, sum(a.nbytes for a in (W, x, *rest)) // 2)
-    if half not in _COPY:
-        _COPY.clear()
-        _COPY[half] = cupy.empty(half, cupy.uint8)
-    ceilings.device_copy(W.reshape(-1).view(cupy.uint8)[:half], _COPY[half])
+    return libraries.copy_leading_bytes((W,), _copied_bytes(W, x, *rest[:-1]))  # rest: the scales if any, then y
 
 
-CEILINGS = {"cupy.matmul fp16": matmul_fp16, "copy_ceiling": copy_ceiling}  # timed, never checked
+CEILINGS = {"cupy.matmul fp16": matmul_fp16, "copy_ceiling": copy_ceiling}  # timed; the copy checked as a copy
+ROW_REFERENCE = {"copy_ceiling": lambda W, x, scales=None: W.reshape(-1).view(np.uint8)[: _copied_bytes(W, x, scales)]}
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

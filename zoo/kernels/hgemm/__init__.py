@@ -167,6 +167,7 @@ GPU_TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31), (1000, 777, 333), (409
 BENCH_SIZES = (1024, 2048, 4096, 8192)
 HEADLINE_SIZE = 4096
 BASELINE = "cuBLAS GemmEx"
+STRONGEST = "baseline"  # cuBLAS in each kind's own precision: float16 or bfloat16 in, float32 out
 SIZE_DIMS = (1, 3)  # n (square) or M x N x K
 
 

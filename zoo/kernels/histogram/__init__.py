@@ -77,6 +77,18 @@ def baseline(data, out):
     out[...] = cupy.bincount(data, minlength=BINS)  # int64 counts, cast into the int32 out
 
 
+def cub_histogram_even(data, out):
+    """CUB's device-wide histogram (``cub::DeviceHistogram::HistogramEven``, 256 bins of width one, int32 counts)
+    through cuda.compute: what a practitioner calls (``pip install "zoo[baselines]"``; without it the row says so)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.cub_histogram_even(data, out, BINS)
+
+
+EXTRA_BASELINES = {"cub histogram_even": cub_histogram_even}
+STRONGEST = "cub histogram_even"
+
+
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(data):
     """numpy.bincount into int32 counts (one core)."""

@@ -148,7 +148,8 @@ def baseline(packed, out):
 
 
 def copy_ceiling(packed, out):
-    """A device-to-device copy of the packed bytes: the bandwidth the steps aim at (its result is not ReLU's)."""
+    """A device-to-device copy of the packed bytes: the bandwidth the steps aim at (its result is the packed bytes,
+    checked as such: ROW_REFERENCE)."""
     from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
 
     ceilings.device_copy(packed, out)
@@ -206,6 +207,8 @@ def int8_relu(packed, out):
 
 # Timed, never checked: a copy of the packed bytes, and the same op on wider representations
 CEILINGS = {"copy_ceiling": copy_ceiling, "float32_relu": float32_relu, "int8_relu": int8_relu}
+ROW_REFERENCE = {"copy_ceiling": lambda packed: packed}  # what the copy must hold: the packed bytes
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

@@ -84,6 +84,19 @@ def baseline(x, out):
     _axpb()(x, out)
 
 
+def copy_ceiling(x, out):
+    """A device copy of x's 4 n bytes into a scratch buffer: it reads and writes the 8 n bytes a call moves, with no
+    arithmetic: the ceiling of a memory-bound call. Checked against the bytes it copied (ROW_REFERENCE)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.copy_leading_bytes((x,), x.nbytes)
+
+
+CEILINGS = {"copy_ceiling": copy_ceiling}
+ROW_REFERENCE = {"copy_ceiling": lambda x: x.view(np.uint8)}
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
+
+
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(x):
     """SCALE * x + SHIFT as NumPy float32 ufuncs (one core)."""

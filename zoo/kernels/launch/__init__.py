@@ -79,6 +79,18 @@ def baseline(x, out):
         step(out, out)  # in place: each element is read and written by the same thread
 
 
+def cupy_graph(x, out):
+    """The baseline's loop captured once as a CUDA graph of CuPy kernels and replayed: one launch a call, what a user
+    who knows graphs writes (the lesson of v04, with CuPy's kernels)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.graph_of(baseline, x, out)
+
+
+EXTRA_BASELINES = {"cupy graph": cupy_graph}
+STRONGEST = "cupy graph"
+
+
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(x):
     """The loop as NumPy ufuncs in float32, in place (one core)."""

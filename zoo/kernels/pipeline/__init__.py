@@ -37,6 +37,7 @@ TEST_SIZES = (1, 31, 33, 1000, 4099)
 GPU_TEST_SIZES = (1, 31, 4099, 1_000_003, (1 << 26) + 7)
 BENCH_SIZES = (1 << 20, 1 << 24, 1 << 26)
 BASELINE = "CuPy: asarray, kernel, get"
+STRONGEST = "baseline"  # CuPy's transfers and a kernel, as a user writes them
 HOST_INPUTS = True  # steps take NumPy arrays and do their own copies
 
 

@@ -95,7 +95,16 @@ def _numba_reduce(x, out):
     _NUMBA_REDUCE[0](cuda.as_cuda_array(x), res=cuda.as_cuda_array(out))
 
 
-EXTRA_BASELINES = {"numba cuda.reduce": _numba_reduce}
+def cub_reduce(x, out):
+    """CUB's device-wide reduction (``cub::DeviceReduce``) through cuda.compute, in x's dtype: what a practitioner
+    calls (``pip install "zoo[baselines]"``; without it the row says so)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.cub_reduce(x, out)
+
+
+EXTRA_BASELINES = {"numba cuda.reduce": _numba_reduce, "cub reduce_into": cub_reduce}
+STRONGEST = "cub reduce_into"  # what a practitioner calls: CUB's device-wide reduction
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

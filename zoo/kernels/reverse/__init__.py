@@ -48,6 +48,19 @@ def baseline(x, out):
     cupy.copyto(out, x[::-1])
 
 
+def copy_ceiling(x, out):
+    """x's bytes copied in their own order (the driver's device copy into a scratch buffer): the 8 n bytes a reversal
+    moves with nothing reordered, the bar every step is held to. Checked against x's bytes (ROW_REFERENCE)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.copy_leading_bytes((x,), x.nbytes)
+
+
+CEILINGS = {"copy_ceiling": copy_ceiling}  # a copy, not a reversal
+ROW_REFERENCE = {"copy_ceiling": lambda x: x.view(np.uint8)}
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
+
+
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(x):
     """A reversed copy in NumPy, x[::-1].copy() (one core)."""

@@ -78,6 +78,18 @@ def baseline(x, out):
     cupy.cumsum(x, out=out)
 
 
+def cub_inclusive_scan(x, out):
+    """CUB's device-wide scan (``cub::DeviceScan``, decoupled look-back) through cuda.compute, in x's dtype: what a
+    practitioner calls (``pip install "zoo[baselines]"``; without it the row says so)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.cub_inclusive_scan(x, out)
+
+
+EXTRA_BASELINES = {"cub inclusive_scan": cub_inclusive_scan}
+STRONGEST = "cub inclusive_scan"
+
+
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(x):
     """numpy.cumsum on one core, one running sum from the first element to the last: in float64 for float32 input,

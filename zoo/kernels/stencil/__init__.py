@@ -232,14 +232,16 @@ EXTRA_BASELINES = {"cupyx_correlate1d_twice": cupyx_correlate1d_twice}
 def copy_ceiling(image, weights, out):
     """A device-to-device copy of the image into out: the bandwidth a one-pass stencil aims at.
 
-    Its result is the image itself, so its 'correct' column reads no.
+    Its result is the image itself, and it is checked as such (ROW_REFERENCE).
     """
     from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
 
     ceilings.device_copy(image, out)
 
 
-CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy of the same bytes
+CEILINGS = {"copy_ceiling": copy_ceiling}  # a copy of the same bytes
+ROW_REFERENCE = {"copy_ceiling": lambda image, weights: image}  # what the copy must hold: the image
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

@@ -97,15 +97,17 @@ def baseline(a, out):
 def copy_ceiling(a, out):
     """A device-to-device copy of a's bytes into out: the bandwidth a transpose aims at.
 
-    Its result is a's bytes in a's order, not the transpose, so its 'correct'
-    column reads no for any shape but a single row or column.
+    Its result is a's bytes in a's order, not the transpose, and it is checked as
+    such (ROW_REFERENCE).
     """
     from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
 
     ceilings.device_copy(a, out)
 
 
-CEILINGS = {"copy_ceiling": copy_ceiling}  # timed, never checked: a copy, not a transpose
+CEILINGS = {"copy_ceiling": copy_ceiling}  # a copy, not a transpose
+ROW_REFERENCE = {"copy_ceiling": lambda a: a.reshape(a.shape[1], a.shape[0])}  # a's bytes in out's shape
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

@@ -57,6 +57,20 @@ def baseline(a, b, out):
     cupy.add(a, b, out=out)
 
 
+def copy_ceiling(a, b, out):
+    """A device copy of 6 n bytes (a, then the first half of b) into a scratch buffer: it reads and writes the 12 n
+    bytes a call moves, with no arithmetic: the ceiling of a memory-bound call. Checked against the bytes it copied
+    (ROW_REFERENCE)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.copy_leading_bytes((a, b), a.nbytes + b.nbytes // 2)
+
+
+CEILINGS = {"copy_ceiling": copy_ceiling}
+ROW_REFERENCE = {"copy_ceiling": lambda a, b: np.concatenate([a.view(np.uint8), b.view(np.uint8)[: b.nbytes // 2]])}
+STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
+
+
 # -- the CPU beside the GPU: NumPy, and the same Python as v01 compiled for the CPU -------------------------------
 def cpu_numpy(a, b):
     """numpy.add (one core)."""

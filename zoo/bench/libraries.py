@@ -1,0 +1,151 @@
+"""The library calls a practitioner would make instead of the steps, as the families' strongest rows call them.
+
+CUB's device-wide algorithms through ``cuda.compute`` (the ``cuda-cccl`` package: ``pip install "zoo[baselines]"``),
+a copy of the bytes a call must move, and a loop of CuPy kernels replayed as a CUDA graph. A family's spec names one
+of its rows STRONGEST; the row calls one of these when it runs (never when the spec loads: this is host tooling).
+
+A library this machine lacks, or cannot use, raises ``zoo.errors.Unavailable`` with the reason, never an import
+error: ``zoo run`` then prints a line saying so in place of the row.
+
+Each CUB call is built once per kind of call (its dtypes and, for a histogram, its bins), and its temporary storage
+allocated once per size, as a user who calls it in a loop would: the timed call is the algorithm alone. They run on
+the current CuPy stream, which is the one the harness's events are recorded on.
+"""
+
+import numpy as np
+
+from zoo.errors import Unavailable
+
+CCCL_HINT = 'pip install "zoo[baselines]" (cuda-cccl, which brings CUB\'s algorithms to Python as cuda.compute)'
+
+
+def cuda_compute():
+    """The ``cuda.compute`` module; Unavailable, saying why, where it cannot be imported or has no CUDA bindings."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # its own warning when the bindings fail: said below
+            import cuda.compute as compute
+    except ImportError as e:
+        raise Unavailable(f"cuda-cccl not installed ({e}): {CCCL_HINT}") from None
+    except Exception as e:  # a CUDA library it preloads is missing, or a CUDA major version it was not built for
+        raise Unavailable(f"cuda-cccl cannot load here: {type(e).__name__}: {e}") from None
+    if not getattr(compute, "_BINDINGS_AVAILABLE", True):
+        raise Unavailable("cuda-cccl is installed but its CUDA bindings are not available (no CUDA driver?)")
+    return compute
+
+
+# (algorithm, dtypes, ..., n) -> the built algorithm, and its temporary storage for n items
+_BUILT = {}
+_STORAGE = {}
+
+
+def _storage(key, algorithm, **arguments):
+    """The temporary storage of one size of a built algorithm (a CuPy buffer), asked of the algorithm and made once."""
+    import cupy
+
+    found = _STORAGE.get(key)
+    if found is None:
+        _STORAGE.clear()  # one size at a time: a 2^28 scan holds megabytes
+        nbytes = algorithm(temp_storage=None, **arguments)
+        found = _STORAGE[key] = cupy.empty(max(1, int(nbytes)), cupy.uint8)
+    return found
+
+
+def _call(key, make, **arguments):
+    """Call the algorithm ``make()`` builds (built once per ``key``) on ``arguments``, with its temporary storage."""
+    if key not in _BUILT:
+        _BUILT[key] = make()
+    algorithm = _BUILT[key]
+    algorithm(temp_storage=_storage(key, algorithm, **arguments), **arguments)
+
+
+def cub_reduce(x, out):
+    """``cub::DeviceReduce`` of x into out[0] with ``+``, in x's dtype (float32 accumulates in float32)."""
+    compute = cuda_compute()
+    built = dict(d_in=x, d_out=out, op=compute.OpKind.PLUS, h_init=np.zeros(1, x.dtype))
+    _call(("reduce", x.dtype.str, x.size), lambda: compute.make_reduce_into(**built), num_items=x.size, **built)
+
+
+def cub_inclusive_scan(x, out):
+    """``cub::DeviceScan::InclusiveSum`` of x into out, in x's dtype (an initial value of zero)."""
+    compute = cuda_compute()
+    built = dict(d_in=x, d_out=out, op=compute.OpKind.PLUS, init_value=np.zeros(1, x.dtype))
+    _call(("scan", x.dtype.str, x.size), lambda: compute.make_inclusive_scan(**built), num_items=x.size, **built)
+
+
+def cub_histogram_even(data, out, bins):
+    """``cub::DeviceHistogram::HistogramEven`` of integer samples into ``bins`` counters of width one: bin b counts
+    the samples equal to b (levels 0, 1, ..., bins). CUB zeroes the counters itself."""
+    compute = cuda_compute()
+    arguments = dict(
+        d_samples=data,
+        d_histogram=out,
+        h_num_output_levels=np.array([bins + 1], np.int32),
+        h_lower_level=np.array([0], np.int32),
+        h_upper_level=np.array([bins], np.int32),
+        num_samples=data.size,
+    )
+    key = ("histogram_even", data.dtype.str, out.dtype.str, bins, data.size)  # CUB's offset type follows the size
+    _call(key, lambda: compute.make_histogram_even(**arguments), **arguments)
+
+
+# -- a copy of the bytes a call must move ---------------------------------------------------------------------------
+_COPY_DESTINATION = {}  # nbytes -> a CuPy buffer the copy rows write into, one size at a time
+
+
+def copy_leading_bytes(arrays, nbytes):
+    """Copy the first ``nbytes`` of the arrays' bytes, taken in order (each array flattened), into a scratch buffer
+    with the driver's device-to-device copies (one an array it reaches into); return the buffer (CuPy uint8).
+
+    A copy reads and writes each byte, so a family whose call moves B bytes copies B / 2: the physical ceiling of a
+    memory-bound call, the same bytes with no arithmetic. ``leading_bytes`` is what it must hold."""
+    import cupy
+
+    if nbytes not in _COPY_DESTINATION:
+        _COPY_DESTINATION.clear()
+        _COPY_DESTINATION[nbytes] = cupy.empty(nbytes, cupy.uint8)
+    destination = _COPY_DESTINATION[nbytes]
+    done = 0
+    for a in arrays:
+        if done == nbytes:
+            break
+        count = min(a.nbytes, nbytes - done)
+        destination[done:].data.copy_from_device_async(a.data, count)  # asynchronous: copies queue like launches
+        done += count
+    if done != nbytes:
+        raise ValueError(f"the arrays hold {done} bytes, fewer than the {nbytes} to copy")
+    return destination
+
+
+def leading_bytes(arrays, nbytes):
+    """The first ``nbytes`` of host arrays' bytes, taken in order: what ``copy_leading_bytes`` must have copied."""
+    flat = np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays])
+    return flat[:nbytes]
+
+
+# -- a loop of CuPy kernels as a CUDA graph --------------------------------------------------------------------------
+_GRAPHS = {}  # (the loop, pointers of its arrays) -> the captured graph
+
+
+def graph_of(loop, *arrays):
+    """Launch ``loop(*arrays)`` (a function that queues CuPy kernels) as a CUDA graph on the current stream: run once
+    as it is (CuPy compiles its kernels), captured once per set of arrays on a stream of its own, then replayed with
+    one launch a call."""
+    import cupy
+
+    key = (loop, *(a.data.ptr for a in arrays))
+    graph = _GRAPHS.get(key)
+    if graph is None:
+        if len(_GRAPHS) > 64:  # the harness rotates a few input sets; a new size starts afresh
+            _GRAPHS.clear()
+        loop(*arrays)  # compiles and loads the kernels outside the capture
+        capture = cupy.cuda.Stream(non_blocking=True)
+        cupy.cuda.get_current_stream().synchronize()  # the arrays are ready before the capture stream reads them
+        with capture:
+            capture.begin_capture()
+            loop(*arrays)
+            graph = _GRAPHS[key] = capture.end_capture()
+        graph.upload(cupy.cuda.get_current_stream())
+    graph.launch(cupy.cuda.get_current_stream())

@@ -1,0 +1,50 @@
+"""Each figure against the family's strongest row: what a practitioner would pick instead of the steps.
+
+A family's spec names it (STRONGEST, read by ``Family.strongest``): CUB's device-wide algorithm, cuBLAS in the
+steps' own precision, SDPA, NCCL, a CUDA graph, or for a memory-bound family a copy of the same bytes. Every table
+gives each row's speed as a fraction of that row's, timed in the same run, and says where the zoo is behind it.
+These functions read one size's rows of a results file ({row name: entry}, as ``zoo run --save`` writes them).
+"""
+
+BEHIND = 1.0  # a step below this fraction of the strongest row is behind it
+
+
+def strongest_row(fam, entries):
+    """(name, entry) of the family's strongest row among one size's entries; None where it was not measured (a run
+    from before the row existed, a library the GPU's machine lacked), was wrong, or was recorded before its output
+    was checked: a figure every step is held to must have been right."""
+    name = fam.strongest
+    entry = entries.get(name)
+    if not entry or not entry.get("ms") or entry.get("correct") is not True:
+        return None
+    return name, entry
+
+
+def of_strongest(fam, entries, name):
+    """Row ``name``'s speed as a fraction of the strongest row's in the same entries (the strongest row's time over
+    its time, both at one size), or None where either is missing."""
+    found = strongest_row(fam, entries)
+    row = entries.get(name)
+    if found is None or not row or not row.get("ms"):
+        return None
+    return found[1]["ms"] / row["ms"]
+
+
+def behind(fraction):
+    """Whether a step at ``fraction`` of the strongest row is behind it."""
+    return fraction is not None and fraction < BEHIND
+
+
+def missing_note(fam, entries):
+    """Why a table has no % of the strongest row ('' where it has one): the row was not measured, or was wrong."""
+    if strongest_row(fam, entries) is not None:
+        return ""
+    name = fam.strongest
+    entry = entries.get(name)
+    if not entry:
+        why = "was not measured in this run (recorded before it was declared, or its library was missing)"
+    elif entry.get("correct") is False:
+        why = "gave a wrong result in this run"
+    else:
+        why = "was recorded before its output was checked"
+    return f"The strongest row, {name}, {why}: `python -m zoo run {fam.name} --save` on a GPU records it."
