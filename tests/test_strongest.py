@@ -183,7 +183,7 @@ def test_the_headline_names_the_strongest_row_and_falls_back_to_the_baseline_unt
     }
     line = next(line for line in report.headline_table(results).splitlines() if line.startswith(f"| [{fam.name}]"))
     assert "| cub reduce_into |" in line and "v10 80.0% **behind**" in line
-    assert "v10 160.0% of baseline (strongest not measured)" in line
+    assert "v10 160.0% of baseline (no checked figure of the strongest yet)" in line
 
 
 def _lazy_imports(fam):

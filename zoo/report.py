@@ -201,7 +201,7 @@ def headline_table(all_results):
             unit, metric_key = metric(fam, key)
             entries = all_results[slug]["families"][fam.name][key]
             if strongest.strongest_row(fam, entries) is None:  # not (yet) measured there: the baseline, said so
-                figure = f"{_pct(entry['ratio'])} of baseline (strongest not measured)"
+                figure = f"{_pct(entry['ratio'])} of baseline (no checked figure of the strongest yet)"
             else:
                 figure = _of_strongest(fam, entries, name)
             cells.append(f"{name[:3]} {figure} ({_num(entry[metric_key])} {unit})")
