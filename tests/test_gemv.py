@@ -19,7 +19,7 @@ from zoo.device.jit import Kernel, jit, launch_count, launched_since
 from zoo.device.mma import SHARED_ALIGN, cp_async_commit, cp_async_wait_all
 from zoo.kernels import int4
 from zoo.kernels.gemv import ring
-from zoo.kernels.gemv import tune as gemv_tune
+from zoo.kernels.gemv.sweeps import tune as gemv_tune
 
 GEMV = zoo.family("gemv")
 SPEC = GEMV.module
@@ -340,7 +340,7 @@ def test_zoo_tune_gemv_with_a_size_tunes_that_sizes_class_at_that_size(monkeypat
         "two_blocks_an_sm": (8192, 8192),
         "many_blocks_an_sm": (14336, 4096),
     }
-    assert [ring.shape_class(rows) for rows in (4096, 4224, 8448, 8449)] == [
+    assert [ring.SHAPE_CLASSES.of(rows) for rows in (4096, 4224, 8448, 8449)] == [
         "one_block_an_sm",
         "one_block_an_sm",
         "two_blocks_an_sm",
@@ -795,7 +795,7 @@ def test_sweep_writes_csv_and_png_with_the_quantization_error(zoo_cli, tmp_path)
     import csv
 
     from zoo import sweeps
-    from zoo.kernels.gemv import sweep
+    from zoo.kernels.gemv.sweeps import formats as sweep
 
     r = zoo_cli("gemv-formats", "--out", str(tmp_path), "--sizes", "9x320")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -819,7 +819,7 @@ def test_read_roof_reads_every_byte_once_in_each_form(zoo_cli, tmp_path):
     """gemv-read-roof in the simulator: each form's kernel XORs every word of fp16's and int4's bytes (a random
     array: a chunk read twice or missed changes the XOR), at a size whose chunks are not a multiple of the grid."""
     from zoo import sweeps
-    from zoo.kernels.gemv import sweep_read_roof
+    from zoo.kernels.gemv.sweeps import read_roof as sweep_read_roof
 
     r = zoo_cli("gemv-read-roof", "--out", str(tmp_path), "--sizes", "9x320")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -830,7 +830,7 @@ def test_read_roof_reads_every_byte_once_in_each_form(zoo_cli, tmp_path):
 
 
 def test_read_roof_findings_compare_the_step_with_the_roof():
-    from zoo.kernels.gemv import sweep_read_roof as roof
+    from zoo.kernels.gemv.sweeps import read_roof as roof
 
     times = {"fp16": (40.0, 37.5, 44.5, 42.0, 40.2), "int4": (11.5, 9.6, 11.0, 10.5, 11.2)}  # the forms, then step
     rows = [
@@ -849,7 +849,7 @@ def test_read_roof_findings_compare_the_step_with_the_roof():
 
 
 def test_sweep_findings_state_the_goals():
-    from zoo.kernels.gemv import sweep
+    from zoo.kernels.gemv.sweeps import formats as sweep
 
     def row(kind, graph_us, copy_us, cublas_us, eager_us):
         weights = 8192 * 8192

@@ -123,10 +123,6 @@ def test_importing_a_step_reads_no_measured_file():
     assert not read, f"importing the steps read files: {read}"
 
 
-# gemv keeps its sweeps beside its steps until its own move (the gemv fold): then this set is empty
-NOT_YET_MOVED = {"gemv/sweep.py", "gemv/sweep_read_roof.py", "gemv/tune.py"}
-
-
 def test_a_family_folder_opens_with_its_lesson_its_sweeps_and_tuning_in_sweeps():
     """The spec, the steps, the exercises and the helpers the steps share sit in the family folder; the sweeps and
     the tuning sweep (``zoo.sweeps``) in its ``sweeps/`` subpackage."""
@@ -136,9 +132,7 @@ def test_a_family_folder_opens_with_its_lesson_its_sweeps_and_tuning_in_sweeps()
         for p in fam.path.glob("*.py")
         if re.fullmatch(r"(sweep\w*|tune|tuning\w*)\.py", p.name)
     }
-    assert beside_steps <= NOT_YET_MOVED, (
-        f"move these into the family's sweeps/: {sorted(beside_steps - NOT_YET_MOVED)}"
-    )
+    assert not beside_steps, f"move these into the family's sweeps/: {sorted(beside_steps)}"
 
 
 def _section_lengths(doc):

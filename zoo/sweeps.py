@@ -57,25 +57,21 @@ def modules():
 
 
 def _sweep_modules(fam):
-    """The family's sweep commands: the modules of its ``sweeps/`` with a ``COMMAND``; where a family still keeps
-    them beside its steps as ``sweep.py`` or ``sweep_<name>.py`` (gemv, until it moves them), those."""
+    """The family's sweep commands: the modules of its ``sweeps/`` with a ``COMMAND``."""
     folder = fam.path / SUBPACKAGE
     if (folder / "__init__.py").exists():
         for info in pkgutil.iter_modules([str(folder)]):
             mod = importlib.import_module(f"{fam.module.__name__}.{SUBPACKAGE}.{info.name}")
             if hasattr(mod, "COMMAND"):  # the others (tune, what the sweeps share) are no command
                 yield mod
-    for info in pkgutil.iter_modules([str(fam.path)]):
-        if info.name == "sweep" or info.name.startswith("sweep_"):
-            yield importlib.import_module(f"{fam.module.__name__}.{info.name}")
 
 
 def tuning_module(fam):
     """The name of the family's tuning sweep (``sweeps/tune.py``, which ``python -m zoo tune`` runs), or None where it
     has none. Found without importing it: ``zoo doctor`` lists the families that have one."""
-    for name in (f"{fam.module.__name__}.{SUBPACKAGE}.tune", f"{fam.module.__name__}.tune"):  # the second: gemv's
-        if importlib.util.find_spec(name.rsplit(".", 1)[0]) is not None and importlib.util.find_spec(name):
-            return name
+    name = f"{fam.module.__name__}.{SUBPACKAGE}.tune"
+    if importlib.util.find_spec(name.rsplit(".", 1)[0]) is not None and importlib.util.find_spec(name):
+        return name
     return None
 
 

@@ -107,8 +107,5 @@ class ShapeClasses(Mapping):
 
 
 def class_of(tune_module, shape):
-    """The class of ``shape`` (a size's dims) in a tuning sweep's classes: what ``zoo tune --size`` tunes it as. A
-    module that still declares its classes as a dict and a ``shape_class`` function (gemv's, until it moves to
-    ``ShapeClasses``) is asked that way."""
-    classes = tune_module.SHAPE_CLASSES
-    return classes.of(*shape) if isinstance(classes, ShapeClasses) else tune_module.shape_class(*shape)
+    """The class of ``shape`` (a size's dims) in a tuning sweep's classes: what ``zoo tune --size`` tunes it as."""
+    return tune_module.SHAPE_CLASSES.of(*shape)

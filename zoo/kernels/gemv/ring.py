@@ -11,9 +11,9 @@ int4 call. The H200's picks, three kernels for three classes, show why it is mea
     two_blocks_an_sm   more blocks than SMs, at most twice as many    8192 x 8192     packed, 2 slots
     many_blocks_an_sm  more than two blocks an SM                     14336 x 4096    packed, 2 slots
 
-A class is the class of a grid of a block a group of 32 rows (``shape_class``), whichever kernel runs: the shape
-alone places a call, and the tune times every kernel at its class's shape. The table is tuned with groups of 128;
-v10 applies each pick to groups of 64 too.
+A class is the class of a grid of a block a group of 32 rows (``SHAPE_CLASSES.of(out, in)``, the protocol of
+``zoo.tune_table``), whichever kernel runs: the shape alone places a call, and the tune times every kernel at its
+class's shape. The table is tuned with groups of 128; v10 applies each pick to groups of 64 too.
 
 A saved table names each kernel for what it is (``Ring.kernel``); tables written when the kernels were named by the
 step that added them (``"v12"``) are read through ``OLD_NAMES`` (``.ci/gemv-tune-names`` renames them on disk).
@@ -35,11 +35,6 @@ class Ring(NamedTuple):
     trigger_early: int = 0  # runs before its last at which a warp lets the next kernel start
 
 
-SHAPE_CLASSES = {  # class: (out, in) tuned at
-    "one_block_an_sm": (4096, 14336),
-    "two_blocks_an_sm": (8192, 8192),
-    "many_blocks_an_sm": (14336, 4096),
-}
 DEFAULTS = {
     "one_block_an_sm": Ring("one_group_a_block", 2),
     "two_blocks_an_sm": Ring("packed", 2),
@@ -57,11 +52,16 @@ OLD_NAMES = {
 }
 
 
-def shape_class(rows, cols=None, sms=None):
+def _place(rows, cols=None, sms=None):
     """The class of a GEMV of ``rows`` outputs (``cols``, its row length, places nothing): the class of a grid of a
     block a group of 32 rows on this GPU's SMs. ``zoo tune --size``, the table and v10's launch place a shape so."""
     blocks, sms = -(-rows // 32), sms or sm_count()
     return "one_block_an_sm" if blocks <= sms else "two_blocks_an_sm" if blocks <= 2 * sms else "many_blocks_an_sm"
+
+
+SHAPE_CLASSES = tune_table.ShapeClasses(  # class: the (out, in) it is tuned at
+    {"one_block_an_sm": (4096, 14336), "two_blocks_an_sm": (8192, 8192), "many_blocks_an_sm": (14336, 4096)}, _place
+)
 
 
 def renamed(choice):
@@ -83,7 +83,7 @@ def table():
     is filed under the class its tuned shape is in now, whatever its saved name (a table tuned when 14336 x 4096 was
     the second of two classes gives its rows to the third), and its kernels read under their names of now."""
     data = tune_table.read(cache_path(), path())
-    classes = {shape_class(e["shape"][0]) if e.get("shape") else cls: e for cls, e in data.get("classes", {}).items()}
+    classes = SHAPE_CLASSES.filed(data.get("classes", {}))
     data = {**data, "classes": classes}
     ranked = {
         cls: [Ring(**renamed(r["tiles"])) for r in e.get("rows", []) if "ms" in r and r.get("agrees")]
@@ -95,6 +95,6 @@ def table():
 def ring_for(rows, kernels):
     """The ring for a call of ``rows`` outputs: the table's fastest of ``kernels`` (v10's) for its class, else the
     class's default."""
-    cls = shape_class(rows)
+    cls = SHAPE_CLASSES.of(rows)
     mine = [choice for choice in table()[1].get(cls, []) if choice.kernel in kernels]
     return mine[0] if mine else DEFAULTS[cls]

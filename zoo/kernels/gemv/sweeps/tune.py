@@ -15,7 +15,7 @@ from zoo.kernels.gemv import v10_prepacked_weights as v10
 from zoo.kernels.gemv.ring import SHAPE_CLASSES, Ring, cache_path, path
 
 # what `zoo tune` uses
-__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "inputs_for", "launch", "path", "shape_class", "sweep"]
+__all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "inputs_for", "launch", "path", "sweep"]
 
 STEP = "v10"  # the step whose ring is tuned
 TRIGGERS_EARLY = (0, 1, 2)  # a warp lets the next kernel start at its last run, or 1 or 2 before
@@ -50,11 +50,6 @@ def launch(choice, W, x, scales, out):
     v10.launch_ring(choice, W, x, scales, out)
 
 
-def shape_class(rows, cols):
-    """The class of an out x in GEMV (``ring.shape_class``: by its rows)."""
-    return ring.shape_class(rows, cols)
-
-
 def sweep(shapes=None, progress=None, save=False):
     """Time every candidate at each class's shape (or at ``shapes``, a dict class: (out, in)); write the table to
     the user's cache (and, with ``save``, to the repository's results/tune) and return it, each class's rows
@@ -66,7 +61,7 @@ def sweep(shapes=None, progress=None, save=False):
     from zoo import harness, tune_table
     from zoo.device import properties, sm_count
     from zoo.device.jit import launch_count, launched_since
-    from zoo.kernels.gemv import sweep as formats
+    from zoo.kernels.gemv.sweeps import formats
 
     fam = zoo.family("gemv")
     shapes = shapes or SHAPE_CLASSES

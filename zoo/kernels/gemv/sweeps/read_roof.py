@@ -40,7 +40,7 @@ from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous
 from zoo.device.jit import jit
 from zoo.device.memory import load_int4
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.gemv import sweep as formats  # gemv-formats: its sizes, its graph timing, its number test
+from zoo.kernels.gemv.sweeps import formats  # gemv-formats: its sizes, its graph timing, its number test
 
 COMMAND = "gemv-read-roof"
 HELP = "the int4 goal's roof: a kernel that only reads fp16's and int4's bytes, with and without dependent launch"
