@@ -295,8 +295,9 @@ def test_report_puts_the_findings_under_the_sweep_plot(tmp_path, monkeypatch):
     monkeypatch.setattr(sweeps, "saved", lambda: [("nvidia-h200", "bytes-in-flight", table)])
     monkeypatch.setattr(sweeps, "png_path", lambda slug, command, root=None: tmp_path / f"{slug}-{command}.png")
     monkeypatch.setattr(results, "ROOT", tmp_path)
-    sections = []
-    list(report._sweep_sections({}, sections))
+    list(report._redraw({}, None))  # draws the sweep's chart from its CSV
+    sections = report.sweep_sections({})
     (text,) = [s for s in sections if s.startswith("### `python -m zoo bytes-in-flight`")]
+    assert "nvidia-h200-bytes-in-flight.png)" in text  # the chart just drawn, then the findings under it
     found = bytes_sweep.findings(sweeps.read_csv(table))
     assert found and text.endswith("\n".join(f"- {line}" for line in found))

@@ -50,3 +50,19 @@ def test_a_page_shows_each_step_with_its_diff_from_the_last():
     first, second = list(fam)[:2]
     assert f"--- {first.path.name}" in text and f"+++ {second.path.name}" in text
     assert '"""' not in walkthrough.code_only(second.source).split("\n", 1)[0]  # docstrings left out
+
+
+def test_results_page_and_readme_headline_are_up_to_date():
+    """docs/results.md's tables and the README's headline table are what `zoo report` writes from results/ now: a
+    step folded or renamed, or a results file changed, cannot leave them naming what is gone."""
+    all_results = results.load_all()
+    page = report.RESULTS_PAGE.read_text()
+    start = page.index(report.BEGIN) + len(report.BEGIN)
+    assert page[start : page.index(report.END)].strip() == report.results_text(all_results), (
+        "docs/results.md is stale: run `python -m zoo report`"
+    )
+    readme = report.README.read_text()
+    start = readme.index(report.HEADLINE_BEGIN) + len(report.HEADLINE_BEGIN)
+    assert readme[start : readme.index(report.HEADLINE_END)].strip() == report.headline_table(all_results), (
+        "README.md's headline table is stale: run `python -m zoo report`"
+    )

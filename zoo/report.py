@@ -301,49 +301,40 @@ def _num(value):
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _sweep_sections(all_results, sections, names=None):
-    """Redraw each committed sweep's PNG from its CSV (of the families named, if given) and show it under its GPU's
-    heading; yields a line for each PNG that changed."""
+def _saved_sweeps(all_results):
+    """(device name, slug, command, module, csv path, png path) of every committed GPU sweep, by GPU."""
     from zoo import sweeps
 
     modules = sweeps.modules()
-    by_slug = {}
     for slug, command, path in sweeps.saved():
-        by_slug.setdefault(slug, []).append((command, path))
-    for slug, found in by_slug.items():
         name = all_results.get(slug, {}).get("device", {}).get("name", slug)
-        sections.append(f"## Sweeps on {name}")
-        for command, path in found:
-            module = modules[command]
-            rows = sweeps.read_csv(path)
-            png = sweeps.png_path(slug, command)
-            if names is None or module.FAMILY.name in names or getattr(module, "READS_RESULTS", False):
-                before = png.read_bytes() if png.exists() else None
-                if sweeps.draw(module, rows, name, png) and png.read_bytes() != before:
-                    yield f"plot {png.relative_to(results.ROOT)}"
-            rel_csv = path.relative_to(results.ROOT).as_posix()
-            text = f"### `python -m zoo {command}`\n\n{module.HELP} Data: `{rel_csv}`."
-            if png.exists():
-                text += f"\n\n![{command} on {name}]({_from_docs(png)})"
-            found = sweeps.findings(module, rows)
-            if found:
-                text += "\n\n" + "\n".join(f"- {line}" for line in found)
-            sections.append(text)
+        yield name, slug, command, modules[command], path, sweeps.png_path(slug, command)
 
 
-def _from_docs(path):
-    """A file's link from docs/results.md."""
-    return Path(os.path.relpath(path, RESULTS_PAGE.parent)).as_posix()
+def sweep_sections(all_results):
+    """docs/results.md's part on the sweeps: each committed sweep under its GPU's heading, its chart and the findings
+    computed from its CSV."""
+    from zoo import sweeps
+
+    sections, heading = [], None
+    for name, _, command, module, path, png in _saved_sweeps(all_results):
+        if name != heading:
+            sections.append(f"## Sweeps on {name}")
+            heading = name
+        rows = sweeps.read_csv(path)
+        text = f"### `python -m zoo {command}`\n\n{module.HELP} Data: `{path.relative_to(results.ROOT).as_posix()}`."
+        if png.exists():
+            text += f"\n\n![{command} on {name}]({_from_docs(png)})"
+        found = sweeps.findings(module, rows)
+        if found:
+            text += "\n\n" + "\n".join(f"- {line}" for line in found)
+        sections.append(text)
+    return sections
 
 
-def regenerate(families=None):
-    """Rewrite docs/results.md's tables, the README's headline table and the plots (the bar charts and sweeps of
-    the families given, or of all); yields one line for each file that changed.
-
-    ``zoo report`` regenerates the walkthrough pages after this (``zoo.walkthrough.regenerate``), which show the
-    plots drawn here. No step file is written: a step's figures are generated onto its page and ``zoo show``."""
-    names = None if families is None else {fam.name for fam in families}
-    all_results = results.load_all()
+def results_text(all_results):
+    """docs/results.md's generated part: each GPU's table of every family at its headline size with its chart, then
+    the sweeps. Text only: the charts it links are drawn by ``regenerate``."""
     sections = []
     for slug, data in all_results.items():
         name = data["device"]["name"]
@@ -355,17 +346,48 @@ def regenerate(families=None):
             by_size = data["families"].get(fam.name)
             if not by_size:
                 continue
-            keys = headline_keys(fam, by_size)
-            for key in keys:
+            for key in headline_keys(fam, by_size):
                 sections.append(f"### {fam.name}, size {key}\n\n" + family_table(fam, name, key, by_size[key]))
             path = family_plot_path(slug, fam)
-            if (names is None or fam.name in names) and plot(fam, slug, name, keys, by_size):
-                yield f"plot {path.relative_to(results.ROOT)}"
             if path.exists():
                 sections.append(f"![{fam.name} on {name}]({_from_docs(path)})")
-    yield from _sweep_sections(all_results, sections, names)
-    body = "\n\n".join(sections) if sections else "No GPU results yet: run `python -m zoo run --save` on a GPU."
-    if _write_between(RESULTS_PAGE, BEGIN, END, body):
+    sections += sweep_sections(all_results)
+    return "\n\n".join(sections) if sections else "No GPU results yet: run `python -m zoo run --save` on a GPU."
+
+
+def _from_docs(path):
+    """A file's link from docs/results.md."""
+    return Path(os.path.relpath(path, RESULTS_PAGE.parent)).as_posix()
+
+
+def _redraw(all_results, names):
+    """Draw the bar chart of each family named (every family for None) on each GPU and each sweep's chart of those
+    families (and every sweep that reads results/); yields a line for each PNG that changed."""
+    from zoo import sweeps
+
+    for slug, data in all_results.items():
+        for fam in zoo.families():
+            by_size = data["families"].get(fam.name)
+            if by_size and (names is None or fam.name in names):
+                if plot(fam, slug, data["device"]["name"], headline_keys(fam, by_size), by_size):
+                    yield f"plot {family_plot_path(slug, fam).relative_to(results.ROOT)}"
+    for name, _, _, module, path, png in _saved_sweeps(all_results):
+        if names is None or module.FAMILY.name in names or getattr(module, "READS_RESULTS", False):
+            before = png.read_bytes() if png.exists() else None
+            if sweeps.draw(module, sweeps.read_csv(path), name, png) and png.read_bytes() != before:
+                yield f"plot {png.relative_to(results.ROOT)}"
+
+
+def regenerate(families=None):
+    """Rewrite docs/results.md's tables, the README's headline table and the plots (the bar charts and sweeps of
+    the families given, or of all); yields one line for each file that changed.
+
+    ``zoo report`` regenerates the walkthrough pages after this (``zoo.walkthrough.regenerate``), which show the
+    plots drawn here. No step file is written: a step's figures are generated onto its page and ``zoo show``."""
+    names = None if families is None else {fam.name for fam in families}
+    all_results = results.load_all()
+    yield from _redraw(all_results, names)  # first: the text links the charts that exist
+    if _write_between(RESULTS_PAGE, BEGIN, END, results_text(all_results)):
         yield f"{RESULTS_PAGE.relative_to(results.ROOT)} tables"
     if _write_between(README, HEADLINE_BEGIN, HEADLINE_END, headline_table(all_results)):
         yield "README.md headline table"
