@@ -429,12 +429,8 @@ class PreparedInputs:
         self.entries = []  # [(layouts, ((position, weak reference), ...), packed inputs or None where unchanged)]
         self.hits = self.misses = 0
 
-    @staticmethod
-    def _layout(a):
-        return None if a is None else (tuple(a.shape), tuple(a.strides), a.dtype, address(a) % 16)
-
     def __call__(self, inputs):
-        layouts = tuple(self._layout(a) for a in inputs)
+        layouts = [None if a is None else (a.shape, a.strides, a.dtype, address(a) & 15) for a in inputs]  # every call
         for known, refs, packed in reversed(self.entries):
             if known == layouts and all(ref() is inputs[i] for i, ref in refs):
                 self.hits += 1
