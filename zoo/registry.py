@@ -11,7 +11,11 @@ the base's kernel unchanged, only differently (other tiles, another plan), and
 defines no kernel of its own (``Variant.launch_only``: nothing to write as an
 exercise), or it has a kernel of its own and hands the base the inputs that
 kernel does not take (other formats, shapes it cannot tile). A step
-copied from an earlier step other than the one before it says ``FROM = "vNN"``. A step whose arithmetic is
+copied from an earlier step other than the one before it says ``FROM = "vNN"``, and so does a step whose base is
+not the step its file is written against: a kernel of its own built on the step before, which hands the calls it
+does not take to an earlier step that runs them itself (gemv v08 to v10: ``FROM`` the step before, ``BASE`` v06,
+whose kernels take every format), so that a launch falls through one ``BASE`` at most. ``FROM`` then sets the
+diff, ``BASE`` the import. A step whose arithmetic is
 coarser than the family's (TF32 tensor cores in a float32 family) says ``TOLERANCE = ...`` (a number or a
 function of the size), which replaces the family's for that step only. More family folders can be added
 with ``ZOO_KERNEL_PATH`` (folders separated like PATH), which is how a test adds
@@ -213,18 +217,19 @@ class Variant:
 
     @functools.cached_property
     def copied_from(self):
-        """The earlier step this file was copied from when it is not the step before (its ``FROM = "vNN"``), or None."""
+        """The earlier step this file was copied from and is written against (its ``FROM = "vNN"``), where that is
+        not what the default says (its base, else the step before), or None."""
         m = FROM_LINE.search(self.source)
         return self.family[m.group(1)] if m else None
 
     @property
     def compared_with(self):
-        """What this step's Changes and diff are written against: its base, the step it was copied from, else the
+        """What this step's Changes and diff are written against: the step it was copied from, its base, else the
         step before (None for v01)."""
-        if self.base is not None:
-            return self.base
         if self.copied_from is not None:
             return self.copied_from
+        if self.base is not None:
+            return self.base
         if self.number == 1:
             return None
         previous = self.family[self.number - 1]

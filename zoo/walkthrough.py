@@ -190,6 +190,11 @@ def page(fam, all_results=None, profiles=None, leave_out=()):
         against = v.compared_with  # its BASE, or the step before
         if v.launch_only:
             out.append(f"Launches {v.base.name}'s kernel (its base): the diff below is against that step.")
+        elif v.base is not None and v.copied_from is not None:
+            out.append(
+                f"Copied from {v.copied_from.name} and changed: the diff below is against that step. Its launch"
+                f" calls {v.base.name}'s (its base) for the inputs its own kernel does not take."
+            )
         elif v.base is not None:
             out.append(
                 f"Built on {v.base.name} (its base), whose launch it calls for the inputs its own kernel does not"

@@ -41,9 +41,10 @@ from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_words2, load_words4
 from zoo.device.mma import SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, load_half8, mma_f16_f32
 from zoo.kernels.gemv import check_index_range, layout
-from zoo.kernels.gemv import v07_tensor_core_dequant as v07
+from zoo.kernels.gemv import v06_split_k as v06
 
-BASE = "v07"  # fp32, fp16, int8, and int4 rows that are not whole blocks of 64, run v07's launch (v06's kernels)
+FROM = "v07"  # the step this one changes: its math, its fragments
+BASE = "v06"  # fp32, fp16, int8, and int4 rows that are not whole blocks of 64, run v06's kernels
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs, and cp.async (sm_80)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
@@ -341,7 +342,7 @@ def slices_for(rows):
 def launch(W, x, scales, out, stages=STAGES):
     fmt, n, group = layout(W, x, scales)
     if fmt != "int4" or n % BLOCK or not (aligned(W) and aligned(x)):
-        return v07.launch(W, x, scales, out)  # v07's launch: the other formats, and rows not whole blocks of 64
+        return v06.launch(W, x, scales, out)  # v06's kernels: the other formats, and rows not whole blocks of 64
     slices = slices_for(out.size)
     rows_per_block = ROWS_PER_WARP * (WARPS_PER_BLOCK // slices)
     blocks = (out.size + rows_per_block - 1) // rows_per_block

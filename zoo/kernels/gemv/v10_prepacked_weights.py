@@ -9,7 +9,7 @@ Changes:
     slot is refilled once its run is in registers, before the math, so both
     slots are in flight. A packed W is (rows / 32, 16 in): launch refuses the
     row-major int4 W it would take, and a call through Variant packs once per
-    weights array. Rows not of whole runs (in % 256) run v09's launch.
+    weights array. Rows not of whole runs (in % 256) run v06's kernels.
     ``zoo tune gemv`` picks per shape class: slots, refill order, trigger,
     and a kernel (``KERNELS``: immediate offsets, one group a block).
 
@@ -48,9 +48,10 @@ from zoo.device.mma import (
     mma_f16_f32,
 )
 from zoo.kernels.gemv import check_index_range, layout, ring
-from zoo.kernels.gemv import v09_dependent_launch as v09
+from zoo.kernels.gemv import v06_split_k as v06
 
-BASE = "v09"  # other formats, and rows not of whole runs: v09's launch
+FROM = "v09"  # the step this one changes: its ring, on packed weights
+BASE = "v06"  # other formats, and rows not of whole runs: v06's kernels
 MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent launch (sm_90)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
@@ -551,11 +552,11 @@ def takes(W, x, scales):
 
 
 def launch(W, x, scales, out):
-    """The packed ring on inputs ``pack`` made (int4 in whole runs); anything else it did not pack: v09's launch."""
+    """The packed ring on inputs ``pack`` made (int4 in whole runs); anything else it did not pack: v06's kernels."""
     if not is_packed(W, x):
         if takes(W, x, scales):
             raise ValueError("v10 takes its int4 weights packed: pass W and scales through pack(W, x, scales) first")
-        return v09.launch(W, x, scales, out)
+        return v06.launch(W, x, scales, out)
     groups = -(-out.size // ROWS_PER_WARP)
     if W.shape[0] != groups or scales.shape[0] != groups or scales.shape[1] % ROWS_PER_WARP:
         raise ValueError(
