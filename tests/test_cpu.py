@@ -77,12 +77,12 @@ def test_the_readme_table_marks_a_host_paced_figure_and_says_why():
     row = dict(ms=0.0197, gflops=3000.0, gbps=1500.0, ratio=4.0, correct=True)
     entries = {
         "v09_dependent_launch": dict(row, name="v09_dependent_launch", host_us=12.0, ms=0.094),  # the kernel's pace
-        "v10_refill_after_read": dict(row, name="v10_refill_after_read", host_us=17.0),  # the host's pace
+        "v10_prepacked_weights": dict(row, name="v10_prepacked_weights", host_us=17.0),  # the host's pace
     }
     table = report.family_table(fam, "H100", "4096x14336@int4", entries)
-    assert "| v10_refill_after_read | 0.0197 \N{DAGGER} |" in table and "| v09_dependent_launch | 0.0940 |" in table
+    assert "| v10_prepacked_weights | 0.0197 \N{DAGGER} |" in table and "| v09_dependent_launch | 0.0940 |" in table
     assert table.endswith(report.HOST_NOTE) and "host_paced" in report.HOST_NOTE
-    del entries["v10_refill_after_read"]
+    del entries["v10_prepacked_weights"]
     assert "\N{DAGGER}" not in report.family_table(fam, "H100", "4096x14336@int4", entries)  # no mark, no note
 
 
