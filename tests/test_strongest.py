@@ -59,6 +59,28 @@ def test_every_family_declares_a_strongest_row_that_is_checked(fam):
     assert fam.checked(fam.strongest), f"{fam.name}: {fam.strongest} is never checked"
 
 
+@pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)
+def test_no_library_row_goes_unchecked(fam):
+    """Every row a run times is checked: a ceiling against its ROW_REFERENCE (a copy: the bytes it copied) or, for a
+    coarser result (a float16 product), against the family's reference within its ROW_TOLERANCE."""
+    assert [row for row in fam.baselines if not fam.checked(row)] == []
+
+
+def test_the_int4_ceilings_hold_what_their_row_reference_says(monkeypatch):
+    """The float32 and int8 ReLU rows, run on NumPy through a stand-in for CuPy, pass their own check, and a wrong
+    one fails it."""
+    int4 = zoo.family("int4")
+    fake = types.SimpleNamespace(asnumpy=np.asarray, asarray=np.array, empty=np.empty, maximum=np.maximum)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(int4.module, "_WIDER_OPERANDS", {})
+    monkeypatch.setattr("zoo.device.properties", lambda: {"l2_bytes": 4000})
+    for row in ("float32_relu", "int8_relu"):
+        result = harness.check_library_row(int4, row, 1001, seed=3)
+        assert result.ok is True, (row, result.detail)
+    monkeypatch.setattr(fake, "maximum", lambda x, zero, out: np.minimum(x, zero, out=out))
+    assert harness.check_library_row(int4, "int8_relu", 1001, seed=3).ok is False
+
+
 def test_a_family_without_a_strongest_row_fails_discovery(tmp_path, monkeypatch):
     with pytest.raises(RegistryError, match="STRONGEST"):
         load(

@@ -127,7 +127,8 @@ OPTIONAL_SPEC = {
     "this, exactly unless ROW_TOLERANCE says otherwise; a row whose result is not in ``out`` (a scratch buffer, a "
     "float16 product) returns it",
     "ROW_TOLERANCE": "{row name: tolerance or tolerance(size)}: a library or CPU row whose arithmetic is coarser "
-    "than the family's (cuBLAS in TF32 beside a float32 family) is checked against this instead of TOLERANCE",
+    "than the family's (cuBLAS in TF32 beside a float32 family, a ceiling's float16 result) is checked against this "
+    "instead of TOLERANCE",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
     "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
     "PINNED = True is timed on page-locked ones",
@@ -612,8 +613,11 @@ class Family:
         return dict(getattr(self.module, "ROW_REFERENCE", {}))
 
     def checked(self, row):
-        """Whether a library row's output is checked: every baseline, and a ceiling that has a ROW_REFERENCE."""
-        return row not in self.ceilings or row in self.row_references
+        """Whether a library row's output is checked: every baseline; a ceiling against its ROW_REFERENCE, or against
+        the family's reference when ROW_TOLERANCE gives it a coarser tolerance (a float16 result)."""
+        return (
+            row not in self.ceilings or row in self.row_references or row in getattr(self.module, "ROW_TOLERANCE", {})
+        )
 
     @functools.cached_property
     def strongest(self):

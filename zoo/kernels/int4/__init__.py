@@ -44,13 +44,14 @@ billions of elements per second.
 Rows besides the steps: the baseline is a 256-entry lookup table in CuPy,
 ``cupy.take(TABLE, packed, out=out)``, where TABLE[b] is the output byte for
 input byte b: any op on a pair of int4 codes is such a table. CEILINGS, timed
-and never checked: ``copy_ceiling``, a device-to-device copy of the packed
-bytes; ``float32_relu`` and ``int8_relu``, ``cupy.maximum(x, 0, out=y)`` on the
-same tensor held as 2 ceil(n/2) float32 values (scale * q) or int8 codes. Their
-GFLOP/s column is their element rate and compares directly with the steps'
-(the issue's goal on an H200: the packed op at 2x or more the float32 op's
-element rate). Their GB/s column, like every row's, counts the int4 bytes: the
-float32 row really moves 8x that and the int8 row 2x.
+and each checked against what it must hold (ROW_REFERENCE): ``copy_ceiling``, a
+device-to-device copy of the packed bytes (the STRONGEST row); ``float32_relu``
+and ``int8_relu``, ``cupy.maximum(x, 0, out=y)`` on the same tensor held as 2
+ceil(n/2) float32 values (scale * q) or int8 codes. Their GFLOP/s column is
+their element rate and compares directly with the steps' (the issue's goal on an
+H200: the packed op at 2x or more the float32 op's element rate). Their GB/s
+column, like every row's, counts the int4 bytes: the float32 row really moves 8x
+that and the int8 row 2x.
 """
 
 import math
@@ -194,7 +195,7 @@ def float32_relu(packed, out):
     import cupy
 
     x, y = _wider_operands(packed, np.float32)
-    cupy.maximum(x, np.float32(0), out=y)
+    return cupy.maximum(x, np.float32(0), out=y)
 
 
 def int8_relu(packed, out):
@@ -202,12 +203,25 @@ def int8_relu(packed, out):
     import cupy
 
     x, y = _wider_operands(packed, np.int8)
-    cupy.maximum(x, np.int8(0), out=y)
+    return cupy.maximum(x, np.int8(0), out=y)
 
 
-# Timed, never checked: a copy of the packed bytes, and the same op on wider representations
+def _wider_relu(packed, dtype):
+    """What float32_relu and int8_relu must produce: ReLU of the codes (times SCALE for float32), as _wider_operands
+    makes them."""
+    values = unpack_codes_reference(packed).astype(dtype)
+    if dtype == np.float32:
+        values *= SCALE
+    return np.maximum(values, dtype(0))
+
+
+# Timed, and checked: a copy of the packed bytes, and the same op on wider representations
 CEILINGS = {"copy_ceiling": copy_ceiling, "float32_relu": float32_relu, "int8_relu": int8_relu}
-ROW_REFERENCE = {"copy_ceiling": lambda packed: packed}  # what the copy must hold: the packed bytes
+ROW_REFERENCE = {
+    "copy_ceiling": lambda packed: packed,  # what the copy must hold: the packed bytes
+    "float32_relu": lambda packed: _wider_relu(packed, np.float32),
+    "int8_relu": lambda packed: _wider_relu(packed, np.int8),
+}
 STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand
 
 
