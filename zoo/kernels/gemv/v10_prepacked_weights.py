@@ -57,10 +57,8 @@ MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent lau
 validate = check_index_range  # the step's size limit: its indices are uint32
 
 THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share 32 rows
-# Why not 16 warps a block (512 threads: 16 warps share 32 rows at 4096 x 14336, twice the warps an SM): one such
-# block fills an SM's registers, so the next kernel's block cannot start beside it. Graph time, 8192 x 8192, 4096 x
-# 14336, 14336 x 4096, best ring each: H100 11.92, 10.39, 10.33 us -> 13.76, 11.14, 12.14; H200 9.11, 8.28, 8.57 ->
-# 11.86, 9.11, 10.70
+# Why not 16 warps a block (twice the warps an SM at 4096 x 14336): one such block fills an SM's registers, so the
+# next kernel's block cannot start beside it (H200, graph time, 4096 x 14336, best ring each: 8.28 us -> 9.11)
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
 # Why not one m-tile of 16 rows a warp, which gives 4096 x 14336 256 blocks, two an SM: x's shared-memory reads and the
@@ -162,11 +160,9 @@ def pick(tile0, tile1, upper, odd):
 # of nibbles (j, j + 4) are then columns (2j, 2j + 1), the pairs x's float16 already come in, so the kernel needs no
 # PRMT to pair x as v07 to v09 do (33 fewer instructions a run; H200, 8192 x 8192, 9.80 us -> 9.47, graph time).
 NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)
-# A warp's runs are one contiguous range. Two orders that read W more in step were tried on the H200 (graph time, best
-# ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096): the warps of a group taking its runs in turn (warp w runs w, w
-# + slices, ...), 9.13, 8.24, 8.53 us -> 8.86, 8.49, 8.54; and W stored step-major (run t of every warp of the grid
-# side by side, so that the grid reads one window of W at a time), 9.21, 8.22, 8.59 -> 8.99, 8.67, 8.86. Both gain
-# 2-3% at 8192 x 8192, which meets 3.5x without them, and lose at the Llama shapes, which do not.
+# A warp's runs are one contiguous range. Orders that read W more in step (a group's warps taking its runs in turn;
+# W stored step-major, the grid reading one window of it at a time) gain 2-3% at 8192 x 8192, which meets 3.5x without
+# them, and lose at the Llama shapes, which do not (H200, graph time, 4096 x 14336: 8.24 us -> 8.49 and 8.67).
 
 
 def _paired(xp, codes):
@@ -230,9 +226,8 @@ def is_packed(W, x):
 # wavefronts, the least a warp's 256 bytes can take.
 #
 # Why every lane asks for 16 bytes, and not one lane for the run's 4 KB with a TMA bulk copy (``cp.async.bulk``, its
-# bytes counted on an mbarrier a slot, ``pack`` storing each run already swizzled, x and the scales one copy each):
-# tried on the H200 (graph time, each shape's best ring), 9.11, 8.27, 8.63 us -> 10.74, 9.18, 9.91 at 8192 x 8192,
-# 4096 x 14336 and 14336 x 4096: right sums from fewer instructions, but 11 to 18% slower.
+# bytes counted on an mbarrier a slot, ``pack`` storing each run already swizzled): right sums from fewer
+# instructions, but 11 to 18% slower (H200, graph time, 4096 x 14336, best ring each: 8.27 us -> 9.18).
 @jit(device=True)
 def copy_codes(W, lines, at, ring, slot, lane):
     """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
@@ -332,14 +327,10 @@ def read_run(ring, slot, lane_src, g, t, codes, xs):
             xs[8 * b + p] = pairs[p]
 
 
-# What the math costs, and what it does not (H200, graph time, before the pairs; 8192 x 8192, 4096 x 14336, 14336 x
-# 4096, each against this kernel in the same run). With add_run replaced by an XOR of the run's words, every copy and
-# read kept: 9.81, 8.70, 9.86 us -> 8.45, 7.73, 8.23, or 3.84x, 3.65x, 3.56x fp16's weights per second: at the Llama
-# shapes even free math leaves this ring at the goal's edge. Cheaper math moved little: the magic numbers' offsets
-# left in the mma and taken out once a group (four LOP3 and a shift a word, no HFMA2, the pairs too: 449 SASS a run,
-# not 591), 9.58, 8.97, 9.45 at the better of two rings, with a float32 error near 2e-5; each block's mma a chain of
-# its own (4 deep, not 8): 9.80, 8.73, 9.79 -> 9.75, 8.72, 9.75. The rest is the ring's: the read roof (``zoo
-# gemv-read-roof``, 64 KB an SM before the wait) takes 7.5 us at both Llama shapes.
+# What the math costs: with add_run replaced by an XOR of the run's words, every copy and read kept, 4096 x 14336
+# takes 7.73 us, not 8.70 (H200, graph time): at the Llama shapes even free math leaves this ring near the goal, and
+# cheaper math (the magic numbers' offsets taken out once a group, shorter mma chains) moved less than that. The rest
+# is the ring's: the read roof (``zoo gemv-read-roof``, 64 KB an SM before the wait) takes 7.5 us there.
 @jit(device=True)
 def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
     """A run's mma, each group's sum scaled once in float32 and added to the lane's row total."""
@@ -425,11 +416,9 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             mine_runs = max(int64(0), min(per_slice, runs - int64(piece) * per_slice))
             at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
             first_at = at  # the first run's byte: its x is asked for after the wait
-            # the first STAGES - 1 runs' codes and scales, before the wait (as v09). Two ways to have more landed by
-            # the wait were slower (H200, graph time, 8192 x 8192, 4096 x 14336, 14336 x 4096, best ring each):
-            # run 0 loaded straight into registers, its slot then holding run STAGES, 9.01, 8.24, 8.61 us -> 11.42,
-            # 9.78, 10.08; the warp's next runs asked of L2 (one ``cp.async.bulk.prefetch.L2``, packed runs being
-            # one piece), 9.12, 8.21, 8.64 -> 10.17, 8.23, 9.44 for one run and 11.41, 8.52, 9.89 for two
+            # the first STAGES - 1 runs' codes and scales, before the wait (as v09). More landed by the wait was
+            # slower: run 0 loaded straight into registers, its slot then holding run STAGES (H200, graph time,
+            # 4096 x 14336: 8.24 us -> 9.78), or the warp's next runs asked of L2 (``cp.async.bulk.prefetch.L2``)
             for r in range(stages - 1):
                 if r < mine_runs:
                     copy_run(W, addresses, at, ring, ring_at + uint32(r * slot_size), lane)
@@ -437,12 +426,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                     at += RUN_BYTES
             # the kernel before this one (launched ahead of it in the stream) has finished and its writes are
             # visible from here on: x may be its output, and out may be what it reads; nothing above touched them.
-            # What that costs (4096 x 14336, H100, 32 calls in a graph, each warp's %globaltimer): this call's warps
-            # start 1.5-1.8 us before the last warp of the call before ends, the wait returns 0.8-1.0 us after it,
-            # and the first run's math starts 1.3-1.4 us after it: about 1.4 us of an 11 us call with little landing.
-            # On a (Firecracker) H200 at this GPU's tuned ring the wait returns 0.5 us after that last warp, the first
-            # math starts 0.8 us later, a block's warps end their loops up to 1.0 us apart (median over blocks; no warp
-            # index ends last more than another), and no call put two of its blocks on one SM
+            # What that costs (4096 x 14336, H100, each warp's %globaltimer in a graph of calls): the first run's math
+            # starts about 1.4 us after the last warp of the call before ends, of an 11 us call
             wait_for_previous_kernel()
             for r in range(stages):  # every slot's x, and the last slot's codes: a group a run, the first run's alone
                 if r < mine_runs:
@@ -508,15 +493,11 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
     return gemv_int4_packed_ring
 
 
-# Why a block takes whole groups of 32 rows although 4096 x 14336 then leaves 4 of the H200's 132 SMs idle: tried with
-# the call's runs spread evenly over every warp of one block an SM (packed, W is one line of runs, so warp w takes
-# runs w T / warps .. of all T), a group shared by warps of several blocks added by the last of them to finish (a
-# counter a group in global memory, the pieces through L2). H200, graph time, 8192 x 8192, 4096 x 14336, 14336 x
-# 4096: 9.03, 8.25, 8.62 us -> 11.87, 12.01, 11.78. The split alone, without that reduction (wrong sums: its bound),
-# took 9.78, 8.82, 8.83; the reduction's fence, counter and reads of the pieces are trips to L2 at the call's end,
-# where the slices of a block add through shared memory.
-# (The other way, one group a block at 14336 x 4096, 448 blocks of 8 warps instead of 224 of two groups, so that
-# the hardware hands blocks to SMs as they free up: H200, graph time, 8.59 us -> 10.19.)
+# Why a block takes whole groups of 32 rows although 4096 x 14336 then leaves 4 of the H200's 132 SMs idle: the call's
+# runs spread evenly over every warp, a group shared by warps of several blocks and added through L2 by the last of
+# them to finish, took 8.25 us -> 12.01 there (H200, graph time); the slices of a block add through shared memory.
+# And why one_group_a_block keeps these slices: eight warps a group at 14336 x 4096 (448 blocks of eight) took
+# 8.59 us -> 10.19.
 def slices_for(rows):
     """Warps per 32 rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
     groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
