@@ -147,6 +147,16 @@ def test_a_row_whose_library_is_missing_says_so(no_cuda_compute):
             zoo.family(family).baselines[row](*inputs, out)
 
 
+def test_a_triton_row_without_triton_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)
+    monkeypatch.delitem(sys.modules, "zoo.bench.triton_rows", raising=False)
+    x = np.ones((3, 33), np.float32)
+    with pytest.raises(Unavailable, match="triton not installed"):
+        zoo.family("softmax").baselines["triton"](x, np.empty_like(x))
+    with pytest.raises(Unavailable, match="triton not installed"):
+        zoo.family("vector_add").baselines["triton"](x[0], x[1], np.empty_like(x[0]))
+
+
 def test_cuda_compute_without_its_bindings_says_so(monkeypatch):
     """On a machine without a CUDA driver cuda.compute imports, warns and has no bindings (cuda-cccl 1.2.1)."""
     cuda = types.ModuleType("cuda")

@@ -91,6 +91,16 @@ def cub_histogram_even(data, out, bins):
     _call(key, lambda: compute.make_histogram_even(**arguments), **arguments)
 
 
+def triton_rows():
+    """``zoo.bench.triton_rows``, the Triton kernels of the Triton rows; Unavailable where Triton or PyTorch (which
+    hands it the arrays) is missing."""
+    try:
+        from zoo.bench import triton_rows
+    except ImportError as e:
+        raise Unavailable(f"triton not installed ({e}): Triton and PyTorch run these rows") from None
+    return triton_rows
+
+
 # -- a copy of the bytes a call must move ---------------------------------------------------------------------------
 _COPY_DESTINATION = {}  # nbytes -> a CuPy buffer the copy rows write into, one size at a time
 

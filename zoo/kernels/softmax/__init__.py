@@ -153,6 +153,17 @@ def baseline(x, out):
     cupy.divide(e, e.sum(axis=1, keepdims=True), out=out)
 
 
+def triton_softmax(x, out):
+    """The fused softmax as a Triton kernel (``zoo.bench.triton_rows``): a program a row, the row held in registers,
+    read once and written once. Needs Triton and PyTorch (the row says so where they are missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.triton_rows().softmax(x, out)
+
+
+EXTRA_BASELINES = {"triton": triton_softmax}
+
+
 def copy_ceiling(x, out):
     """A device-to-device copy of x into out: the bandwidth a one-read softmax aims at.
 

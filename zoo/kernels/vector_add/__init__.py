@@ -57,6 +57,17 @@ def baseline(a, b, out):
     cupy.add(a, b, out=out)
 
 
+def triton_add(a, b, out):
+    """The same add as a Triton kernel (``zoo.bench.triton_rows``): a program of 1024 elements, Triton's own tiling
+    where v01 names a thread per element. Needs Triton and PyTorch (the row says so where they are missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.triton_rows().vector_add(a, b, out)
+
+
+EXTRA_BASELINES = {"triton": triton_add}
+
+
 def copy_ceiling(a, b, out):
     """A device copy of 6 n bytes (a, then the first half of b) into a scratch buffer: it reads and writes the 12 n
     bytes a call moves, with no arithmetic: the ceiling of a memory-bound call. Checked against the bytes it copied
