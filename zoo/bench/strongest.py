@@ -35,16 +35,21 @@ def behind(fraction):
     return fraction is not None and fraction < BEHIND
 
 
-def missing_note(fam, entries):
-    """Why a table has no % of the strongest row ('' where it has one): the row was not measured, or was wrong."""
+def missing_reason(fam, entries):
+    """Why one size's entries have no usable strongest row, in a few words ('' where they have one)."""
     if strongest_row(fam, entries) is not None:
         return ""
-    name = fam.strongest
-    entry = entries.get(name)
+    entry = entries.get(fam.strongest)
     if not entry:
-        why = "was not measured in this run (recorded before it was declared, or its library was missing)"
-    elif entry.get("correct") is False:
-        why = "gave a wrong result in this run"
-    else:
-        why = "was recorded before its output was checked"
-    return f"The strongest row, {name}, {why}: `python -m zoo run {fam.name} --save` on a GPU records it."
+        return "was not measured in this run (recorded before it was declared, or its library was missing)"
+    if entry.get("correct") is False:
+        return "gave a wrong result in this run"
+    return "was recorded before its output was checked"
+
+
+def missing_note(fam, entries):
+    """Why a table has no % of the strongest row, and how to get one ('' where it has one)."""
+    why = missing_reason(fam, entries)
+    if not why:
+        return ""
+    return f"The strongest row, {fam.strongest}, {why}: `python -m zoo run {fam.name} --save` on a GPU records it."
