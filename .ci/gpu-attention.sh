@@ -4,7 +4,7 @@
 #   usage: .ci/gpu-attention.sh [goals] [tune] [groups] [traffic]   (default: goals tune traffic)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then  # the lent GPU's Python (see ../shared/gpu/README.md)
+if [ -d .whl ]; then  # the lent GPU's Python (see docs/DEVELOPING.md, "Python on the lent GPU")
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
 fi

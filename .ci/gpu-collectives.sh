@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The collectives family on whatever GPUs the machine has, 1 or more (see ../shared/gpu/README.md): the
+# The collectives family on whatever GPUs the machine has, 1 or more (see docs/DEVELOPING.md, "Python on the lent GPU"): the
 # family's tests on the GPU, `zoo check` and `zoo run`, the two sweeps (bus bandwidth against NCCL from 1 MB
 # to 1 GB a rank; the toy training step's overlap), and on a one-GPU machine the same sweeps again with two
 # ranks sharing the GPU (the multi-rank paths run for real, copies on the GPU's own memory). Logs under $OUT;

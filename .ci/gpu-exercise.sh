@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `zoo exercise check` on the GPU (see ../shared/gpu/README.md): for a few exercises, the zoo's own step
+# `zoo exercise check` on the GPU (see docs/DEVELOPING.md, "Python on the lent GPU"): for a few exercises, the zoo's own step
 # written as a learner's file must pass (the simulator's checks, then the GPU test sizes and the grade
 # against the zoo's step timed in the same run) and the starter must fail; then the tour notebook, on the
 # GPU, where nbclient is installed. Logs under $OUT; a short table last. About 3 minutes on one H100.

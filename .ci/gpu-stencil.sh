@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tuning probe of the stencil family on the lent GPU (see ../shared/gpu/README.md; carry .whl): at the headline
+# Tuning probe of the stencil family on the lent GPU (see docs/DEVELOPING.md, "Python on the lent GPU"; carry .whl): at the headline
 # 16384^2 with its 5 x 5 filter, the copy ceiling and cupyx first, then every step as committed, then v04-v06
 # rebuilt with other tile shapes (outputs per thread, thread rows per block), each checked against the reference
 # and timed by the harness in one process, so the figures compare as ratios. Prints one table; the log goes to

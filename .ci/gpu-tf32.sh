@@ -4,7 +4,7 @@
 #      ms, TFLOP/s, relative error against float64, and v16 over v15 (the goal: at least 2x).
 #   2. v16 tile probe at 4096: the default and a few other Tiles (stages, BK, block tile), each checked.
 #   3. hgemm v08 and cuBLAS at 4096 on float16 and on bfloat16 inputs.
-# Python is set up as .ci/gpu-session sets it up (../shared/gpu/README.md); under 3 minutes.
+# Python is set up as .ci/gpu-session sets it up (docs/DEVELOPING.md, "Python on the lent GPU"); under 3 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
