@@ -214,3 +214,48 @@ def test_the_costs_file_covers_the_first_path():
             for case in fam.test_cases() if run._checked(v) else ():
                 key = (name, v.name, run._key(fam, *case))
                 assert key in known, f"{key} is not in {costs.PATH.name}: run `python -m zoo run --all --save`"
+
+
+def test_help_lists_the_sweeps_under_their_own_heading_and_ends_with_examples(zoo_cli):
+    from zoo import sweeps
+
+    r = zoo_cli("--help", env={"COLUMNS": "80"})
+    assert r.returncode == 0 and not r.stderr, r.stderr  # no simulator notice for --help
+    commands, _, rest = r.stdout.partition("\nsweeps (")
+    assert rest, r.stdout
+    for command in sweeps.modules():
+        assert re.search(rf"^  {re.escape(command)} ", rest, re.M), f"{command} is not under the sweeps' heading"
+        assert not re.search(rf"^ +{re.escape(command)} ", commands, re.M), f"{command} is among the commands"
+    for command in ("list", "show", "diff", "check", "run", "exercise"):
+        assert re.search(rf"^    {command} ", commands, re.M), command
+    tail = r.stdout.rstrip().splitlines()[-4:]
+    assert tail[0] == "examples:" and all(line.startswith("  python -m zoo ") for line in tail[1:]), tail
+    assert all(len(line) <= 80 for line in r.stdout.splitlines()), r.stdout
+
+
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_show_wraps_long_lines_and_shows_the_docstring_once(zoo_cli, columns):
+    """sgemm v03's launch line is longer than 80 columns: every word of it is shown, wrapped, never cropped."""
+    v = zoo.family("sgemm")["v03"]
+    long_line = next(line for line in v.source.splitlines() if "np.float32(alpha)" in line)
+    assert len(long_line) + 6 > 80  # wider than an 80-column terminal leaves beside the line numbers
+    r = zoo_cli("show", "sgemm", "v03", env={"COLUMNS": columns})
+    assert r.returncode == 0, r.stderr
+    shown = r.stdout.split()
+    for word in long_line.split():
+        assert word in shown, f"{word!r} of `{long_line.strip()}` is cut off at {columns} columns"
+    assert r.stdout.count("Changes") == 1 and r.stdout.count("Why it is faster") == 1, r.stdout
+
+
+def test_vN_names_step_N(zoo_cli):
+    fam = zoo.family("reverse")
+    assert fam["v3"] is fam["3"] is fam["v03"] is fam[3]
+    shown = [zoo_cli("show", "reverse", name, env={"COLUMNS": "200"}) for name in ("v3", "3", "v03")]
+    assert shown[0].returncode == 0 and shown[0].stdout == shown[1].stdout == shown[2].stdout
+
+
+def test_list_of_one_family_is_titled_by_that_family(zoo_cli):
+    r = zoo_cli("list", "reverse", env={"COLUMNS": "200"})
+    assert r.returncode == 0
+    assert "families" not in r.stdout and "reverse (4 steps)" in r.stdout, r.stdout
+    assert f"zoo: {len(zoo.families())} families" in zoo_cli("list", env={"COLUMNS": "200"}).stdout

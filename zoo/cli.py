@@ -94,10 +94,16 @@ def _key(fam, size, kind):
 
 # -- list / show / diff -------------------------------------------------------
 def cmd_list(args):
-    table = Table(title=f"zoo: {len(zoo.families())} families", show_lines=False)
+    fams = _families(args.families)
+    title = (
+        f"zoo: {len(fams)} families"
+        if not args.families
+        else ", ".join(f"{fam.name} ({len(fam)} step{'s' if len(fam) != 1 else ''})" for fam in fams)
+    )
+    table = Table(title=title, show_lines=False)
     table.add_column("family / variant", style="bold")
     table.add_column("summary")
-    for fam in _families(args.families):
+    for fam in fams:
         table.add_row(f"[cyan]{fam.name}[/]", f"[cyan]{fam.summary}[/]  (baseline: {fam.BASELINE})")
         for v in fam:
             mark = " [red](demonstration)[/]" if v.demonstration else ""
@@ -113,7 +119,23 @@ def cmd_show(args):
 
     measured = f"\n\n**Measured**\n\n{report.measured_text(v)}"  # generated from results/, never in the file
     console.print(Panel(Markdown(_doc_markdown(v.doc) + measured), title=f"{v.family.name} / {v.name}"))
-    console.print(Syntax(v.source, "python", line_numbers=True, theme="ansi_dark"))
+    code, first = _after_docstring(v.source)  # the docstring is in the panel above: shown once
+    # long lines wrap, never cropped at the terminal's width; the numbers stay the file's
+    console.print(Syntax(code, "python", line_numbers=True, start_line=first, word_wrap=True, theme="ansi_dark"))
+
+
+def _after_docstring(source):
+    """(the source after its module docstring, the number of its first line), blank lines skipped."""
+    import ast
+
+    body = ast.parse(source).body
+    lines = source.splitlines(keepends=True)
+    start = 0
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        start = body[0].end_lineno
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    return "".join(lines[start:]), start + 1
 
 
 def _show_compiled(v, args):
@@ -412,8 +434,12 @@ def _cell(value):
 
 
 def build_parser():
-    p = Parser(prog="zoo", description="Numba-CUDA kernel zoo: run, check, show, diff and time variants.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    p = Parser(
+        prog="zoo",
+        description="Numba-CUDA kernel zoo: run, check, show, diff and time variants.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the epilog's columns as written
+    )
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND", title="commands")
     s = sub.add_parser("list", help="families and their variants")
     s.add_argument("families", nargs="*")
     s.set_defaults(func=cmd_list)
@@ -518,14 +544,46 @@ def build_parser():
     exercise_cli.add_parser(sub, Parser, UsageError)
     from zoo import sweeps
 
+    listed = []
     for command, module in sweeps.modules().items():  # each module of a family's sweeps/ is a command
-        # argparse formats a help text with %: a HELP that says "% of copy" must reach it as "%% of copy"
-        s = sub.add_parser(command, help=module.HELP.replace("%", "%%"), description=module.__doc__)
+        # not in the commands' list (no help=): the epilog lists the sweeps under their own heading
+        s = sub.add_parser(command, description=module.__doc__)
         s.add_argument("--out", help="folder for the CSV and the PNG (default: results/sweeps and docs/plots)")
         if hasattr(module, "add_arguments"):
             module.add_arguments(s)
         s.set_defaults(func=cmd_sweep)
+        listed.append((command, f"{module.__name__.split('.')[2]}: {module.HELP}"))
+    p.epilog = _epilog(listed)
     return p
+
+
+EXAMPLES = (
+    ("python -m zoo run", "the main job (without a GPU: the first path)"),
+    ("python -m zoo show reverse 3", "reverse's step 3: its docstring and code"),
+    ("python -m zoo diff sgemm v3", "what sgemm's step 3 changed"),
+)
+
+
+def _epilog(sweep_commands):
+    """The sweeps under a heading of their own, then three examples: the end of ``zoo --help``."""
+    import shutil
+    import textwrap
+
+    columns = min(shutil.get_terminal_size().columns, 100) - 2  # argparse's own width, less its right margin
+    lines = textwrap.wrap(
+        "sweeps (one family's measurement on a GPU: a table, a CSV under results/sweeps/ and a plot under "
+        "docs/plots/; in the simulator, tiny sizes for correctness; `zoo COMMAND --help` for its options):",
+        columns,
+    )
+    width = max(len(c) for c, _ in sweep_commands) + 2
+    for command, text in sweep_commands:
+        wrapped = textwrap.wrap(text, max(20, columns - width - 2)) or [""]
+        lines.append(f"  {command:<{width}}{wrapped[0]}")
+        lines += [f"  {'':<{width}}{more}" for more in wrapped[1:]]
+    lines += ["", "examples:"]
+    width = max(len(c) for c, _ in EXAMPLES) + 2
+    lines += [f"  {command:<{width}}{text}" for command, text in EXAMPLES]
+    return "\n".join(lines)
 
 
 def main(argv=None):

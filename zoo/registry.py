@@ -684,9 +684,11 @@ class Family:
         return len(self.variants)
 
     def __getitem__(self, key):
-        """A variant by number (2), short name ('v02'), file name ('v02_grid_stride') or technique."""
+        """A variant by number (2), short name ('v02', or 'v2'), file name ('v02_grid_stride') or technique."""
         if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
             key = f"v{int(key):02d}"
+        elif isinstance(key, str) and re.fullmatch(r"[vV]\d+", key):  # v3 is step 3, as 3 and v03 are
+            key = f"v{int(key[1:]):02d}"
         for v in self.variants:
             if key in (v.name, v.technique, v.name[:3], v.path.name):
                 return v
