@@ -12,7 +12,7 @@
                                             .ci/gpu-attention.sh does, and sums DRAM bytes per step)
     python3 .ci/gpu-attention.py bytes FILE the table of an ncu --csv --print-units base log of `traffic`
 
-Writes attention-probe.json under $OUT when OUT is set. Timings are device times (zoo.harness.time_launches).
+Writes attention-probe.json under $OUT when OUT is set. Timings are device times (zoo.bench.harness.time_launches).
 """
 
 import csv
@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 import zoo
-from zoo import harness
+from zoo.bench import harness
 from zoo.errors import Unavailable
 
 ATT = zoo.family("attention")

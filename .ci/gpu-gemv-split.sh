@@ -17,8 +17,9 @@ import cupy
 import numpy as np
 
 import zoo
-from zoo import harness, results
-from zoo.device import graphs, properties
+from zoo.bench import harness, results
+from zoo.device import properties
+from zoo.runtime import graphs
 from zoo.kernels.gemv import layout
 
 fam = zoo.family("gemv")

@@ -15,9 +15,9 @@ SIZE=${1:-16384x16384} python3 - <<'EOF' 2>&1 | tee "$OUT/gpu-stencil.txt"
 import os
 
 import zoo
-from zoo import harness
+from zoo.bench import harness
 from zoo.device import properties
-from zoo.results import parse_size
+from zoo.bench.results import parse_size
 
 fam = zoo.family("stencil")
 size = parse_size(os.environ["SIZE"])

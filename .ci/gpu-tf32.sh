@@ -18,7 +18,7 @@ import cupy
 import numpy as np
 from numba import cuda
 
-from zoo import harness
+from zoo.bench import harness
 from zoo.kernels.sgemm import v16_tf32_tensor_cores as v16
 
 print(zoo.device.properties()["name"])

@@ -30,7 +30,7 @@ for step in $steps; do
       python3 - <<'EOF' 2>&1 | tee "$OUT/check.txt"
 import sys
 import zoo
-from zoo import harness
+from zoo.bench import harness
 fam = zoo.family("hgemm")
 sizes = list(fam.GPU_TEST_SIZES) + [(257, 511, 129), (1, 4097, 65), (129, 1, 4096), (300, 1000, 8), (2000, 3000, 777)]
 bad = 0
@@ -47,7 +47,7 @@ EOF
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --report-api-errors no python3 -c "
 import zoo
-from zoo import harness
+from zoo.bench import harness
 fam = zoo.family('hgemm')
 for v in (v for v in fam if v.name >= 'v09'):
     for size in ((70, 129, 200), (130, 257, 70)):
@@ -62,7 +62,7 @@ for v in (v for v in fam if v.name >= 'v09'):
     time)
       python3 - <<'EOF' 2>&1 | tee "$OUT/time.txt"
 import zoo
-from zoo import harness
+from zoo.bench import harness
 fam = zoo.family("hgemm")
 print(f"{'size':>6} {'variant':24} {'ms':>9} {'TFLOP/s':>8} {'% cuBLAS':>9} {'regs':>5}  correct")
 for size in (4096, 8192):

@@ -5,7 +5,7 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import harness
+from zoo.bench import harness
 
 
 def test_numpy_in_numpy_out():
@@ -53,7 +53,7 @@ def test_a_cupy_array_gets_one_view_which_never_keeps_it_alive():
 
     import cupy
 
-    from zoo import arrays
+    from zoo.runtime import arrays
 
     x = cupy.arange(1000, dtype=cupy.float32)
     view = arrays.cupy_view(x)

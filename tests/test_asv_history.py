@@ -5,7 +5,7 @@ import json
 import pytest
 
 import zoo
-from zoo import asv_history
+from zoo.tools import asv_history
 
 COLUMNS = ["result", "params", "version", "started_at", "duration"]
 

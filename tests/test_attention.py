@@ -14,7 +14,7 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import harness
+from zoo.bench import harness
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import Kernel, jit
 from zoo.errors import OutOfRange, Unavailable

@@ -11,8 +11,8 @@ import pytest
 from tmpfamily import good, load
 
 import zoo
+from zoo.bench.results import size_key
 from zoo.registry import Family
-from zoo.results import size_key
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

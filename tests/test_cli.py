@@ -217,7 +217,7 @@ def test_the_costs_file_covers_the_first_path():
 
 
 def test_help_lists_the_sweeps_under_their_own_heading_and_ends_with_examples(zoo_cli):
-    from zoo import sweeps
+    from zoo.bench import sweeps
 
     r = zoo_cli("--help", env={"COLUMNS": "80"})
     assert r.returncode == 0 and not r.stderr, r.stderr  # no simulator notice for --help

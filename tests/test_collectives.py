@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import harness
+from zoo.bench import harness
 from zoo.kernels.collectives import ring, world
 
 FAM = zoo.family("collectives")

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import harness, report, results
+from zoo.bench import harness, results
 from zoo.errors import OutOfRange
+from zoo.tools import report
 
 ROWS = [(fam, name) for fam in zoo.families() for name in fam.cpu_rows]
 
@@ -65,8 +66,8 @@ def test_a_kernel_is_host_bound_once_its_launch_call_takes_half_its_time():
 
 
 def test_a_figure_is_the_hosts_pace_once_a_launch_call_takes_most_of_it():
-    """zoo.results.host_paced: a 19.7 us figure behind 17 us calls is the host's; a 94 us kernel behind 12 us calls
-    is the kernel's; 80% is the edge; an unknown host time (a wall-clock row, an old row) marks nothing."""
+    """zoo.bench.results.host_paced: a 19.7 us figure behind 17 us calls is the host's; a 94 us kernel behind 12 us
+    calls is the kernel's; 80% is the edge; an unknown host time (a wall-clock row, an old row) marks nothing."""
     assert results.host_paced(host_us=17.0, ms=0.0197) and not results.host_paced(host_us=12.0, ms=0.094)
     assert results.host_paced(host_us=80.1, ms=0.1) and not results.host_paced(host_us=79.9, ms=0.1)
     assert not results.host_paced(None, 0.01) and not results.host_paced(float("nan"), 0.01)

@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import harness, sweeps
+from zoo.bench import harness, sweeps
 from zoo.kernels import divergence as spec
 from zoo.kernels.divergence.sweeps import long_path_fraction as sweep
 

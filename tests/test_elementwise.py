@@ -7,7 +7,7 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import sweeps
+from zoo.bench import sweeps
 from zoo.errors import OutOfRange
 from zoo.kernels.elementwise import v04_float4, v05_unrolled
 from zoo.kernels.elementwise.sweeps import float4_per_thread as sweep

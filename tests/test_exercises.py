@@ -270,7 +270,7 @@ def test_an_exercise_may_teach_a_step_with_a_base_and_a_kernel_but_not_a_launch_
     assert v10.step.base is not None and not v10.step.launch_only and v10.kinds[0] == "int4"
     assert runner.lesson_case(v10) == ((33, 512), "int4")
     assert ((33, 512), "int4") in v10.cases() and ((3, 1280), "int4_g64") in v10.cases()
-    from zoo import walkthrough
+    from zoo.tools import walkthrough
 
     page = walkthrough.page(v10.family, {}, {})  # each step with an exercise says how to start it
     assert all(f"`python -m zoo exercise start gemv {e.step.name[:3]}`" in page for e in exercise.of_family(v10.family))

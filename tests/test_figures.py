@@ -3,7 +3,7 @@ matplotlib version or date in them, and an unchanged PNG is not written again.""
 
 import pytest
 
-from zoo import figures
+from zoo.bench import figures
 
 plt = pytest.importorskip("matplotlib.pyplot")
 

@@ -8,12 +8,12 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import harness, sweeps
-from zoo.device import buffers
+from zoo.bench import harness, sweeps
 from zoo.errors import OutOfRange
 from zoo.kernels import fusion as spec
 from zoo.kernels.fusion import ops
 from zoo.kernels.fusion.sweeps import sin_chain as sweep
+from zoo.runtime import buffers
 
 FUSION = zoo.family("fusion")
 

@@ -14,12 +14,13 @@ from numba import cuda
 
 import zoo
 from tests.conftest import ROOT, tune_with_sizes
-from zoo import harness, machine_code
+from zoo.bench import harness
 from zoo.device.jit import Kernel, jit, launch_count, launched_since
 from zoo.device.mma import SHARED_ALIGN, cp_async_commit, cp_async_wait_all
 from zoo.kernels import int4
 from zoo.kernels.gemv import ring
 from zoo.kernels.gemv.sweeps import tune as gemv_tune
+from zoo.tools import machine_code
 
 GEMV = zoo.family("gemv")
 SPEC = GEMV.module
@@ -355,7 +356,7 @@ def test_a_saved_table_is_read_under_todays_classes_and_kernel_names(tmp_path, m
     kernels were named by their steps (v13's, v14's): on 132 SMs its second entry is read as 14336 x 4096's class now
     (448 groups, more than two an SM), its kernels under their names of now; 8192 x 8192's class, which it lacks,
     takes its default, and a tune of that class alone keeps the moved entry."""
-    from zoo import tune_table
+    from zoo.runtime import tune_table
 
     monkeypatch.setattr(ring, "sm_count", lambda: 132)
     names = ("kernel", "stages", "refill_after_math", "trigger_early")
@@ -512,7 +513,7 @@ def test_v06_splits_long_rows_while_each_warp_keeps_four_trips(monkeypatch):
 COMPILE = """
 import json, sys
 import zoo
-from zoo import machine_code
+from zoo.tools import machine_code
 from zoo.kernels.gemv import ring
 ring.table = lambda: ({}, {})  # no tune table: each class's default, so a case compiles the same kernel on any GPU
 fam = zoo.family("gemv")
@@ -794,7 +795,7 @@ def test_blocks_of_one_group_of_four_warps_with_three_slots_fit_four_an_sm():
 def test_sweep_writes_csv_and_png_with_the_quantization_error(zoo_cli, tmp_path):
     import csv
 
-    from zoo import sweeps
+    from zoo.bench import sweeps
     from zoo.kernels.gemv.sweeps import formats as sweep
 
     r = zoo_cli("gemv-formats", "--out", str(tmp_path), "--sizes", "9x320")
@@ -818,7 +819,7 @@ def test_sweep_writes_csv_and_png_with_the_quantization_error(zoo_cli, tmp_path)
 def test_read_roof_reads_every_byte_once_in_each_form(zoo_cli, tmp_path):
     """gemv-read-roof in the simulator: each form's kernel XORs every word of fp16's and int4's bytes (a random
     array: a chunk read twice or missed changes the XOR), at a size whose chunks are not a multiple of the grid."""
-    from zoo import sweeps
+    from zoo.bench import sweeps
     from zoo.kernels.gemv.sweeps import read_roof as sweep_read_roof
 
     r = zoo_cli("gemv-read-roof", "--out", str(tmp_path), "--sizes", "9x320")

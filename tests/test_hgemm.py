@@ -22,7 +22,7 @@ from numba.core.types import float16
 
 import zoo
 from tests.conftest import ROOT
-from zoo import harness, machine_code
+from zoo.bench import harness
 from zoo.device.jit import jit
 from zoo.device.mma import (
     SHARED_ALIGN,
@@ -36,6 +36,7 @@ from zoo.device.mma import (
 from zoo.errors import OutOfRange
 from zoo.kernels.hgemm import bfloat16_values, padding, to_bfloat16
 from zoo.kernels.hgemm.v04_cp_async_double_buffered import DEFAULT, Tiles, build, launch_with, valid
+from zoo.tools import machine_code
 
 HGEMM = zoo.family("hgemm")
 IRREGULAR = (17, 33, 41)  # K: two BK = 32 steps, the last one partial and not a multiple of 8
@@ -327,7 +328,7 @@ SASS_WANTED = {
 COMPILE_SASS = """
 import json, sys
 import zoo
-from zoo import machine_code
+from zoo.tools import machine_code
 from zoo.cli import _cases
 fam = zoo.family("hgemm")
 out = {}

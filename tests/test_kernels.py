@@ -9,9 +9,9 @@ unwritten element fails. Demonstrations (wrong on purpose) are left out.
 import pytest
 
 import zoo
-from zoo import harness
+from zoo.bench import harness
+from zoo.bench.results import size_key
 from zoo.errors import OutOfRange, Unsupported
-from zoo.results import size_key
 
 
 def _cases():

@@ -8,7 +8,7 @@ import pytest
 from numba import cuda, uint32
 
 import zoo
-from zoo import results, sweeps
+from zoo.bench import results, sweeps
 from zoo.errors import OutOfRange
 from zoo.kernels.latency import v01_low_occupancy, v02_full_occupancy, v04_float4_in_flight
 from zoo.kernels.latency.sweeps import bytes_in_flight as bytes_sweep
@@ -289,7 +289,7 @@ def test_sweeps_ask_a_module_for_findings_only_if_it_has_them():
 
 def test_report_puts_the_findings_under_the_sweep_plot(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    from zoo import report
+    from zoo.tools import report
 
     table = sweeps.write_csv(tmp_path / "nvidia-h200-bytes-in-flight.csv", bytes_sweep.COLUMNS, _bandwidth_rows())
     monkeypatch.setattr(sweeps, "saved", lambda: [("nvidia-h200", "bytes-in-flight", table)])

@@ -1,4 +1,4 @@
-"""The lean launch (zoo.device.launch) and CUDA graphs (zoo.device.graphs): the same results as numba's launch.
+"""The lean launch (zoo.runtime.launch) and CUDA graphs (zoo.runtime.graphs): the same results as numba's launch.
 
 On a GPU every zoo kernel is launched through the driver with hand-packed parameters; these tests
 check the packing of every kind of argument (arrays of each rank and layout, CuPy and numba arrays,
@@ -17,9 +17,9 @@ import pytest
 from numba import cuda, float32, float64, int64
 
 import zoo
-from zoo.device import launch as lean_launch
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit
+from zoo.runtime import launch as lean_launch
 
 GPU = pytest.mark.skipif(zoo.SIMULATOR, reason="the lean launch and graphs run on a GPU")
 
@@ -92,7 +92,7 @@ def test_dependent_launches_each_read_what_the_one_before_wrote(graph):
     before's output, so a launch that did not wait would leave a value short of 40."""
     import cupy
 
-    from zoo.device import graphs
+    from zoo.runtime import graphs
 
     assert add_one_after_the_kernel_before.lean.dependent_launch
     start = np.random.default_rng(3).integers(-1000, 1000, 4099).astype(np.float32)  # whole: every sum exact
@@ -178,7 +178,7 @@ def test_numba_launch_can_be_chosen_and_gives_the_same_results():
 def test_a_graph_replays_what_an_eager_call_computes(family, size):
     import cupy
 
-    from zoo import harness
+    from zoo.bench import harness
 
     fam = zoo.family(family)
     step = fam.variants[-1]
@@ -203,7 +203,7 @@ def test_a_graph_refuses_other_arrays():
     a, b, out = (cupy.ones(1000, cupy.float32) for _ in range(3))
     graph = zoo.graph(lambda x, y, o: step(x, y, out=o), a, b, out)
     for other in (cupy.ones(1000, cupy.float32), cupy.ones(999, cupy.float32), a[1:].copy()):
-        with pytest.raises(zoo.device.graphs.GraphMismatch, match="replays the arrays it captured"):
+        with pytest.raises(zoo.runtime.graphs.GraphMismatch, match="replays the arrays it captured"):
             graph(other, b, out)
     with pytest.raises(ValueError, match="pass device arrays and out="):
         zoo.graph(lambda x, y: step(x, y), a, b)  # an allocation cannot be captured

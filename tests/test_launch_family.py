@@ -1,6 +1,6 @@
 """The launch family beyond the generic checks: what each step hoists, launches or falls back to, the sweep.
 
-(tests/test_launch.py tests the lean launch itself, zoo.device.launch.) Correctness of every step at the
+(tests/test_launch.py tests the lean launch itself, zoo.runtime.launch.) Correctness of every step at the
 family's sizes is tests/test_kernels.py's; here: a second call, the closed-form reference, v02's kept
 launcher, v03 launching v01's very dispatcher, v04's fallback in the simulator, v05's single launch,
 clear errors for bad input, and the launch-loop sweep in the simulator.
@@ -13,7 +13,7 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import sweeps
+from zoo.bench import sweeps
 from zoo.device import jit as zoo_jit
 from zoo.kernels import launch as spec
 from zoo.kernels.launch import v01_numba_dispatcher, v02_hoisted, v03_lean_launch, v04_graph_replay, v05_fused

@@ -14,12 +14,12 @@ import pytest
 
 import zoo
 from tests.conftest import ROOT
-from zoo import machine_code
+from zoo.tools import machine_code
 
 COMPILE_FAMILIES = """
 import json, sys
 import zoo
-from zoo import machine_code
+from zoo.tools import machine_code
 out = {}
 for name in sys.argv[1:]:
     fam = zoo.family(name)

@@ -9,7 +9,7 @@ from numba import cuda, float32  # after zoo, which picks the simulator or the G
 from tmpfamily import SPEC, good, load, make_family
 
 import zoo
-from zoo import harness, results, sweeps
+from zoo.bench import harness, results, sweeps
 from zoo.registry import RegistryError
 
 KINDS_SPEC = (
@@ -118,7 +118,7 @@ def test_bytes_may_depend_on_the_kind_of_input(tmp_path, monkeypatch, kinds_fami
     assert fam.bytes_moved(100) == fam.bytes_moved(100, "float32") == 400  # None: the first kind
     assert fam.bytes_moved(100, "int32") == 100
     assert harness._rates(fam, 100, 1e-3, "int32") == pytest.approx((100 / 1e-6 / 1e9, 100 / 1e-6 / 1e9))
-    from zoo import report
+    from zoo.tools import report
 
     assert report.metric(fam, "100@int32") == ("GB/s", "gbps")  # flops 100, bytes 100: not more flops
     assert kinds_family.bytes_moved(100, "int32") == kinds_family.bytes_moved(100) == 800  # a spec without kind
@@ -282,7 +282,7 @@ def test_a_launch_only_step_names_its_base_and_is_diffed_against_it(tmp_path, mo
     make_family(tmp_path / "cli", "scale_basecli", files)
     r = zoo_cli("diff", "scale_basecli", "v03", env={"ZOO_KERNEL_PATH": str(tmp_path / "cli")})
     assert r.returncode == 0 and "scale_basecli/v01_plain.py" in r.stdout and "+BASE = " in r.stdout
-    from zoo import walkthrough
+    from zoo.tools import walkthrough
 
     assert "against that step" in walkthrough.page(fam, {}) and "The code from v01_plain" in walkthrough.page(fam, {})
 
@@ -389,7 +389,7 @@ def test_a_step_with_a_base_and_a_kernel_of_its_own_is_not_launch_only(tmp_path,
     assert fam[4].compared_with is fam[3]  # the step before has a kernel of its own: that is the one copied
     for n in (1, 100):  # odd: v01's kernel; even: its own
         assert harness.check(fam[3], n, seed=1).ok
-    from zoo import walkthrough
+    from zoo.tools import walkthrough
 
     page = walkthrough.page(fam, {})
     assert "Launches v01_plain's kernel (its base)" in page and "Built on v01_plain (its base)" in page
@@ -583,8 +583,8 @@ def test_lop3_computes_the_function_its_table_names():
 
 
 def test_address_reads_every_kind_of_array():
-    from zoo import arrays
     from zoo.device import memory
+    from zoo.runtime import arrays
 
     host = np.zeros(8, np.float32)
     assert arrays.address(host) == host.ctypes.data

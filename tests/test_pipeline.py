@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import harness
+from zoo.bench import harness
 from zoo.kernels.pipeline import stages
 
 PIPE = zoo.family("pipeline")
@@ -185,7 +185,7 @@ def _rss():
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="on a GPU, .ci/gpu-session runs the sweeps at full size")
 @pytest.mark.parametrize("command", ["streams", "transfers", "launch"])
 def test_sweep_command_writes_csv_and_png(command, tmp_path, zoo_cli):
-    from zoo import sweeps
+    from zoo.bench import sweeps
 
     module = sweeps.modules()[command]
     r = zoo_cli(command, "--out", str(tmp_path), env={"COLUMNS": "200"})

@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import harness, profile, results, walkthrough
+from zoo.bench import harness, results
+from zoo.tools import profile, walkthrough
 
 sim_only = pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator's counters")
 
 
 def _counted(family, step, size, memory=True, divergence=False):
     """The summary of one call counted in the simulator (with the GPU's constants)."""
-    from zoo import sim_counters
+    from zoo.tools.profile import sim_counters
 
     variant = zoo.family(family)[step]
     checks = []
@@ -87,7 +88,7 @@ def test_sgemm_v06_transposed_stores_and_float4_reads_conflict_and_v07_removes_b
 
 @sim_only
 def test_a_float4_load_counts_as_one_16_byte_access():
-    from zoo import sim_counters
+    from zoo.tools.profile import sim_counters
 
     fam = zoo.family("elementwise")
     launches = sim_counters.count(lambda: harness.check(fam["v04"], 1024), divergence=False)
@@ -104,7 +105,7 @@ def test_a_divergent_guard_is_seen_where_a_warp_straddles_the_end():
 
 # -- the GPU's rules, on their own ----------------------------------------------------------------
 def test_sectors_and_wavefronts_follow_the_gpus_rules():
-    from zoo.sim_counters import sectors_of, wavefronts_of
+    from zoo.tools.profile.sim_counters import sectors_of, wavefronts_of
 
     row = [(lane, 4 * lane, 4) for lane in range(32)]
     column = [(lane, 4 * 32 * lane, 4) for lane in range(32)]
@@ -128,7 +129,7 @@ def test_counting_swaps_everything_back_and_costs_nothing_when_off():
     from numba.cuda.simulator import kernel, kernelapi
     from numba.cuda.simulator.cudadrv import devicearray
 
-    from zoo import sim_counters
+    from zoo.tools.profile import sim_counters
 
     fake = devicearray.FakeCUDAArray
     before = (
@@ -182,7 +183,7 @@ def test_bad_arguments_are_one_line(zoo_cli):
 
 
 # -- Nsight Compute's side, without a GPU ----------------------------------------------------------
-MARKER_NAME = "zoo::profile_target::zoo_profile_step_marker[abi:v1,cw51](Array<int, 1, C, mutable, aligned>)"
+MARKER_NAME = "zoo::tools::profile::target::zoo_profile_step_marker[abi:v1,cw51](Array<int, 1, C, mutable, aligned>)"
 NAIVE = "zoo::kernels::transpose::v01_naive::transpose_kernel[abi:v1,cw51](Array<float, 2, C, mutable, aligned>)"
 TILED = "zoo::kernels::transpose::v02_shared_tile::transpose_kernel[abi:v1,cw51](Array<float, 2, C, mutable, aligned>)"
 COLUMNS = [
@@ -285,7 +286,7 @@ FAKE_NCU = """\
         print("==ERROR== Failed to find metric sm__inst_executed_pipe_tensor_op_hmma")
         sys.exit(1)
     open(log, "w").write(open({csv!r}).read())
-    for step in args[args.index("zoo.profile_target") + 3 :]:
+    for step in args[args.index("zoo.tools.profile.target") + 3 :]:
         print("ZOO-PROFILE " + json.dumps({{"step": step, "zoo_launches": 1}}))
 """
 
@@ -305,8 +306,8 @@ def fake_ncu(tmp_path, monkeypatch):
 def test_the_profile_cap_counts_numbas_launches_and_the_zoos_once_each(monkeypatch):
     """launch v01 and v02 launch through numba's dispatcher, not the zoo's launcher: they are capped too, and a zoo
     launch that falls back to numba's launch is one launch, not two."""
-    from zoo import profile_target
     from zoo.device import jit as zoo_jit
+    from zoo.tools.profile import target as profile_target
 
     stops, calls = [], []
 
@@ -399,7 +400,7 @@ def test_a_family_setting_is_saved_with_its_profile_and_shown(tmp_path, monkeypa
 # -- the pictures ------------------------------------------------------------------
 @sim_only
 def test_the_mapping_of_the_naive_transpose_boxes_a_row_read_and_a_column_written():
-    from zoo import mapping
+    from zoo.tools import mapping
 
     fam = zoo.family("transpose")
     launch = mapping.trace(fam["v01"], (8, 40))
@@ -412,7 +413,7 @@ def test_the_mapping_of_the_naive_transpose_boxes_a_row_read_and_a_column_writte
 
 
 def test_every_mapping_names_a_step_and_the_page_links_its_picture():
-    from zoo import mapping
+    from zoo.tools import mapping
 
     planned = mapping.planned()
     assert {fam.name for fam, _, _ in planned} >= {"vector_add", "transpose", "reduce", "sgemm"}

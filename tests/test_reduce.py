@@ -8,10 +8,10 @@ import pytest
 from numba import cuda
 
 import zoo
-from zoo import harness
-from zoo.device import buffers
+from zoo.bench import harness
 from zoo.errors import OutOfRange
 from zoo.kernels.reduce import v01_interleaved_divergent, v08_warp_shuffle, v09_single_pass, v10_vector_loads
+from zoo.runtime import buffers
 
 REDUCE = zoo.family("reduce")
 KINDS = REDUCE.kinds

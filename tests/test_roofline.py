@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import ceilings, harness, results, sweeps
+from zoo.bench import ceilings, harness, results, sweeps
 from zoo.errors import OutOfRange
 from zoo.kernels import roofline as spec
 from zoo.kernels.roofline.sweeps import arithmetic_intensity as sweep

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import harness
-from zoo.device import buffers
+from zoo.bench import harness
 from zoo.errors import OutOfRange
 from zoo.kernels.scan import lookback, v04_three_kernel, v05_decoupled_lookback, v06_vectorized_warp_lookback
+from zoo.runtime import buffers
 
 SCAN = zoo.family("scan")
 KINDS = SCAN.kinds

@@ -8,7 +8,7 @@ from numba import cuda, uint32
 
 import zoo
 from tests.conftest import run_zoo, tune_with_sizes
-from zoo import harness, machine_code
+from zoo.bench import harness
 from zoo.device.bits import as_uint32
 from zoo.device.jit import jit
 from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, mma_tf32_f32, to_tf32
@@ -22,6 +22,7 @@ from zoo.kernels.sgemm import v16_tf32_tensor_cores as v16
 from zoo.kernels.sgemm.sweeps import tune
 from zoo.kernels.sgemm.tiles import DEFAULT
 from zoo.kernels.sgemm.v09_double_buffered import build_kernel, launch_with
+from zoo.tools import machine_code
 
 SGEMM = zoo.family("sgemm")
 IRREGULAR = (33, 17, 21)  # K: three BK = 8 steps, the last one partial and not a multiple of 4
@@ -325,7 +326,8 @@ def test_tiles_for_reads_each_class_and_the_old_single_shape_table(tmp_path, mon
 
 
 def test_steps_read_the_tune_table_on_first_use_only():
-    """Loading the steps reads no tune table and loads no host tooling (zoo.results finds the table for the sweep)."""
+    """Loading the steps reads no tune table and loads no host tooling (zoo.bench.results finds the table for the
+    sweep)."""
     import subprocess
     import sys
 
@@ -333,7 +335,8 @@ def test_steps_read_the_tune_table_on_first_use_only():
         "import sys, zoo\n"
         "[v.module for v in zoo.family('sgemm')]\n"
         "from zoo.kernels.sgemm import tiles\n"
-        "print(tiles.table.cache_info().misses, 'zoo.results' in sys.modules, 'zoo.harness' in sys.modules)\n"
+        "print(tiles.table.cache_info().misses, 'zoo.bench.results' in sys.modules,"
+        " 'zoo.bench.harness' in sys.modules)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.split() == ["0", "False", "False"]

@@ -57,7 +57,7 @@ def test_second_call_with_new_shapes_and_inputs(variant):
 def test_four_kernels_reuse_their_temporaries():
     (x,) = SOFTMAX.make_inputs((1, 20), 5)
     SOFTMAX["v01"](x)
-    from zoo.device.buffers import _BUFFERS
+    from zoo.runtime.buffers import _BUFFERS
 
     before = {k: id(v) for k, v in _BUFFERS.items() if k[0].startswith("softmax_")}
     SOFTMAX["v01"](x)

@@ -11,10 +11,10 @@ import pytest
 from tmpfamily import SPEC, good, load
 
 import zoo
-from zoo import harness, report
-from zoo.bench import libraries, strongest
+from zoo.bench import harness, libraries, strongest
 from zoo.errors import Unavailable
 from zoo.registry import RegistryError
+from zoo.tools import report
 
 # A throwaway family with rows written for NumPy, so that the simulator can run them as the harness runs a GPU's:
 # a library row that computes the result, one that gets it wrong, and copies of the input's bytes, right and wrong.

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import arrays
 from zoo.device.jit import Kernel
 from zoo.errors import OutOfRange
+from zoo.runtime import arrays
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,8 @@ what ``python -m zoo report`` would write now, so a new or edited step cannot le
 import pytest
 
 import zoo
-from zoo import report, results, walkthrough
+from zoo.bench import results
+from zoo.tools import report, walkthrough
 
 
 @pytest.mark.parametrize("fam", zoo.families(), ids=lambda f: f.name)

@@ -18,8 +18,7 @@ from numba import cuda, float32, uint32
 
 import zoo
 from tests.conftest import ROOT, run_zoo
-from zoo import harness, machine_code
-from zoo.device import launch as lean_launch
+from zoo.bench import harness
 from zoo.device.jit import jit
 from zoo.device.wgmma import (
     SWIZZLE_128B,
@@ -43,6 +42,8 @@ from zoo.device.wgmma import (
     tma_load_2d,
     wait_group,
 )
+from zoo.runtime import launch as lean_launch
+from zoo.tools import machine_code
 
 HGEMM = zoo.family("hgemm")
 WGMMA_STEPS = [v for v in HGEMM if v.name >= "v09"]
@@ -349,8 +350,8 @@ import zoo  # chooses the target (GPU mode: ZOO_TARGET=gpu) before numba.cuda is
 from numba import cuda
 from numba.cuda import types
 import numba.cuda.dispatcher as dispatcher
-from zoo import machine_code
-from zoo.device.launch import link_arch_specific
+from zoo.tools import machine_code
+from zoo.runtime.launch import link_arch_specific
 
 class Hopper:
     compute_capability = (9, 0)

@@ -1,27 +1,15 @@
-"""zoo: CUDA kernels in pure Python with numba.cuda, from naive to fast."""
+"""zoo: CUDA kernels in pure Python with numba.cuda, from naive to fast.
 
-import sys
+The public face: ``zoo.family(name)`` and ``zoo.families()`` (the registry), ``zoo.graph`` (a step's calls
+replayed as a CUDA graph), and ``zoo.MODE`` / ``zoo.SIMULATOR`` (where kernels run, chosen by ``zoo.runtime``
+before ``numba.cuda`` is imported).
+"""
 
-from zoo import _target
+from zoo.runtime import MODE, SIMULATOR  # first: the target is chosen before numba.cuda is imported
 
-_COMMAND_LINE = sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/zoo", "\\zoo.exe"))  # `python -m zoo`, `zoo`
-try:
-    MODE = _target.choose(quiet=_COMMAND_LINE)  # the command line gives the notice itself, not for --help
-except _target.TargetError as e:
-    if _COMMAND_LINE:
-        print(f"zoo: error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    raise
-SIMULATOR = MODE == "sim"
-
-if SIMULATOR:
-    from zoo import simulator
-
-    simulator.install()
-
-# after the target is chosen: the registry imports numba.cuda
-from zoo import registry  # noqa: E402
-from zoo.device.graphs import Graph, graph  # noqa: E402
-from zoo.registry import families, family  # noqa: E402
+# isort: split
+from zoo import registry
+from zoo.registry import families, family
+from zoo.runtime.graphs import Graph, graph
 
 __all__ = ["families", "family", "graph", "Graph", "registry", "MODE", "SIMULATOR"]

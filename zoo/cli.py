@@ -14,7 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 import zoo
-from zoo import results
+from zoo.bench import results
 from zoo.bench import run as bench_run
 
 console = Console()
@@ -115,7 +115,7 @@ def cmd_show(args):
     v = _variant(_family(args.family), args.variant)
     if args.ptx or args.sass:
         return _show_compiled(v, args)
-    from zoo import report
+    from zoo.tools import report
 
     measured = f"\n\n**Measured**\n\n{report.measured_text(v)}"  # generated from results/, never in the file
     console.print(Panel(Markdown(_doc_markdown(v.doc) + measured), title=f"{v.family.name} / {v.name}"))
@@ -139,7 +139,7 @@ def _after_docstring(source):
 
 
 def _show_compiled(v, args):
-    """PTX or SASS of each kernel the step launches, then a summary per kernel (zoo.machine_code)."""
+    """PTX or SASS of each kernel the step launches, then a summary per kernel (zoo.tools.machine_code)."""
     import os
 
     if zoo.SIMULATOR:  # numba chose the simulator in this process: compile in a fresh one in GPU mode
@@ -150,7 +150,7 @@ def _show_compiled(v, args):
             else [sys.executable, "-m", "zoo", *args.argv],
             env=env,
         ).returncode
-    from zoo import machine_code
+    from zoo.tools import machine_code
 
     cc = _parse_cc(args.cc) if args.cc else _default_cc()
     size, kind = _cases(v.family, [args.size], None)[0] if args.size else (None, None)
@@ -189,9 +189,9 @@ def _parse_cc(text):
 
 def _default_cc():
     """The GPU's compute capability if one is present, else 9.0 (Hopper)."""
-    from zoo import _target
+    from zoo.runtime import target
 
-    if _target.driver_usable():
+    if target.driver_usable():
         from numba import cuda
 
         return cuda.get_current_device().compute_capability
@@ -295,7 +295,8 @@ def cmd_run(args):
 def cmd_tune(args):
     import importlib
 
-    from zoo import sweeps, tune_table
+    from zoo.bench import sweeps
+    from zoo.runtime import tune_table
 
     fam = _family(args.family)
     name = sweeps.tuning_module(fam)
@@ -344,7 +345,7 @@ def cmd_tune(args):
 
 
 def cmd_profile(args):
-    from zoo import profile
+    from zoo.tools import profile
 
     try:
         return profile.command(args, console)
@@ -357,7 +358,7 @@ def cmd_profile(args):
 
 # -- report / doctor ----------------------------------------------------------
 def cmd_report(args):
-    from zoo import report, walkthrough
+    from zoo.tools import report, walkthrough
 
     families = [_family(n) for n in args.family] if args.family else None
     changed = 0
@@ -384,8 +385,10 @@ def cmd_doctor(args):
 
 
 def _tune_tables():
-    """'family: where its table for this GPU is read from' for each family with a tuning sweep (zoo.tune_table)."""
-    from zoo import sweeps, tune_table
+    """'family: where its table for this GPU is read from' for each family with a tuning sweep
+    (zoo.runtime.tune_table)."""
+    from zoo.bench import sweeps
+    from zoo.runtime import tune_table
 
     found = []
     for fam in zoo.families():
@@ -399,7 +402,7 @@ def _tune_tables():
 
 
 def cmd_sweep(args):
-    from zoo import sweeps
+    from zoo.bench import sweeps
     from zoo.device import properties, slug
 
     module = sweeps.modules()[args.command]
@@ -530,7 +533,7 @@ def build_parser():
     s = sub.add_parser(
         "profile", help="Nsight Compute counters of each step on a GPU; memory counters in the simulator"
     )
-    from zoo import profile
+    from zoo.tools import profile
 
     profile.add_arguments(s)
     s.set_defaults(func=cmd_profile)
@@ -542,7 +545,7 @@ def build_parser():
     from zoo.exercise import cli as exercise_cli  # learn by doing: list, start, hint, check
 
     exercise_cli.add_parser(sub, Parser, UsageError)
-    from zoo import sweeps
+    from zoo.bench import sweeps
 
     listed = []
     for command, module in sweeps.modules().items():  # each module of a family's sweeps/ is a command
@@ -593,10 +596,11 @@ def main(argv=None):
         simulator.settle_process()  # the simulator's threads on one CPU, handing over the GIL sooner: checks run faster
     try:
         args = build_parser().parse_args(argv)
-        from zoo import _target
+        from zoo import runtime
+        from zoo.runtime import target
 
-        if _target.NOTICE and zoo._COMMAND_LINE:  # a command will run: now say where kernels run
-            print(_target.NOTICE, file=sys.stderr)
+        if target.NOTICE and runtime._COMMAND_LINE:  # a command will run: now say where kernels run
+            print(target.NOTICE, file=sys.stderr)
         return args.func(args) or 0
     except UsageError as e:
         print(f"zoo: error: {e}", file=sys.stderr)

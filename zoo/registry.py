@@ -57,10 +57,10 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo import SIMULATOR, arrays
-from zoo.device import launch as lean_launch
-from zoo.device.memory import address
 from zoo.errors import Unsupported
+from zoo.runtime import SIMULATOR, arrays
+from zoo.runtime import launch as lean_launch
+from zoo.runtime.arrays import address
 
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
 BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
@@ -133,10 +133,10 @@ OPTIONAL_SPEC = {
     "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
     "PINNED = True is timed on page-locked ones",
     "MAPPING": "{step: small size}: steps drawn as a picture of which block, warp and lane reads and writes which "
-    "element, from the simulator's trace of one call at that size (zoo.mapping; `zoo report` draws them, the "
+    "element, from the simulator's trace of one call at that size (zoo.tools.mapping; `zoo report` draws them, the "
     "walkthrough page shows them)",
     "ELEMENTWISE_REFERENCE": "True: each element of the reference depends only on the same element of each "
-    "input (same shapes), so a large one is computed in slices on every host core (zoo.harness.reference_of): "
+    "input (same shapes), so a large one is computed in slices on every host core (zoo.bench.harness.reference_of): "
     "fusion's four float64 sines of 2^28 elements take a minute on one core",
     "PROFILE_SIZE": "the size `zoo profile` runs Nsight Compute at on a GPU (default: HEADLINE_SIZE), for a family "
     "whose slow steps make the headline size too long to profile",

@@ -11,7 +11,7 @@ simulator). Another machine, or the same one when busy, is slower or faster by a
 import json
 import time
 
-from zoo import results
+from zoo.bench import results
 
 PATH = results.RESULTS_DIR / "simulator" / "costs.json"
 
@@ -35,7 +35,7 @@ def save(measured, path=PATH):
     import datetime
 
     from zoo import simulator
-    from zoo.harness import cpu_name
+    from zoo.bench.harness import cpu_name
 
     try:
         data = json.loads(path.read_text())

@@ -14,7 +14,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import zoo
-from zoo import harness, results
+from zoo.bench import harness, results
 from zoo.errors import OutOfRange, Unavailable, Unsupported
 
 

@@ -15,7 +15,7 @@ results, the reports, the sweeps or the CLI (``tests/test_layout.py`` checks):
 ``zoo.device.mma``          tensor cores: ``mma.sync``, ``ldmatrix``, ``cp.async``, float16 words
 ``zoo.device.wgmma``        Hopper's tensor cores: ``wgmma`` from shared-memory descriptors, mbarriers, TMA
 ``zoo.device.approx``       ``exp2_approx``: the hardware's ``ex2.approx.ftz`` alone, for softmax-like loops
-``zoo.device.buffers``      ``scratch``: device buffers a step keeps between calls
+``zoo.runtime.buffers``      ``scratch``: device buffers a step keeps between calls
 ``zoo.device.constant``     ``declare``: a ``__constant__`` array; ``copy_to_symbol``: the host fills it
                             before a launch (``cudaMemcpyToSymbolAsync``)
 ``zoo.device`` (here)       ``sm_count()`` and ``properties()`` of the GPU, for launch decisions
@@ -30,12 +30,12 @@ import sys
 
 from numba import cuda
 
-from zoo import SIMULATOR
+from zoo.runtime import SIMULATOR
 
 SIM_SM_COUNT = 1  # the simulator runs blocks one after another; one "SM" keeps grids small
 
 # The device kernels are compiled for when none is present: GPU mode (ZOO_TARGET=gpu) on a machine
-# without a driver only compiles (zoo.machine_code), and launch code that asks for the SM count gets this.
+# without a driver only compiles (zoo.tools.machine_code), and launch code that asks for the SM count gets this.
 HOPPER = {
     "name": "sm_90 (compiled offline, no device)",
     "compute_capability": "9.0",
@@ -48,7 +48,7 @@ HOPPER = {
 }
 OFFLINE = None
 if not SIMULATOR:
-    from zoo._target import driver_usable
+    from zoo.runtime.target import driver_usable
 
     OFFLINE = None if driver_usable() else dict(HOPPER)
 

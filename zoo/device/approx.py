@@ -17,7 +17,7 @@ In the simulator it is ``math.exp2`` (subnormals kept: a difference below
 
 import math
 
-from zoo import SIMULATOR
+from zoo.runtime import SIMULATOR
 
 if SIMULATOR:
 

@@ -39,7 +39,7 @@ halves, each in one instruction (SASS ``PRMT``).
 
 import numpy as np
 
-from zoo import SIMULATOR
+from zoo.runtime import SIMULATOR
 
 if SIMULATOR:
 

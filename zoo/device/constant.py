@@ -45,7 +45,7 @@ import math
 
 import numpy as np
 
-from zoo import SIMULATOR
+from zoo.runtime import SIMULATOR
 
 MAX_KEYS = 4096  # argument layouts remembered (a new image shape is a new key)
 _SYMBOLS = {}  # (kernel, name, argument layout) -> (device address of the symbol, its bytes)
@@ -81,8 +81,8 @@ else:
     from numba.cuda.extending import intrinsic
 
     import zoo.device  # OFFLINE: read at each call, a dry run sets it
-    from zoo.device import launch as lean_launch
     from zoo.device.memory import address
+    from zoo.runtime import launch as lean_launch
 
     def declare(name, shape, dtype):
         """The device function that returns the constant array ``name`` (read-only ``shape`` of ``dtype``)."""

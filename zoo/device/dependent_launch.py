@@ -20,7 +20,7 @@ A kernel that uses them needs compute capability 9.0 (its step says ``MIN_CC = (
 simulator, which runs kernels one after another, both do nothing.
 """
 
-from zoo import SIMULATOR
+from zoo.runtime import SIMULATOR
 
 if SIMULATOR:
 

@@ -23,7 +23,7 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
 
 * ``jit(arch_specific=True)`` compiles the kernel for the GPU's arch-specific
   target (``sm_90a`` on an H100 or H200: ``wgmma``, ``setmaxnreg``) and always
-  launches it through the lean launch (``zoo.device.launch.load_arch_specific``);
+  launches it through the lean launch (``zoo.runtime.launch.load_arch_specific``);
   ``python -m zoo show`` assembles it for that target too. The simulator ignores it.
 * ``jit(dependent_launch=True)`` launches the kernel with the driver's programmatic
   stream serialization attribute, so that it may start before the kernel ahead of
@@ -45,8 +45,8 @@ import weakref
 
 from numba import cuda
 
-from zoo import SIMULATOR
-from zoo.device import launch as lean_launch
+from zoo.runtime import SIMULATOR
+from zoo.runtime import launch as lean_launch
 
 if SIMULATOR:
     _SIM_OPTIONS = set(inspect.signature(cuda.jit).parameters) - {"func_or_sig", "link"}

@@ -40,7 +40,7 @@ rank indexed by its flat element index (a kernel needs no reshaped view, which
 costs host time at every launch). They work on global or shared memory, whichever
 the array lives in.
 
-Host side: ``address(arr)`` is the device address of an array's first element
+Host side (``zoo.runtime.arrays``, named here too): ``address(arr)`` is the device address of an array's first element
 and ``aligned(arr)`` says whether it sits on a 16-byte boundary, the check a
 launch makes before choosing the 128-bit path. ``flat_view(arr)`` is a 1-D view of
 a C-contiguous array, made once per array object and kept while it lives, for the
@@ -50,50 +50,8 @@ In the simulator they are plain Python that also check the alignment (the word
 forms check the real address), so a misaligned access fails a test there too.
 """
 
-import weakref
-
-from zoo import SIMULATOR
-
-
-def address(arr):
-    """Address of arr's first element: device memory, or host memory in the simulator.
-
-    For a numba device array it reads the pointer numba keeps, rather than
-    ``__cuda_array_interface__``, which builds a dictionary on every access.
-    """
-    gpu_data = getattr(arr, "gpu_data", None)
-    if gpu_data is not None:
-        return int(gpu_data.device_pointer)
-    data = getattr(arr, "data", None)
-    if data is not None and hasattr(data, "ptr"):  # a CuPy array (or a view of one): its MemoryPointer
-        return data.ptr
-    interface = getattr(arr, "__cuda_array_interface__", None)
-    return interface["data"][0] if interface else arr.ctypes.data
-
-
-_FLAT_VIEWS = weakref.WeakKeyDictionary()  # array -> its 1-D view (the view holds the memory, not the array)
-
-
-def flat_view(arr):
-    """``arr`` (C-contiguous) as a 1-D array over the same memory, made on the first call for this array object
-    and kept while it lives. numba's ``reshape`` builds a new DeviceNDArray, ~7.5 us of host time each (H100
-    machine): a GEMM step that flattened three matrices a call spent ~23 us of its ~33 us launch call on them.
-    Arrays that take no weak reference or no hash (NumPy's, CuPy's, whose reshape is cheap) are reshaped."""
-    if arr.ndim == 1:
-        return arr
-    try:
-        view = _FLAT_VIEWS.get(arr)
-        if view is None:
-            view = _FLAT_VIEWS[arr] = arr.reshape(arr.size)
-        return view
-    except TypeError:
-        return arr.reshape(arr.size)
-
-
-def aligned(arr, to=16):
-    """Whether arr starts on a ``to``-byte boundary (16: a 128-bit load or copy)."""
-    return address(arr) % to == 0
-
+from zoo.runtime import SIMULATOR
+from zoo.runtime.arrays import address, aligned, flat_view  # noqa: F401 (the host side: see above)
 
 if SIMULATOR:
     import threading

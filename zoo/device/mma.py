@@ -106,8 +106,8 @@ that the hardware agrees with this module's reading of the PTX ISA;
 
 import numpy as np
 
-from zoo import SIMULATOR
 from zoo.device.warp import FULL_MASK
+from zoo.runtime import SIMULATOR
 
 # Pass as cuda.shared.array(..., alignment=SHARED_ALIGN): numba aligns a float16 shared array to
 # 2 bytes, but 128-bit stores, ldmatrix rows and cp.async need 16. The simulator refuses the

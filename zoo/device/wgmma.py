@@ -129,8 +129,8 @@ import threading
 import numpy as np
 from numba import uint32, uint64
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
+from zoo.runtime import SIMULATOR
 
 SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3  # the descriptor's bits 62-63
 SWIZZLE_BYTES = {SWIZZLE_NONE: 16, SWIZZLE_128B: 128, SWIZZLE_64B: 64, SWIZZLE_32B: 32}  # a row of the pattern

@@ -247,7 +247,7 @@ def diagnose(exc, path):
 
 def describe_wrong(result, ref, tolerance, dtype):
     """'out[17]: expected 0.25, got nan (never written; 12 of 1000 elements wrong)'."""
-    from zoo import arrays
+    from zoo.runtime import arrays
 
     result = np.asarray(result)
     if result.shape != ref.shape:
@@ -338,7 +338,7 @@ def _variant(exercise, module, path):
 
 def _run_once(v, inputs, size, kind):
     fam = v.family
-    from zoo import arrays
+    from zoo.runtime import arrays
 
     shape, dtype = fam.output_for(*inputs)
     out = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
@@ -347,7 +347,7 @@ def _run_once(v, inputs, size, kind):
 
 def run_cases(exercise, v, path, cases, events):
     """Each case once (twice when wrong: do two runs differ?); the largest once more. Stops at the first failure."""
-    from zoo import harness, results
+    from zoo.bench import harness, results
     from zoo.errors import OutOfRange
 
     fam, step = exercise.family, exercise.step
@@ -440,7 +440,7 @@ def lesson_case(exercise):
 
 
 def run_lesson(exercise, v, path, events):
-    from zoo import results
+    from zoo.bench import results
     from zoo.exercise import observe
 
     fam, step = exercise.family, exercise.step
@@ -474,7 +474,7 @@ def run_lesson(exercise, v, path, events):
 # -- on a GPU ------------------------------------------------------------------------------------------------
 def run_gpu(exercise, v, path, events):
     """The family's GPU test sizes, then the time of one call against the zoo's step, on this GPU."""
-    from zoo import harness, results
+    from zoo.bench import harness, results
     from zoo.device import properties, slug
     from zoo.errors import OutOfRange
 

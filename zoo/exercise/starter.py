@@ -461,7 +461,7 @@ def _bullet(text):
 
 
 def _size_list(exercise):
-    from zoo import results
+    from zoo.bench import results
 
     keys = []
     for size, kind in exercise.cases():
@@ -512,7 +512,7 @@ def header(exercise, todos, shown_path):
 
 
 def _size_key(exercise):
-    from zoo import results
+    from zoo.bench import results
 
     size = exercise.lesson_size
     return results.size_key(size) if size is not None else "-"

@@ -25,11 +25,11 @@ from numba import cuda, float32, uint32
 from numba.core.types import float16
 
 from zoo import SIMULATOR
-from zoo.device.buffers import scratch
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
 from zoo.kernels.attention import check_limits, dims
+from zoo.runtime.buffers import scratch
 
 TILE = 16  # a 16 x 16 tile of S or O per block: 256 threads, each one output
 PADDED = TILE + 1  # K's tile rows padded by one: the 16 rows a half-warp reads lie in 16 banks

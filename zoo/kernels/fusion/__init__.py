@@ -141,7 +141,7 @@ def copy_ceiling(x, out):
 
     Its result is x itself, and it is checked as such (ROW_REFERENCE).
     """
-    from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
+    from zoo.bench import ceilings  # host tooling: loaded when the row runs, not with the spec
 
     ceilings.device_copy(x, out)
 

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from zoo.device.buffers import release as release_buffers
-from zoo.device.buffers import scratch
 from zoo.device.jit import jit
 from zoo.kernels import fusion as spec
+from zoo.runtime.buffers import release as release_buffers
+from zoo.runtime.buffers import scratch
 
 SCALE = np.float32(spec.SCALE)
 BIAS = np.float32(spec.BIAS)

@@ -3,8 +3,8 @@
 v10's ring has choices no one GPU settles: its kernel (``KERNELS`` in v10: addresses computed or immediate, blocks of
 eight warps or of one group of 32 rows), two or three slots a warp, a slot refilled before the run's math or after
 it, and the run at which a warp lets the next kernel start. ``python -m zoo tune gemv`` (``sweeps/tune.py``) times
-every combination at one shape per class and writes this GPU's table (``zoo.tune_table``); v10 reads it on its first
-int4 call. The H200's picks, three kernels for three classes, show why it is measured:
+every combination at one shape per class and writes this GPU's table (``zoo.runtime.tune_table``); v10 reads it on
+its first int4 call. The H200's picks, three kernels for three classes, show why it is measured:
 
     class              what it is                                     tuned at        default without a table
     one_block_an_sm    a grid of at most one block an SM              4096 x 14336    one_group_a_block, 2 slots
@@ -12,8 +12,8 @@ int4 call. The H200's picks, three kernels for three classes, show why it is mea
     many_blocks_an_sm  more than two blocks an SM                     14336 x 4096    packed, 2 slots
 
 A class is the class of a grid of a block a group of 32 rows (``SHAPE_CLASSES.of(out, in)``, the protocol of
-``zoo.tune_table``), whichever kernel runs: the shape alone places a call, and the tune times every kernel at its
-class's shape. The table is tuned with groups of 128; v10 applies each pick to groups of 64 too.
+``zoo.runtime.tune_table``), whichever kernel runs: the shape alone places a call, and the tune times every kernel at
+its class's shape. The table is tuned with groups of 128; v10 applies each pick to groups of 64 too.
 
 A saved table names each kernel for what it is (``Ring.kernel``); tables written when the kernels were named by the
 step that added them (``"v12"``) are read through ``OLD_NAMES`` (``.ci/gemv-tune-names`` renames them on disk).
@@ -22,8 +22,8 @@ step that added them (``"v12"``) are read through ``OLD_NAMES`` (``.ci/gemv-tune
 import functools
 from typing import NamedTuple
 
-from zoo import tune_table
 from zoo.device import sm_count
+from zoo.runtime import tune_table
 
 
 class Ring(NamedTuple):

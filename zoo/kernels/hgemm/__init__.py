@@ -142,7 +142,7 @@ v13-v16 declare none and measure the skew when they run.
 wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
 adds the "a" when it compiles for the GPU it runs on, not for ``compile_ptx(cc=(9,
 0))``); those kernels are ``jit(arch_specific=True)``: always compiled for
-``sm_90a`` and loaded by the lean launch (``zoo.device.launch``). The tensor maps TMA reads live in global memory,
+``sm_90a`` and loaded by the lean launch (``zoo.runtime.launch``). The tensor maps TMA reads live in global memory,
 not in a ``__grid_constant__`` parameter, which numba cannot declare (see
 ``zoo.device.wgmma``).
 """

@@ -151,13 +151,13 @@ def baseline(packed, out):
 def copy_ceiling(packed, out):
     """A device-to-device copy of the packed bytes: the bandwidth the steps aim at (its result is the packed bytes,
     checked as such: ROW_REFERENCE)."""
-    from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
+    from zoo.bench import ceilings  # host tooling: loaded when the row runs, not with the spec
 
     ceilings.device_copy(packed, out)
 
 
 # The float32 and int8 rows' operands: (n, dtype) -> [rotated sources, destination, calls so far].
-# Not zoo.device.buffers' scratch: these are CuPy arrays for CuPy's ufuncs, filled with the tensor's values
+# Not zoo.runtime.buffers' scratch: these are CuPy arrays for CuPy's ufuncs, filled with the tensor's values
 # (scratch hands out uninitialized numba arrays), and several copies of them that the row rotates through,
 # as the harness rotates input sets, so that a row whose operands would fit in L2 still reads from DRAM.
 _WIDER_OPERANDS = {}

@@ -23,8 +23,8 @@ import numbers
 import numpy as np
 from numba import cuda, float32, int32, uint8, uint32
 
-from zoo import arrays
 from zoo.device.jit import jit
+from zoo.runtime import arrays
 
 THREADS_PER_BLOCK = 256
 

@@ -3,7 +3,7 @@
 Changes:
     v01's kernel, wrapped in ``zoo.device.jit.Kernel``: the same numba
     dispatcher and so the same compiled CUfunction, now launched by
-    ``zoo.device.launch``. For each argument layout (type, dtype, shape,
+    ``zoo.runtime.launch``. For each argument layout (type, dtype, shape,
     strides) it makes a plan once: the CUfunction, a buffer of 8-byte parameter
     slots and the array of pointers to them. A launch writes the arrays'
     pointers, sizes and strides into the slots with one ``struct.pack_into``
@@ -12,7 +12,7 @@ Changes:
 
 Why it is faster:
     Per launch the host does a dictionary lookup, one pack and one driver call
-    (zoo/device/launch.py measured about 7 us on an H100, against about 37 for
+    (zoo/runtime/launch.py measured about 7 us on an H100, against about 37 for
     numba's launch): no views, no typing, no wait on a stream, no ctypes
     objects. Through the driver, not CuPy's RawModule: that would load the
     kernel's PTX again as a module of its own, a second CUfunction; this calls
@@ -25,7 +25,7 @@ from zoo.kernels.launch import v01_numba_dispatcher as v01
 
 BASE = "v01"
 
-affine = Kernel(v01.affine)  # v01's dispatcher itself: numba still compiles; zoo.device.launch launches
+affine = Kernel(v01.affine)  # v01's dispatcher itself: numba still compiles; zoo.runtime.launch launches
 
 
 def launch(x, out):

@@ -19,9 +19,9 @@ Why it is faster:
 
 import zoo.device
 from zoo import SIMULATOR
-from zoo.device.graphs import capture, replay
 from zoo.device.memory import address
 from zoo.kernels.launch import v03_lean_launch as v03
+from zoo.runtime.graphs import capture, replay
 
 BASE = "v03"
 

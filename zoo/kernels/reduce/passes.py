@@ -1,10 +1,10 @@
 """What the multi-launch reduce steps share: the partials-until-one loop.
 
 Each step file shows its own kernel in full; only the host-side loop that
-launches it again on the partials lives here (the cached buffers are ``zoo.device.buffers.scratch``).
+launches it again on the partials lives here (the cached buffers are ``zoo.runtime.buffers.scratch``).
 """
 
-from zoo.device.buffers import scratch
+from zoo.runtime.buffers import scratch
 
 
 def until_one(kernel, x, out, threads, per_block, grid_for=None):

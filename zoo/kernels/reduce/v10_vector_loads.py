@@ -22,11 +22,11 @@ from numba import cuda, float32, int32, uint32
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
-from zoo.device.buffers import scratch
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, load_int4
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
+from zoo.runtime.buffers import scratch
 
 BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32

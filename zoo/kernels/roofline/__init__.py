@@ -14,7 +14,7 @@ FLOPs are always counted the seed's way, 2k per element, for every step: the
 Horner steps execute about k fused multiply-adds instead of 2k separate
 instructions, and an FMA counts as 2 FLOPs, so the count stays honest while the
 instruction count halves. ``python -m zoo roofline`` sweeps k for every step
-and draws the roofline with the measured ceilings of ``zoo.ceilings``.
+and draws the roofline with the measured ceilings of ``zoo.bench.ceilings``.
 
 The benchmark case (``zoo run``, asv) uses k = K_DEFAULT; the sweep varies k.
 In the simulator every multiply runs in Python, so K_DEFAULT is small there.

@@ -8,7 +8,7 @@ an earlier call's lives here too, one for all the steps that use them.
 
 import numpy as np
 
-from zoo.device.buffers import scratch
+from zoo.runtime.buffers import scratch
 
 MAX_EPOCH = 1 << 29  # epoch * 4 + status must fit in the 32 tag bits of a status word
 _EPOCHS = {}  # id of a flags array -> epoch of its latest call

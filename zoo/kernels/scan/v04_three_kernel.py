@@ -20,9 +20,9 @@ Why it is faster:
 
 from numba import cuda, float32, int32
 
-from zoo.device.buffers import scratch
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK, warp_inclusive_scan
+from zoo.runtime.buffers import scratch
 
 THREADS = 256
 WARPS = THREADS // 32

@@ -2,7 +2,7 @@
 
 ``Tiles`` names a shape: block tile BM x BN over BK slices of K, warp tile WM x WN,
 thread tile TM x TN per sub-tile. v09 builds its kernel from one; v10 and later
-steps launch, for the call's *shape class* (``zoo.tune_table.ShapeClasses``), the shape that a sweep measured
+steps launch, for the call's *shape class* (``zoo.runtime.tune_table.ShapeClasses``), the shape that a sweep measured
 fastest on this GPU, or without a sweep the class's own default:
 
     class   what it is                                   tuned at              default without a table
@@ -21,15 +21,15 @@ user's cache (``~/.cache/zoo``, or ``$ZOO_CACHE``); ``--save`` also writes the r
 results/tune/<gpu>-sgemm.json, which ships the tables of the GPUs the zoo was measured on. A
 lookup reads the cache's table, else the repository's, else the defaults. Tables are read on the
 first lookup (not at import: a step that is only listed or compiled never touches them). Nothing
-here imports the host tooling (``zoo.results``, ``zoo.harness``): the steps and the spec import this.
+here imports the host tooling (``zoo.bench.results``, ``zoo.bench.harness``): the steps and the spec import this.
 """
 
 import functools
 import math
 from typing import NamedTuple
 
-from zoo import tune_table
 from zoo.device import sm_count
+from zoo.runtime import tune_table
 
 
 class Tiles(NamedTuple):
@@ -65,7 +65,7 @@ KERNEL = "double_buffered"  # the kernel the sweep times each tile shape on (v09
 
 
 def cache_path():
-    """Where ``zoo tune`` keeps this GPU's table for this user (``zoo.tune_table.cache_path``)."""
+    """Where ``zoo tune`` keeps this GPU's table for this user (``zoo.runtime.tune_table.cache_path``)."""
     return tune_table.cache_path("sgemm")
 
 

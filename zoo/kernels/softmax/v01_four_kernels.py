@@ -27,10 +27,10 @@ from numba import cuda, float32, uint32
 
 from zoo import SIMULATOR
 from zoo.device import sm_count
-from zoo.device.buffers import scratch
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view
 from zoo.kernels.softmax import check_index_range
+from zoo.runtime.buffers import scratch
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 

@@ -180,7 +180,7 @@ def check_separable(weights):
     A device array is copied to the host for the check: 4 (2r + 1)^2 bytes and a wait for the GPU, paid by a
     call with validation, not by ``launch``, which the benchmarks time. Inside a CUDA graph capture, where a copy
     to the host is not allowed, the check is skipped: the eager call before the capture made it."""
-    from zoo.device import launch as lean_launch
+    from zoo.runtime import launch as lean_launch
 
     if lean_launch.capture_stream is not None:
         return
@@ -234,7 +234,7 @@ def copy_ceiling(image, weights, out):
 
     Its result is the image itself, and it is checked as such (ROW_REFERENCE).
     """
-    from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
+    from zoo.bench import ceilings  # host tooling: loaded when the row runs, not with the spec
 
     ceilings.device_copy(image, out)
 

@@ -28,10 +28,10 @@ import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from zoo.device import constant
-from zoo.device.buffers import scratch
 from zoo.device.jit import jit, unrolled
 from zoo.device.memory import load_flat, store_flat
 from zoo.kernels.stencil import check_index_range, check_separable
+from zoo.runtime.buffers import scratch
 
 BLOCK_X, BLOCK_Y = 32, 8  # a warp spans 32 columns of one row
 OUTPUTS = 8  # consecutive output rows per thread: the block's output tile is 32 x 64

@@ -30,10 +30,10 @@ import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from zoo.device import constant
-from zoo.device.buffers import scratch
 from zoo.device.jit import jit, unrolled
 from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store_float4
 from zoo.kernels.stencil import check_index_range, check_separable
+from zoo.runtime.buffers import scratch
 
 BLOCK_X, BLOCK_Y = 32, 8  # a warp spans 32 x 4 = 128 columns of one row
 COLUMNS = 4  # neighbouring output columns per thread: one float4

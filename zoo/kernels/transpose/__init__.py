@@ -100,7 +100,7 @@ def copy_ceiling(a, out):
     Its result is a's bytes in a's order, not the transpose, and it is checked as
     such (ROW_REFERENCE).
     """
-    from zoo import ceilings  # host tooling: loaded when the row runs, not with the spec
+    from zoo.bench import ceilings  # host tooling: loaded when the row runs, not with the spec
 
     ceilings.device_copy(a, out)
 

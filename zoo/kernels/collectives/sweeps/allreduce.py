@@ -27,9 +27,9 @@ import time
 import numpy as np
 
 from zoo import SIMULATOR
+from zoo.bench.sweeps import is_number
 from zoo.device.memory import address
 from zoo.kernels.collectives import library, world
-from zoo.sweeps import is_number
 
 COMMAND = "allreduce"
 HELP = "sum all-reduce across the GPUs: bus bandwidth of every step and NCCL, 1 MB to 1 GB a rank"
@@ -284,7 +284,7 @@ def findings(rows):
 def plot(rows, device_name):
     import matplotlib.pyplot as plt
 
-    from zoo.sweeps import no_timings
+    from zoo.bench.sweeps import no_timings
 
     timed = [r for r in rows if is_number(r.get("algbw_gbs"))]
     fig, ax = plt.subplots(figsize=(8, 4.5))

@@ -26,9 +26,9 @@ overlapped step checked, no timings.
 import numpy as np
 
 from zoo import SIMULATOR
+from zoo.bench.sweeps import is_number
 from zoo.kernels.collectives import world
 from zoo.kernels.collectives.sweeps.allreduce import free_cupy_blocks, seconds_per_call
-from zoo.sweeps import is_number
 
 COMMAND = "dataparallel"
 HELP = "a toy data-parallel training step: each layer's gradient all-reduce overlapped with the next layer's matmul"
@@ -227,7 +227,7 @@ def findings(rows):
 def plot(rows, device_name):
     import matplotlib.pyplot as plt
 
-    from zoo.sweeps import no_timings
+    from zoo.bench.sweeps import no_timings
 
     timed = [r for r in rows if is_number(r.get("compute_ms"))]
     fig, ax = plt.subplots(figsize=(8, 4.5))

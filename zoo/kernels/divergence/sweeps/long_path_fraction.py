@@ -9,7 +9,7 @@ one chunk, 16 steps). Signs are random. ``long_lanes`` runs over 0, 1, 2, 4, 8,
 
 For each step (and the CuPy baseline, where CuPy is installed) and each
 fraction the kernel runs on n = 2^24 elements and is timed with CUDA events
-(``zoo.harness.time_launches``, median). A row reports:
+(``zoo.bench.harness.time_launches``, median). A row reports:
 
     long_lanes    long elements in each group of 32
     fraction      long_lanes / 32
@@ -32,7 +32,7 @@ each step is correct at each fraction.
 
 import numpy as np
 
-from zoo import sweeps
+from zoo.bench import sweeps
 from zoo.kernels import divergence as spec
 
 COMMAND = "divergence"
@@ -99,7 +99,7 @@ def _sample(n):
 
 
 def _correct(result, x, idx):
-    from zoo.harness import compare
+    from zoo.bench.harness import compare
 
     ref = spec.reference_at(x[idx], idx)
     return bool(compare(result[idx], ref, spec.TOLERANCE(x.size))[0])
@@ -123,7 +123,7 @@ def measure(args):
     from numba import cuda
 
     import zoo
-    from zoo.harness import time_launches
+    from zoo.bench.harness import time_launches
 
     fam = zoo.family("divergence")
     simulator = args.simulator

@@ -4,7 +4,7 @@ For each UNROLL (float4 per thread per pass, so 4 x UNROLL elements) and each
 grid size (blocks of 256 threads per SM, or ``all``: enough blocks for a single
 pass, one thread per 4 x UNROLL elements) the sweep times v05's kernel on n
 elements (CUDA events, median) and reports GB/s (bytes read + written) and the
-fraction of the measured device-to-device copy bandwidth (``zoo.ceilings``).
+fraction of the measured device-to-device copy bandwidth (``zoo.bench.ceilings``).
 Every configuration is also checked against the reference. In the simulator the
 sizes are tiny and nothing is timed: the rows only say that each configuration
 is correct.
@@ -13,7 +13,7 @@ is correct.
 import numpy as np
 from numba import cuda
 
-from zoo import sweeps
+from zoo.bench import sweeps
 from zoo.kernels.elementwise import v05_unrolled as v05
 
 COMMAND = "elementwise-sweep"
@@ -65,7 +65,7 @@ def _numbers(text, allow_all=False):
 
 def measure(args):
     import zoo
-    from zoo import ceilings, harness
+    from zoo.bench import ceilings, harness
 
     fam = zoo.family("elementwise")
     n = args.size or (1003 if args.simulator else 1 << 28)

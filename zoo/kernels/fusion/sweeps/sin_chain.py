@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numba import cuda, uint32
 
-from zoo import sweeps
+from zoo.bench import sweeps
 from zoo.device import sm_count
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, store_float4
@@ -166,7 +166,7 @@ def cupy_fuse(x, out):
 
 
 def measure(args):
-    from zoo import harness
+    from zoo.bench import harness
 
     sizes = _sizes(args.sizes or (SIM_SIZES if args.simulator else GPU_SIZES))
     rows = []

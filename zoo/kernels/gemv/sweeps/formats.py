@@ -17,7 +17,7 @@ cuBLAS fp16's weights per second; int4 at 3.5x the fp16 kind's weights per secon
 
 import numpy as np
 
-from zoo import sweeps
+from zoo.bench import sweeps
 from zoo.device.jit import launch_count, launched_since
 
 COMMAND = "gemv-formats"
@@ -51,7 +51,7 @@ def add_arguments(parser):
 
 def _sizes(args, fam):
     if args.sizes:
-        from zoo import results
+        from zoo.bench import results
 
         return [results.parse_size(s) for s in args.sizes.split(",")]
     return list(SIM_SIZES if args.simulator else fam.BENCH_SIZES)
@@ -59,8 +59,8 @@ def _sizes(args, fam):
 
 def graph_us(call, sets):
     """us per call of ``call(inputs)`` replayed from a CUDA graph of CALLS_PER_GRAPH calls over the rotating sets."""
-    from zoo import harness
-    from zoo.device import graphs
+    from zoo.bench import harness
+    from zoo.runtime import graphs
 
     def calls():
         for i in range(CALLS_PER_GRAPH):
@@ -76,14 +76,14 @@ def _eager_us(call, sets):
     launches hide behind the kernels where they are shorter). cuBLAS's row is timed so: CuPy's cuBLAS refuses
     stream capture ("calling cuBLAS API during stream capture is currently unsupported"), and its launch costs
     the host about 10 us, less than its fp16 GEMV takes on the device at the BENCH sizes."""
-    from zoo import harness
+    from zoo.bench import harness
 
     return harness.time_launches(lambda i: call(sets[i % len(sets)])).median_ms * 1e3
 
 
 def measure(args):
     import zoo
-    from zoo import harness
+    from zoo.bench import harness
 
     fam = zoo.family("gemv")
     step = fam.variants[-1]
@@ -129,7 +129,7 @@ def first_call(fam, step, size, host, ref):
     matches ``ref``, the kernel it launched)."""
     import cupy
 
-    from zoo import harness
+    from zoo.bench import harness
 
     shape, dtype = fam.output_for(*host)
     sets = [tuple(cupy.asarray(a) for a in s) for s in harness.input_sets(host)]

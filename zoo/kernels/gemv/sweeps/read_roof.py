@@ -34,7 +34,8 @@ import math
 import numpy as np
 from numba import cuda, int32
 
-from zoo import SIMULATOR, sweeps
+from zoo import SIMULATOR
+from zoo.bench import sweeps
 from zoo.device import sm_count
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit

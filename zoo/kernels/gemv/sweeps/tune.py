@@ -6,7 +6,7 @@ the dependent launch's trigger goes, differs from GPU to GPU (``ring.py``). The 
 shape class's shape with int4 weights in groups of 128, on weights ``pack`` packed once: in a CUDA graph of calls over
 rotating inputs (``sweep.graph_us``), as the formats sweep times a step, because a call of ~10 us launched from Python
 is timed at the host's pace, and in a graph the dependent launch overlaps each call with the one before, as in a
-decode step. It writes this GPU's table (``zoo.tune_table``) with every row, fastest first; v10 reads it through
+decode step. It writes this GPU's table (``zoo.runtime.tune_table``) with every row, fastest first; v10 reads it through
 ``ring.py``, never through this module, which loads the timing harness.
 """
 
@@ -58,10 +58,11 @@ def sweep(shapes=None, progress=None, save=False):
     import numpy as np
 
     import zoo
-    from zoo import harness, tune_table
+    from zoo.bench import harness
     from zoo.device import properties, sm_count
     from zoo.device.jit import launch_count, launched_since
     from zoo.kernels.gemv.sweeps import formats
+    from zoo.runtime import tune_table
 
     fam = zoo.family("gemv")
     shapes = shapes or SHAPE_CLASSES

@@ -13,7 +13,7 @@ bytes as it reads, so Little's law predicts a read + write bandwidth of
 ``little = min(2 x bytes_in_flight_per_sm x SMs / DRAM latency, copy)``. The
 sweep measures that latency first, idle and under a copy (the ``chase-dram``
 rows of ``zoo latency``); ``copy`` is the measured device-to-device copy
-(``zoo.ceilings``).
+(``zoo.bench.ceilings``).
 
 ``findings`` puts the knees side by side: where Little's line meets the copy
 ceiling, with the idle and with the loaded latency, and where the measured
@@ -98,7 +98,7 @@ def reservation(blocks_per_sm, shared_per_sm, reserved_per_block=SYSTEM_SHARED_P
 
 def bandwidth_rows(cfg, args, simulator, sms, props, dram_ns, copy):
     """One row per (loads per thread, threads per block, blocks per SM) that fits on an SM."""
-    from zoo.harness import time_launches
+    from zoo.bench.harness import time_launches
 
     n = args.size or cfg["size"]
     x = np.random.default_rng(3).standard_normal(n, dtype=np.float32)
@@ -153,7 +153,7 @@ def bandwidth_rows(cfg, args, simulator, sms, props, dram_ns, copy):
 
 
 def measure(args):
-    from zoo import ceilings
+    from zoo.bench import ceilings
     from zoo.device import properties, sm_count
 
     simulator = args.simulator

@@ -33,7 +33,7 @@ import itertools
 import numpy as np
 from numba import cuda, uint32
 
-from zoo import sweeps
+from zoo.bench import sweeps
 from zoo.device.jit import jit
 from zoo.kernels.latency.sweeps.littles_law import is_number, series_value
 
@@ -122,7 +122,7 @@ def shared_chase_kernel(table, steps, start, out):
 # -- the measurements ---------------------------------------------------------------
 def per_step(launch_for, steps):
     """ns per step from the median times of S and 2S steps: launch and setup costs cancel."""
-    from zoo.harness import time_launches
+    from zoo.bench.harness import time_launches
 
     short = time_launches(lambda i: launch_for(steps, i)).median_ms
     long = time_launches(lambda i: launch_for(2 * steps, i)).median_ms
@@ -191,7 +191,7 @@ def chase_dram_loaded(cfg, clock_khz):
     """
     import cupy
 
-    from zoo import ceilings
+    from zoo.bench import ceilings
 
     table, order = chase_array(cfg["dram_bytes"], seed=4)
     d_table = cuda.to_device(table)

@@ -7,7 +7,7 @@ per cycle and one takes about 4 cycles, so about 512 must be in flight (16 warp
 instructions: one warp with 16 chains, or 16 warps with one). The
 ``fma-latency`` row times one warp, one chain: the latency of one FMA. Each
 ``fma`` row's ``little`` is then min(2 x fmas_in_flight_per_sm x SMs / latency,
-peak), with the peak from ``zoo.ceilings.fp32_peak()``.
+peak), with the peak from ``zoo.bench.ceilings.fp32_peak()``.
 
 In the simulator a few small kernels run and are checked against the closed
 form, not timed.
@@ -99,9 +99,9 @@ def fma_expected(threads, chains, iterations, x0):
 
 
 def measure(args):
-    from zoo import ceilings
+    from zoo.bench import ceilings
+    from zoo.bench.harness import time_launches
     from zoo.device import properties, sm_count
-    from zoo.harness import time_launches
 
     simulator = args.simulator
     cfg = SIM if simulator else GPU

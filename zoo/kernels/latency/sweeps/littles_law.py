@@ -67,7 +67,7 @@ def one_panel(title, rows, has_points, draw):
     """A figure of one panel that ``draw(ax, rows)`` fills, or a note where the simulator timed nothing."""
     import matplotlib.pyplot as plt
 
-    from zoo import sweeps
+    from zoo.bench import sweeps
 
     fig, ax = plt.subplots(figsize=(7, 5))
     fig.suptitle(title)

@@ -8,7 +8,7 @@ updates of n floats) on CuPy arrays, as a CuPy program would call them, and each
   replay and the fused kernel);
 - loop_us: host time of a call and a synchronization: what a caller waits for one loop;
 - device_us: the GPU's time for the loop between CUDA events, with the loop queued behind a
-  kernel that holds the GPU (``zoo.harness.hold_gpu``), so no host gap is in it: the floor.
+  kernel that holds the GPU (``zoo.bench.harness.hold_gpu``), so no host gap is in it: the floor.
   ``queued`` says whether the whole loop was issued before the hold ended; where it was not (numba
   waits on CuPy's stream at every launch of v01), device_us still holds the host's gaps.
 
@@ -21,8 +21,8 @@ import numpy as np
 from numba import cuda
 
 from zoo import SIMULATOR
+from zoo.bench.sweeps import is_number
 from zoo.kernels import launch as spec
-from zoo.sweeps import is_number
 
 COMMAND = "launch-loop"
 HELP = "a loop of tiny dependent launches, each launch path: host us per launch, us per loop, GPU floor"
@@ -81,7 +81,7 @@ def _host_us(call, repeats):
 
 def _device_us(call, issue_us, repeats):
     """(GPU us of one loop between events, whether the loop was all queued before the GPU reached it)."""
-    from zoo.harness import hold_gpu
+    from zoo.bench.harness import hold_gpu
 
     start, stop = cuda.event(), cuda.event()
     best, all_queued = float("inf"), True

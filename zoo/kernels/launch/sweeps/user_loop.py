@@ -77,12 +77,12 @@ def measure(args):
             calls_in_loop = SIMULATOR_LOOP_CALLS if args.simulator else LOOP_CALLS
             row = dict(family=name, size=key, series=series, loop_us=_loop_us(call, repeats, sync, calls_in_loop))
             if not args.simulator:
-                from zoo import harness
+                from zoo.bench import harness
 
                 row["device_us"] = harness.time_launches(lambda i, call=call: call(), budget_s=0.3).median_ms * 1e3
                 row["of_device"] = row["device_us"] / row["loop_us"]
             rows.append(row)
-            ok = np.allclose(zoo.arrays.host(out), fam.reference(*host), rtol=1e-4, atol=1e-3)
+            ok = np.allclose(zoo.runtime.arrays.host(out), fam.reference(*host), rtol=1e-4, atol=1e-3)
             if not ok:
                 raise AssertionError(f"user-loop: {series} was wrong at {key}")
     return rows

@@ -26,10 +26,10 @@ import time
 import numpy as np
 from numba import cuda, uint32
 
-from zoo import sweeps
+from zoo.bench import sweeps
+from zoo.bench.harness import time_wall
 from zoo.device import sm_count
 from zoo.device.jit import jit
-from zoo.harness import time_wall
 from zoo.kernels.pipeline import stages
 
 COMMAND = "amdahl"

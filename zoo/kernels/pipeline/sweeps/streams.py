@@ -63,7 +63,7 @@ def _ms(a, b):
 
 def balanced_work(n):
     """FMAs per element that make the kernel take as long as the pinned copy in."""
-    from zoo.harness import time_launches
+    from zoo.bench.harness import time_launches
 
     d_x, d_y = stages.device_buffers(n)
     px = stages.pinned_empty(n)
@@ -113,7 +113,7 @@ def measure(args):
         ok = bool(np.isfinite(out).all()) and fam.tolerance(n) >= _rel(out, ref)
         row = dict(variant=v.name, kind="summary", correct=ok, **common)
         if not args.simulator:
-            from zoo.harness import time_launches
+            from zoo.bench.harness import time_launches
 
             row["ms"] = time_launches(
                 lambda i, run=v.module.run, xin=xin, out=out: run(xin, out, **params), budget_s=2.0
@@ -170,7 +170,7 @@ def _say(summaries, ideal):
 
 
 def _rel(out, ref):
-    from zoo.harness import relative_error
+    from zoo.bench.harness import relative_error
 
     return relative_error(out, ref) if np.isfinite(out).all() else np.inf
 

@@ -84,7 +84,7 @@ def measure(args):
             if args.simulator:
                 copy(0)
             else:
-                from zoo.harness import time_launches
+                from zoo.bench.harness import time_launches
 
                 ms = time_launches(copy, budget_s=0.25).median_ms
                 row.update(us=ms * 1e3, gbps=nbytes / ms / 1e6)

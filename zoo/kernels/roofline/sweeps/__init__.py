@@ -1,4 +1,4 @@
 """roofline's sweeps, apart from its steps: the polynomial's degree against measured ceilings (``zoo roofline``).
 
-Each module with a ``COMMAND`` is a ``python -m zoo`` subcommand (``zoo.sweeps``); no step imports from here.
+Each module with a ``COMMAND`` is a ``python -m zoo`` subcommand (``zoo.bench.sweeps``); no step imports from here.
 """

@@ -2,7 +2,7 @@
 
 For each step (and the CuPy baseline) and each k, the kernel runs on 2^26
 elements: warm-up, then at least 10 timed samples with CUDA events
-(``zoo.harness.time_launches``); a row reports the mean, the RMS spread of the
+(``zoo.bench.harness.time_launches``); a row reports the mean, the RMS spread of the
 samples (a warning is printed above 5%) and the seed's columns:
 
     k             the power
@@ -32,8 +32,8 @@ import sys
 
 import numpy as np
 
+from zoo.bench.sweeps import is_number
 from zoo.kernels import roofline as spec
-from zoo.sweeps import is_number
 
 COMMAND = "roofline"
 HELP = "sweep k of b = a + a^2 + ... + a^k for every roofline step; measured ceilings; roofline PNG"
@@ -73,7 +73,7 @@ def _sample(n):
 
 
 def _correct(result, a, k, idx):
-    from zoo.harness import compare
+    from zoo.bench.harness import compare
 
     ref = spec.reference(a[idx], k)
     return bool(compare(result[idx], ref, spec.TOLERANCE)[0])
@@ -141,7 +141,7 @@ def measure(args):
     from numba import cuda
 
     import zoo
-    from zoo import ceilings
+    from zoo.bench import ceilings
 
     fam = zoo.family("roofline")
     simulator = getattr(args, "simulator", zoo.SIMULATOR)
@@ -164,7 +164,7 @@ def measure(args):
             correct = _correct(out.copy_to_host(), a, k, idx)
             timing = None
             if not simulator:
-                from zoo.harness import time_launches
+                from zoo.bench.harness import time_launches
 
                 timing = time_launches(lambda i, variant=variant, k=k: variant.launch((a_dev,), out, k=k), budget_s=0.5)
             rows.append(_row(variant.name, k, n, timing, correct, ceiling))
@@ -179,7 +179,7 @@ def _baseline_rows(a, ks, idx, ceiling):
         import cupy
     except ImportError:
         return []
-    from zoo.harness import time_launches
+    from zoo.bench.harness import time_launches
 
     a_cp = cupy.asarray(a)
     out = cupy.empty_like(a_cp)
@@ -216,7 +216,7 @@ def _results_points(device_name):
 
 
 def _device_results(device_name):
-    from zoo import results
+    from zoo.bench import results
 
     return [data for data in results.load_all().values() if data.get("device", {}).get("name") == device_name]
 
@@ -282,7 +282,7 @@ def tensor_roof(device_name, families):
                         best = (gflops, f"measured: {fam_name} {name} at {key}")
     if best:
         return best
-    from zoo import ceilings
+    from zoo.bench import ceilings
 
     sheet = ceilings.datasheet(device_name) or {}
     if sheet.get("tensor_fp16_gflops"):
@@ -334,7 +334,8 @@ def place_labels(ax, items, fontsize=6):
 
 def _plotted_sizes(fam_name, by_size):
     """The family's headline size where the file has it, else its largest size."""
-    from zoo import registry, results
+    from zoo import registry
+    from zoo.bench import results
 
     try:
         fam = registry.family(fam_name)

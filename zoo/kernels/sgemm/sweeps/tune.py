@@ -16,9 +16,9 @@ how full the last wave is. The steps read the table through ``tiles.py``
 (``tiles_for``), never through this module, which loads the timing harness.
 """
 
-from zoo import tune_table
 from zoo.kernels.sgemm import tiles
 from zoo.kernels.sgemm.tiles import KERNEL, SHAPE_CLASSES, Tiles, path, waves
+from zoo.runtime import tune_table
 
 __all__ = ["SHAPE_CLASSES", "cache_path", "candidates", "path", "sweep", "valid"]  # what `zoo tune` uses
 cache_path = tiles.cache_path
@@ -79,7 +79,7 @@ def sweep(shapes=None, progress=None, save=False):
     import numpy as np
     from numba import cuda, float32, uint32
 
-    from zoo import harness
+    from zoo.bench import harness
     from zoo.device import properties
     from zoo.kernels.sgemm import flops
     from zoo.kernels.sgemm.v09_double_buffered import build_kernel

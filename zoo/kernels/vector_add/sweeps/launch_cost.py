@@ -8,14 +8,14 @@ two ways:
   ``repeats`` calls, then one synchronization; the fastest of HOST_BATCHES
   such batches), what a Python loop pays;
 - device_us: the GPU's time per call between CUDA events, measured behind a
-  kernel that holds the GPU (``zoo.harness.hold_gpu``) so that every launch
+  kernel that holds the GPU (``zoo.bench.harness.hold_gpu``) so that every launch
   is already queued when the GPU reaches it: the kernel's own time, with no
   host cost in it.
 
 A size is launch-bound where host_us exceeds device_us: the GPU finishes
 before the host can issue the next launch. The series: numba's own launch
 (``dispatcher[grid, block](...)``, what ``ZOO_LAUNCH=numba`` uses) on numba and
-on CuPy arrays, zoo's lean launch of the same kernel (``zoo.device.launch``: the
+on CuPy arrays, zoo's lean launch of the same kernel (``zoo.runtime.launch``: the
 driver's ``cuLaunchKernel`` with hand-packed parameters), ``Variant.launch``
 (the step's own launch function), the zoo's ``Variant.__call__`` on numba and on
 CuPy arrays (input validation, output checks or allocation, then the launch),
@@ -30,8 +30,8 @@ import numpy as np
 from numba import cuda
 
 from zoo import SIMULATOR
+from zoo.bench.harness import hold_gpu
 from zoo.device import sm_count
-from zoo.harness import hold_gpu
 from zoo.kernels.vector_add import v02_grid_stride as step
 
 COMMAND = "launch"

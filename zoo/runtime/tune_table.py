@@ -4,8 +4,8 @@ A family whose steps launch a measured choice (sgemm's tile shapes, gemv's ring 
 in two places: the user's cache (``~/.cache/zoo/tune``, or ``$ZOO_CACHE/tune``), which every ``zoo tune`` writes,
 so that an installed zoo tunes too; and the repository's results/tune, which ``zoo tune --save`` also writes and
 which ships the tables of the GPUs the zoo was measured on. A lookup reads the cache's table, else the
-repository's, else none (the family's defaults). Nothing here imports the host tooling (``zoo.results``,
-``zoo.harness``): the steps import it.
+repository's, else none (the family's defaults). Nothing here imports the host tooling (``zoo.bench.results``,
+``zoo.bench.harness``): the steps import it.
 
 One tuning protocol, one notion of a shape class. A *shape class* is a set of call shapes that one choice suits,
 named for what sets them apart (sgemm: ``small``, ``skinny``, ``large``; gemv: blocks an SM), tuned at one shape
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from zoo.device import slug
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"  # the repository's results folder
+RESULTS = Path(__file__).resolve().parents[2] / "results"  # the repository's results folder
 
 
 def cache_path(family):

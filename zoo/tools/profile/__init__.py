@@ -1,14 +1,14 @@
 """``python -m zoo profile``: hardware counters on a GPU, memory-access counters in the simulator.
 
 On a GPU, ``profile(fam, steps, size)`` runs Nsight Compute (``ncu``) over exactly
-the kernels each step launches in one call at the size (``zoo.profile_target``
+the kernels each step launches in one call at the size (``zoo.tools.profile.target``
 is the program it profiles) with one curated set of metrics (``METRICS``), folds
 the rows per step and kernel, and saves them with zoo's results machinery:
 ``results/profiles/<gpu>-<family>.json``. The walkthrough pages show them as a
 table per step and a sentence computed from the counters (``sentence``).
 
 In the simulator, ``simulate(variant, size)`` counts the same memory lessons
-without a GPU (``zoo.sim_counters``): sectors per global request, shared-memory
+without a GPU (``zoo.tools.profile.sim_counters``): sectors per global request, shared-memory
 wavefronts and bank conflicts per request, divergent branches, threads per
 line. ``comparison`` sets the two side by side (``.ci/gpu-profile.sh``).
 
@@ -29,7 +29,8 @@ import sys
 import tempfile
 import time
 
-from zoo import SIMULATOR, results
+from zoo.bench import results
+from zoo.runtime import SIMULATOR
 
 # -- what Nsight Compute is asked for ----------------------------------------------------------
 DURATION = "gpu__time_duration.sum"
@@ -85,9 +86,9 @@ METRICS = (
     *(STALL.format(reason) for reason in STALL_REASONS),
 )
 MMA_FLOPS = 16 * 8 * 16 * 2  # one HMMA.16816 (mma.sync m16n8k16): a 16x8 tile over k = 16, an FMA counting 2
-MARKER = "zoo_profile_step_marker"  # the kernel zoo.profile_target launches before each step's call
+MARKER = "zoo_profile_step_marker"  # the kernel zoo.tools.profile.target launches before each step's call
 LAUNCHES_PER_STEP = 16  # launches profiled per step at most (a loop of launches keeps the first ones: same kernel)
-TARGET_LINE = "ZOO-PROFILE "  # how zoo.profile_target reports each step on its stdout
+TARGET_LINE = "ZOO-PROFILE "  # how zoo.tools.profile.target reports each step on its stdout
 
 
 class ProfileError(RuntimeError):
@@ -171,10 +172,11 @@ class SimProfile:
 
 
 def simulate(variant, size, kind=None, divergence=True, as_on_gpu=True):
-    """Count one call of ``variant`` at ``size`` in the simulator (zoo.sim_counters); returns a SimProfile.
+    """Count one call of ``variant`` at ``size`` in the simulator (``sim_counters``); returns a SimProfile.
 
     ``as_on_gpu`` runs it with the GPU's values of the constants it shrinks for the simulator."""
-    from zoo import harness, sim_counters
+    from zoo.bench import harness
+    from zoo.tools.profile import sim_counters
 
     if not SIMULATOR:
         raise ProfileError("the simulator's counters need the simulator: ZOO_TARGET=sim")
@@ -210,7 +212,7 @@ def simulate_or_say(variant, size, kind=None, divergence=True, as_on_gpu=True):
 def sim_summary(launches):
     """The summary of a step counted in the simulator: its busiest launch's memory figures (a multi-pass
     step's first pass: what a large size spends its time on), divergence over every launch."""
-    from zoo import sim_counters
+    from zoo.tools.profile import sim_counters
 
     if not launches:
         return {}
@@ -261,12 +263,12 @@ def ncu_executable():
 
 
 def ncu_command(exe, fam, size_key, steps, metrics, log):
-    """The ncu command line that profiles each step's call (and only that) through zoo.profile_target."""
+    """The ncu command line that profiles each step's call (and only that) through zoo.tools.profile.target."""
     cap = (LAUNCHES_PER_STEP + 1) * len(steps) + 256  # a CUDA graph's kernels are not capped by the target
     return [
         exe,
         "--profile-from-start",
-        "off",  # zoo.profile_target opens the profiler around each step's call only
+        "off",  # zoo.tools.profile.target opens the profiler around each step's call only
         "--target-processes",
         "all",
         "--replay-mode",
@@ -284,7 +286,7 @@ def ncu_command(exe, fam, size_key, steps, metrics, log):
         ",".join(metrics),
         sys.executable,
         "-m",
-        "zoo.profile_target",
+        "zoo.tools.profile.target",
         fam.name,
         size_key,
         *steps,

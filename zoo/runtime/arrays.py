@@ -3,7 +3,7 @@
 A variant called with NumPy arrays copies them to the GPU and returns NumPy; called
 with CuPy or numba device arrays it works in place on the device and returns the
 same kind. On the GPU, CuPy arrays go to the step as they are: the lean launch
-(``zoo.device.launch``) reads their pointer, shape and strides directly, the
+(``zoo.runtime.launch``) reads their pointer, shape and strides directly, the
 cheapest path there is. With ``ZOO_LAUNCH=numba`` (numba launches every kernel)
 they are wrapped once in a numba view instead (``cupy_view``), which numba launches
 with less host time than a CuPy object.
@@ -14,11 +14,50 @@ import weakref
 import numpy as np
 from numba import cuda
 
-from zoo import SIMULATOR as _SIMULATOR
-from zoo.device import launch as lean_launch
-from zoo.device.memory import address  # noqa: F401 (host code asks arrays for it too)
+from zoo.runtime import SIMULATOR as _SIMULATOR
+from zoo.runtime import launch as lean_launch
 
 NUMPY, CUPY, NUMBA = "numpy", "cupy", "numba"
+
+
+def address(arr):
+    """Address of arr's first element: device memory, or host memory in the simulator.
+
+    For a numba device array it reads the pointer numba keeps, rather than
+    ``__cuda_array_interface__``, which builds a dictionary on every access.
+    """
+    gpu_data = getattr(arr, "gpu_data", None)
+    if gpu_data is not None:
+        return int(gpu_data.device_pointer)
+    data = getattr(arr, "data", None)
+    if data is not None and hasattr(data, "ptr"):  # a CuPy array (or a view of one): its MemoryPointer
+        return data.ptr
+    interface = getattr(arr, "__cuda_array_interface__", None)
+    return interface["data"][0] if interface else arr.ctypes.data
+
+
+_FLAT_VIEWS = weakref.WeakKeyDictionary()  # array -> its 1-D view (the view holds the memory, not the array)
+
+
+def flat_view(arr):
+    """``arr`` (C-contiguous) as a 1-D array over the same memory, made on the first call for this array object
+    and kept while it lives. numba's ``reshape`` builds a new DeviceNDArray, ~7.5 us of host time each (H100
+    machine): a GEMM step that flattened three matrices a call spent ~23 us of its ~33 us launch call on them.
+    Arrays that take no weak reference or no hash (NumPy's, CuPy's, whose reshape is cheap) are reshaped."""
+    if arr.ndim == 1:
+        return arr
+    try:
+        view = _FLAT_VIEWS.get(arr)
+        if view is None:
+            view = _FLAT_VIEWS[arr] = arr.reshape(arr.size)
+        return view
+    except TypeError:
+        return arr.reshape(arr.size)
+
+
+def aligned(arr, to=16):
+    """Whether arr starts on a ``to``-byte boundary (16: a 128-bit load or copy)."""
+    return address(arr) % to == 0
 
 
 _LIBRARY = {np.ndarray: NUMPY}  # type -> library: every call asks, for every array

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import zoo
-from zoo import figures
+from zoo.bench import figures
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ASV_RESULTS = ROOT / "results" / "asv"
 PLOTS = ROOT / "docs" / "plots"
 TRACK = "track_rate"

@@ -3,8 +3,8 @@
 * docs/results.md, every GPU's tables and sweeps (between its zoo:results markers),
 * the README's headline table: each family's best step (between the zoo:headline markers),
 * one bar chart per GPU and family under docs/plots/, the overview chart, each sweep's chart (needs matplotlib),
-* the pictures of which thread touches what (``zoo.mapping``, drawn in the simulator),
-* one walkthrough page per family, docs/<family>.md, and the README's list of families (``zoo.walkthrough``).
+* the pictures of which thread touches what (``zoo.tools.mapping``, drawn in the simulator),
+* one walkthrough page per family, docs/<family>.md, and the README's list of families (``zoo.tools.walkthrough``).
 
 Run ``python -m zoo report`` after ``python -m zoo run --save``; commit the diff. ``--family F`` redraws the
 pictures of that family only (seconds, where all of them take minutes); the text is always regenerated whole.
@@ -18,8 +18,7 @@ import textwrap
 from pathlib import Path
 
 import zoo
-from zoo import figures, results
-from zoo.bench import strongest
+from zoo.bench import figures, results, strongest
 
 README = results.ROOT / "README.md"
 RESULTS_PAGE = results.ROOT / "docs" / "results.md"  # every GPU's tables and sweeps; the README keeps the headline
@@ -107,8 +106,9 @@ def _of_strongest(fam, entries, name, step=True):
 HOST_MARK = " \N{DAGGER}"
 HOST_NOTE = (
     f"{HOST_MARK.strip()} About the host's pace: a launch call took the host 80% of the figure or more "
-    "(`zoo.results.host_paced`), so back-to-back launches may have left the GPU idle between kernels, and the kernel "
-    "takes at most this long. A CUDA graph of calls times the kernel alone (the family's sweep, where it has one)."
+    "(`zoo.bench.results.host_paced`), so back-to-back launches may have left the GPU idle between kernels, and the "
+    "kernel takes at most this long. A CUDA graph of calls times the kernel alone (the family's sweep, where it has "
+    "one)."
 )
 
 
@@ -303,7 +303,7 @@ def _num(value):
 
 def _saved_sweeps(all_results):
     """(device name, slug, command, module, csv path, png path) of every committed GPU sweep, by GPU."""
-    from zoo import sweeps
+    from zoo.bench import sweeps
 
     modules = sweeps.modules()
     for slug, command, path in sweeps.saved():
@@ -314,7 +314,7 @@ def _saved_sweeps(all_results):
 def sweep_sections(all_results):
     """docs/results.md's part on the sweeps: each committed sweep under its GPU's heading, its chart and the findings
     computed from its CSV."""
-    from zoo import sweeps
+    from zoo.bench import sweeps
 
     sections, heading = [], None
     for name, _, command, module, path, png in _saved_sweeps(all_results):
@@ -363,7 +363,7 @@ def _from_docs(path):
 def _redraw(all_results, names):
     """Draw the bar chart of each family named (every family for None) on each GPU and each sweep's chart of those
     families (and every sweep that reads results/); yields a line for each PNG that changed."""
-    from zoo import sweeps
+    from zoo.bench import sweeps
 
     for slug, data in all_results.items():
         for fam in zoo.families():
@@ -382,7 +382,7 @@ def regenerate(families=None):
     """Rewrite docs/results.md's tables, the README's headline table and the plots (the bar charts and sweeps of
     the families given, or of all); yields one line for each file that changed.
 
-    ``zoo report`` regenerates the walkthrough pages after this (``zoo.walkthrough.regenerate``), which show the
+    ``zoo report`` regenerates the walkthrough pages after this (``zoo.tools.walkthrough.regenerate``), which show the
     plots drawn here. No step file is written: a step's figures are generated onto its page and ``zoo show``."""
     names = None if families is None else {fam.name for fam in families}
     all_results = results.load_all()
@@ -393,7 +393,7 @@ def regenerate(families=None):
         yield "README.md headline table"
     if overview_plot(all_results):
         yield f"plot {OVERVIEW.relative_to(results.ROOT)}"
-    from zoo import asv_history, mapping
+    from zoo.tools import asv_history, mapping
 
     yield from asv_history.regenerate(names=names)  # each family's headline over the commits asv recorded
     yield from mapping.regenerate(names)  # the pictures of which thread touches what, from the simulator's trace

@@ -30,7 +30,7 @@ import math
 import pkgutil
 from pathlib import Path
 
-from zoo import figures, results
+from zoo.bench import figures, results
 
 SWEEPS_DIR = results.RESULTS_DIR / "sweeps"
 PLOTS_DIR = results.ROOT / "docs" / "plots"

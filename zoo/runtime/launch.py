@@ -48,7 +48,7 @@ ENV = "ZOO_LAUNCH"
 ENABLED = os.environ.get(ENV, "lean").strip().lower() != "numba"
 
 _noted = set()
-capture_stream = None  # a stream being captured into a CUDA graph (zoo.device.graphs): launches on "stream 0" go there
+capture_stream = None  # a stream being captured into a CUDA graph (zoo.runtime.graphs): launches on "stream 0" go there
 
 
 class LaunchError(RuntimeError):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
-from zoo import SIMULATOR, arrays
 from zoo.device import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
+from zoo.runtime import SIMULATOR, arrays
 
 
 # -- correctness --------------------------------------------------------------

@@ -27,8 +27,8 @@ step that keeps its own graphs (launch v04).
 
 import contextlib
 
-from zoo import SIMULATOR
-from zoo.device import launch as lean_launch
+from zoo.runtime import SIMULATOR, arrays
+from zoo.runtime import launch as lean_launch
 
 
 class GraphMismatch(ValueError):
@@ -43,9 +43,7 @@ def _address(a):
     data = getattr(a, "data", None)
     if data is not None and hasattr(data, "ptr"):  # CuPy
         return data.ptr
-    from zoo.device.memory import address
-
-    return address(a)
+    return arrays.address(a)
 
 
 def capture(fn, *args):

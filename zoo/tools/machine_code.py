@@ -150,7 +150,7 @@ def _dry_run(cc, record):
 
     import zoo.device
     from zoo.device.jit import Kernel
-    from zoo.device.launch import arch_specific, retarget
+    from zoo.runtime.launch import arch_specific, retarget
 
     def compile_instead(kernel, config):
         def run(*args):

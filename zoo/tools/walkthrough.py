@@ -15,7 +15,9 @@ import difflib
 import textwrap
 
 import zoo
-from zoo import asv_history, mapping, profile, registry, report, results
+from zoo import registry
+from zoo.bench import results
+from zoo.tools import asv_history, mapping, profile, report
 
 DOCS = results.ROOT / "docs"
 README_BEGIN, README_END = "<!-- zoo:families:begin -->", "<!-- zoo:families:end -->"
@@ -96,7 +98,7 @@ def _measured_tables(fam, all_results):
 
 
 def _mapping(fam, v):
-    """The picture of which thread touches what, for a step the spec's MAPPING names (zoo.mapping)."""
+    """The picture of which thread touches what, for a step the spec's MAPPING names (zoo.tools.mapping)."""
     sizes = {fam[step].name: size for step, size in getattr(fam.module, "MAPPING", {}).items()}
     if v.name not in sizes:
         return []

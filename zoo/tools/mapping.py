@@ -5,8 +5,8 @@ A family spec may name steps to draw and the small size to draw them at::
     MAPPING = {"v01": 300}          # step: size
 
 For each, ``draw`` runs the step once in the simulator with the GPU's constants
-(``zoo.profile.gpu_constants``), keeping every global-memory access
-(``zoo.sim_counters``, ``keep_trace``), and draws each array the launch read or
+(``zoo.tools.profile.gpu_constants``), keeping every global-memory access
+(``zoo.tools.profile.sim_counters``, ``keep_trace``), and draws each array the launch read or
 wrote as a grid of its elements (a 1-D array in rows of 32, a warp's worth):
 
 * colour: the block of the first thread that touched the element (the lowest block, warp and lane among
@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from zoo import figures, results
+from zoo.bench import figures, results
 
 PLOTS = results.ROOT / "docs" / "plots"
 ROW = 32  # elements per row of a 1-D array's picture: one warp's worth
@@ -54,7 +54,9 @@ def planned(names=None):
 
 def trace(variant, size):
     """The busiest launch of one call of ``variant`` at ``size`` in the simulator, with every access kept."""
-    from zoo import harness, profile, sim_counters
+    from zoo.bench import harness
+    from zoo.tools import profile
+    from zoo.tools.profile import sim_counters
 
     with profile.gpu_constants(variant):
         launches = sim_counters.count(
@@ -170,11 +172,11 @@ def draw(fam, step, size, path=None):
 def regenerate(names=None):
     """Redraw every MAPPING picture (of the families named, if given); yields one line per picture that changed.
     On a GPU, draws them in a simulator process."""
-    from zoo import SIMULATOR
+    from zoo.runtime import SIMULATOR
 
     if not SIMULATOR:
         proc = subprocess.run(
-            [sys.executable, "-m", "zoo.mapping", *(names or ())],
+            [sys.executable, "-m", "zoo.tools.mapping", *(names or ())],
             env=dict(os.environ, ZOO_TARGET="sim"),
             capture_output=True,
             text=True,

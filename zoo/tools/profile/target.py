@@ -1,15 +1,15 @@
 """The program ``zoo profile`` runs under Nsight Compute: each step called once, profiled alone.
 
-    python -m zoo.profile_target FAMILY SIZE STEP [STEP ...]
+    python -m zoo.tools.profile.target FAMILY SIZE STEP [STEP ...]
 
 For each step it makes the family's inputs at SIZE on the device, calls the step
 once outside the profiler (compilation, first-call allocations, a CUDA graph's
 capture), then opens the profiler (``cuProfilerStart``; ncu runs with
 ``--profile-from-start off``), launches a one-thread marker kernel, calls the step
 once more, waits and closes it. ncu therefore sees, per step, the marker and then
-exactly the kernels of one call; ``zoo.profile.split_steps`` cuts its rows at the
+exactly the kernels of one call; ``zoo.tools.profile.split_steps`` cuts its rows at the
 markers. A loop of many launches is profiled for its first
-``zoo.profile.LAUNCHES_PER_STEP`` launches. Each step is reported on stdout as one
+``zoo.tools.profile.LAUNCHES_PER_STEP`` launches. Each step is reported on stdout as one
 line, ``ZOO-PROFILE {json}``: the step, and how many zoo kernels its call launched
 (or why it was skipped, and whether its marker was launched before it failed).
 """
@@ -22,9 +22,10 @@ from numba import cuda
 from numba.cuda import dispatcher as numba_dispatcher
 
 import zoo
-from zoo import harness, profile, results
+from zoo.bench import harness, results
 from zoo.device import jit as zoo_jit
 from zoo.errors import OutOfRange
+from zoo.tools import profile
 
 
 @zoo_jit.jit
@@ -126,10 +127,10 @@ def profile_step(variant, size, kind, flag, progress):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 3:
-        print("usage: python -m zoo.profile_target FAMILY SIZE STEP [STEP ...]", file=sys.stderr)
+        print("usage: python -m zoo.tools.profile.target FAMILY SIZE STEP [STEP ...]", file=sys.stderr)
         return 2
     if zoo.SIMULATOR:
-        print("zoo.profile_target runs on a GPU (ZOO_TARGET=gpu)", file=sys.stderr)
+        print("zoo.tools.profile.target runs on a GPU (ZOO_TARGET=gpu)", file=sys.stderr)
         return 2
     fam = zoo.family(argv[0])
     size, kind = results.parse_case(argv[1])

@@ -29,7 +29,7 @@ def _device_id():
 
 def scratch(what, count, dtype, zero=False, only_latest=False):
     """A device array of ``count`` elements of ``dtype``, made on the first call for this key, then reused."""
-    # The allocator is part of the key, so the host stand-ins of an offline compile (zoo.machine_code
+    # The allocator is part of the key, so the host stand-ins of an offline compile (zoo.tools.machine_code
     # swaps cuda.device_array) never serve a real launch.
     key = (what, int(count), np.dtype(dtype).str, _device_id(), cuda.device_array)
     buf = _BUFFERS.get(key)

@@ -63,7 +63,7 @@ The GPU's rules
   instructions).
 
 ``keep_trace=True`` also keeps every access (``LaunchCounts.trace``) for the
-mapping pictures (``zoo.mapping``).
+mapping pictures (``zoo.tools.mapping``).
 """
 
 import contextlib
@@ -523,7 +523,7 @@ def counting(memory=True, divergence=True, keep_trace=False):
     from numba.cuda.simulator.cudadrv import devicearray
 
     if _session is not None:
-        raise RuntimeError("zoo.sim_counters.counting() is already active")
+        raise RuntimeError("zoo.tools.profile.sim_counters.counting() is already active")
     if _FILES is None:
         _FILES, _WIDE = _files(), _wide_ops()
     session = Session(divergence, keep_trace)
@@ -613,6 +613,6 @@ def relative_path(code):
     """A code object's file, relative to the repository when inside it (for messages)."""
     path = Path(code.co_filename)
     try:
-        return path.relative_to(Path(__file__).resolve().parent.parent).as_posix()
+        return path.relative_to(Path(__file__).resolve().parents[3]).as_posix()
     except ValueError:
         return path.name

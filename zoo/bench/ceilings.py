@@ -22,8 +22,8 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
+from zoo.runtime import SIMULATOR
 
 COPY_BYTES = 1 << 30  # size of the copied buffer: far beyond any L2 cache
 
@@ -75,7 +75,7 @@ def copy_bandwidth():
         return None
     import cupy
 
-    from zoo.harness import time_launches
+    from zoo.bench.harness import time_launches
 
     n = COPY_BYTES // 4
     src = cupy.empty(n, cupy.float32)
@@ -133,8 +133,8 @@ def fp32_peak():
     """GFLOP/s of ``_fma_peak`` on the whole device; None in the simulator."""
     if SIMULATOR:
         return None
+    from zoo.bench.harness import time_launches
     from zoo.device import sm_count
-    from zoo.harness import time_launches
 
     blocks = sm_count() * PEAK_BLOCKS_PER_SM
     out = cuda.device_array(blocks * PEAK_THREADS, np.float32)

@@ -58,7 +58,7 @@ import time
 
 import numpy as np
 
-from zoo.device.warp import FULL_MASK
+FULL_MASK = 0xFFFFFFFF  # every lane of the warp (zoo.device.warp's name for it)
 
 POLL_S = 0.05  # how often a waiting lane looks at the abort flag
 # Longest wait in one collective with no lane arriving before giving up (a true deadlock of the whole warp is caught
@@ -393,8 +393,8 @@ def _pooled_thread_class(kernel):
                 self._go.clear()
                 if self._job is None:
                     return
-                # a new thread inherits the tracer and profiler set with threading.settrace (zoo.sim_counters
-                # installs one for its counts); a pooled thread started before that takes them per block
+                # a new thread inherits the tracer and profiler set with threading.settrace (zoo.tools.profile's
+                # sim_counters installs one for its counts); a pooled thread started before that takes them per block
                 sys.settrace(threading.gettrace())
                 sys.setprofile(threading.getprofile())
                 try:
@@ -515,7 +515,7 @@ def _shared_array_once(original, kernelapi):
     the creation are one step under a lock. The key is the caller's file and line,
     as in numba (``sys._getframe(1)`` is the kernel's frame: this function is the
     method the kernel calls; ``caller_depth`` says how many frames up the kernel is when
-    another wrapper calls this one, as ``zoo.sim_counters`` does).
+    another wrapper calls this one, as ``zoo.tools.profile.sim_counters`` does).
     """
     lock = threading.Lock()
 
