@@ -55,6 +55,7 @@ class Events:
         self.learner = os.path.realpath(learner) if learner else None
         self.stage, self.stage_began = "start", time.monotonic()
         self.lock = threading.Lock()
+        self._mine = {}  # file name -> whether it is the learner's file
         threading.Thread(target=self._watch, name="zoo-exercise-watcher", daemon=True).start()
 
     def __call__(self, kind, **fields):
@@ -77,10 +78,13 @@ class Events:
     def positions(self):
         """{(thread, frame): (line, function, the frame's numbers)} of the threads running the learner's file,
         each at its innermost frame there."""
-        found = {}
+        found, mine = {}, self._mine
         for ident, frame in sys._current_frames().items():
             while frame is not None:
-                if self.learner and os.path.realpath(frame.f_code.co_filename) == self.learner:
+                name = frame.f_code.co_filename
+                if name not in mine:  # resolved once a file name: thousands of frames are looked at each time
+                    mine[name] = bool(self.learner) and os.path.realpath(name) == self.learner
+                if mine[name]:
                     numbers = tuple(
                         (name, value)
                         for name, value in sorted(frame.f_locals.items())
