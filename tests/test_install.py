@@ -115,6 +115,9 @@ def test_every_documented_install_resolves_with_one_cuda_major():
         assert majors.get("cuda-bindings") == wanted, f"{name}: cuda-bindings {wheels.get('cuda-bindings')}"
 
 
+OUTSIDE = "../" + "shared/"  # the folder beside the checkout that notes were once cited in (spelled apart: not here)
+
+
 def test_the_notes_the_project_cites_live_in_the_repository():
     """No file points outside the repository for a note (a reader of a clone has no ../shared)."""
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
@@ -129,5 +132,5 @@ def test_the_notes_the_project_cites_live_in_the_repository():
             text = path.read_text()
         except UnicodeDecodeError:
             continue
-        outside += [f"{name}:{i}" for i, line in enumerate(text.splitlines(), 1) if "../shared/" in line]
+        outside += [f"{name}:{i}" for i, line in enumerate(text.splitlines(), 1) if OUTSIDE in line]
     assert not outside, f"notes cited outside the repository: {outside}"
