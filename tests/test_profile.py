@@ -14,6 +14,7 @@ import pytest
 import zoo
 from zoo.bench import harness, results
 from zoo.tools import profile, walkthrough
+from zoo.tools.profile import counters, ncu, prose, simulated
 
 sim_only = pytest.mark.skipif(not zoo.SIMULATOR, reason="the simulator's counters")
 
@@ -24,12 +25,12 @@ def _counted(family, step, size, memory=True, divergence=False):
 
     variant = zoo.family(family)[step]
     checks = []
-    with profile.gpu_constants(variant):
+    with simulated.gpu_constants(variant):
         launches = sim_counters.count(
             lambda: checks.append(harness.check(variant, size)), memory=memory, divergence=divergence
         )
     assert checks[-1].ok, f"{family} {step} gave a wrong result while counted: {checks[-1].detail}"
-    return profile.sim_summary(launches)
+    return simulated.sim_summary(launches)
 
 
 # -- the teaching facts, counted in the simulator -----------------------------------------------
@@ -160,7 +161,7 @@ def test_counting_swaps_everything_back_and_costs_nothing_when_off():
 def test_gpu_constants_are_swapped_in_for_the_count_and_back():
     variant = zoo.family("reduce")["v02"]
     assert variant.module.BLOCK == 64
-    with profile.gpu_constants(variant) as swapped:
+    with simulated.gpu_constants(variant) as swapped:
         assert swapped == {"BLOCK": 256} and variant.module.BLOCK == 256
     assert variant.module.BLOCK == 64
 
@@ -224,18 +225,18 @@ ROWS = [
 
 
 def test_ncu_rows_are_split_at_the_markers_and_folded_into_summaries():
-    rows = profile.parse_ncu_csv(_ncu_csv(ROWS))
+    rows = counters.parse_ncu_csv(_ncu_csv(ROWS))
     assert [r["kernel"] for r in rows] == ["zoo_profile_step_marker", "transpose_kernel"] * 2
     assert rows[1]["metrics"]["gpu__time_duration.sum"] == 2e6  # 2,000 us in nanoseconds
-    by_step = profile.split_steps(rows, ["v01_naive", "v02_shared_tile"])
+    by_step = counters.split_steps(rows, ["v01_naive", "v02_shared_tile"])
     assert [len(v) for v in by_step.values()] == [1, 1]
     fam = zoo.family("transpose")
-    naive = profile.gpu_summary(profile.step_entry(fam, (1024, 1024), by_step["v01_naive"]))
-    tiled = profile.gpu_summary(profile.step_entry(fam, (1024, 1024), by_step["v02_shared_tile"]))
+    naive = counters.gpu_summary(counters.step_entry(fam, (1024, 1024), by_step["v01_naive"]))
+    tiled = counters.gpu_summary(counters.step_entry(fam, (1024, 1024), by_step["v02_shared_tile"]))
     assert naive["global_store_sectors_per_request"] == 32 and tiled["global_store_sectors_per_request"] == 4
     assert tiled["shared_load_conflicts_per_request"] == 31
     assert naive["duration_ms"] == 2.0 and naive["stalls"][0] == ("long_scoreboard", 12.5)
-    said = profile.sentence("v01_naive", naive, "v02_shared_tile", tiled)
+    said = prose.sentence("v01_naive", naive, "v02_shared_tile", tiled)
     assert "v01 writes 32 sectors per request, v02 4: coalesced" in said
     assert "2 ms under ncu in v01, 1 in v02 (2x)" in said
     assert "the top stall moves from long_scoreboard to barrier" in said
@@ -248,13 +249,13 @@ def test_ncu_long_csv_reads_the_same_as_the_raw_page():
             unit = "msecond" if metric == "gpu__time_duration.sum" else ""
             value = str(float(value.replace(",", "")) / 1000) if unit else value  # the same time, in ms
             long_form.append(f'"{i}","1","{name}","Command line profiler metrics","{metric}","{unit}","{value}"')
-    assert profile.parse_ncu_csv("==PROF== hello\n" + "\n".join(long_form)) == profile.parse_ncu_csv(_ncu_csv(ROWS))
+    assert counters.parse_ncu_csv("==PROF== hello\n" + "\n".join(long_form)) == counters.parse_ncu_csv(_ncu_csv(ROWS))
 
 
 def test_a_step_that_failed_after_its_marker_keeps_the_next_steps_rows_in_place():
     marker = {"name": MARKER_NAME, "kernel": "zoo_profile_step_marker", "metrics": {}}
     rows = [marker, {"name": "a", "metrics": {}}, marker, marker, {"name": "c", "metrics": {}}]
-    by_step = profile.split_steps(rows, ["v01", "v02", "v03"])  # v02 launched its marker, then failed
+    by_step = counters.split_steps(rows, ["v01", "v02", "v03"])  # v02 launched its marker, then failed
     assert [r["name"] for r in by_step["v03"]] == ["c"] and by_step["v02"] == []
 
 
@@ -263,7 +264,7 @@ def test_folding_adds_counts_and_weights_ratios_by_duration():
         {"kernel": "k", "metrics": {"gpu__time_duration.sum": 3.0, "x.sum": 2.0, "y.ratio": 10.0}},
         {"kernel": "k", "metrics": {"gpu__time_duration.sum": 1.0, "x.sum": 5.0, "y.ratio": 30.0}},
     ]
-    folded = profile.fold(rows)
+    folded = counters.fold(rows)
     assert folded == {"gpu__time_duration.sum": 4.0, "x.sum": 7.0, "y.ratio": 15.0}
 
 
@@ -336,19 +337,19 @@ def test_the_profile_cap_counts_numbas_launches_and_the_zoos_once_each(monkeypat
 def test_run_ncu_drops_a_metric_the_gpu_lacks_and_reads_each_step(fake_ncu):
     fam = zoo.family("transpose")
     messages = []
-    entries, info = profile.run_ncu(fam, [fam["v01"], fam["v02"]], (1024, 1024), echo=messages.append)
+    entries, info = ncu.run_ncu(fam, [fam["v01"], fam["v02"]], (1024, 1024), echo=messages.append)
     assert info["unavailable"] == ["sm__inst_executed_pipe_tensor_op_hmma.sum"]
     assert len(messages) == 1 and "does not offer sm__inst_executed_pipe_tensor_op_hmma.sum" in messages[0]
     assert info["ncu"] == "Version 2099.1 (fake)" and info["kernels_profiled"] == 2
     assert entries["v01_naive"]["kernels"][0]["name"] == "transpose_kernel"
-    assert profile.gpu_summary(entries["v02_shared_tile"])["global_store_sectors_per_request"] == 4
+    assert counters.gpu_summary(entries["v02_shared_tile"])["global_store_sectors_per_request"] == 4
 
 
 def test_run_ncu_without_counter_permission_is_one_clear_line(fake_ncu):
     fake_ncu.write_text("")
     fam = zoo.family("transpose")
     with pytest.raises(profile.ProfileError, match="ERR_NVGPUCTRPERM") as err:
-        profile.run_ncu(fam, [fam["v01"]], (1024, 1024))
+        ncu.run_ncu(fam, [fam["v01"]], (1024, 1024))
     assert "\n" not in str(err.value)
 
 
@@ -356,22 +357,22 @@ def test_a_missing_ncu_is_one_clear_line(monkeypatch, tmp_path):
     monkeypatch.delenv("ZOO_NCU", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(profile.ProfileError, match="needs Nsight Compute's `ncu` on the PATH"):
-        profile.ncu_executable()
+        ncu.ncu_executable()
 
 
 def test_saved_profiles_merge_by_step_and_reach_the_page(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "PROFILES_DIR", tmp_path)
     monkeypatch.setattr("zoo.device.slug", lambda: "a-gpu")
     fam = zoo.family("transpose")
-    rows = profile.parse_ncu_csv(_ncu_csv(ROWS))
-    by_step = profile.split_steps(rows, ["v01_naive", "v02_shared_tile"])
+    rows = counters.parse_ncu_csv(_ncu_csv(ROWS))
+    by_step = counters.split_steps(rows, ["v01_naive", "v02_shared_tile"])
     device = {"name": "A GPU"}
     info = {"ncu": "2099.1", "metrics": COLUMNS}
     key = results.size_key(profile.default_size(fam))
     size = profile.default_size(fam)
-    profile.save(fam, key, {"v01_naive": profile.step_entry(fam, size, by_step["v01_naive"])}, info, device, "abc")
-    path = profile.save(
-        fam, key, {"v02_shared_tile": profile.step_entry(fam, size, by_step["v02_shared_tile"])}, info, device, "abc"
+    ncu.save(fam, key, {"v01_naive": counters.step_entry(fam, size, by_step["v01_naive"])}, info, device, "abc")
+    path = ncu.save(
+        fam, key, {"v02_shared_tile": counters.step_entry(fam, size, by_step["v02_shared_tile"])}, info, device, "abc"
     )
     data = json.loads(path.read_text())
     assert set(data["sizes"][key]["steps"]) == {"v01_naive", "v02_shared_tile"}
@@ -390,7 +391,7 @@ def test_a_family_setting_is_saved_with_its_profile_and_shown(tmp_path, monkeypa
     monkeypatch.setenv("ZOO_RANKS", "2")
     fam = zoo.family("collectives")
     entry = {"kernels": [], "total": {}, "zoo_launches": 1}
-    path = profile.save(fam, "4194304", {"v02_reduce_broadcast": entry}, {"ncu": "2099.1"}, {"name": "A GPU"}, "abc")
+    path = ncu.save(fam, "4194304", {"v02_reduce_broadcast": entry}, {"ncu": "2099.1"}, {"name": "A GPU"}, "abc")
     setting = json.loads(path.read_text())["sizes"]["4194304"]["setting"]
     assert setting == fam.module.setting() and setting.startswith("2 ranks on ")
     text = walkthrough.page(fam, all_results={}, profiles=results.load_profiles("collectives"))
@@ -427,8 +428,8 @@ def test_every_mapping_names_a_step_and_the_page_links_its_picture():
 )
 def test_ncu_sees_the_naive_transpose_scatter_its_writes(tmp_path):
     fam = zoo.family("transpose")
-    entries, info = profile.run_ncu(fam, [fam["v01"], fam["v03"]], (2048, 2048))
-    naive, padded = (profile.gpu_summary(entries[v.name]) for v in (fam["v01"], fam["v03"]))
+    entries, info = ncu.run_ncu(fam, [fam["v01"], fam["v03"]], (2048, 2048))
+    naive, padded = (counters.gpu_summary(entries[v.name]) for v in (fam["v01"], fam["v03"]))
     assert naive["global_store_sectors_per_request"] > 28
     assert padded["global_store_sectors_per_request"] < 5
     assert padded["shared_load_conflicts_per_request"] < 0.1

@@ -345,13 +345,14 @@ def cmd_tune(args):
 
 
 def cmd_profile(args):
-    from zoo.tools import profile
+    from zoo.tools.profile import ProfileError
+    from zoo.tools.profile import command as profile_command
 
     try:
-        return profile.command(args, console)
+        return profile_command.command(args, console)
     except (KeyError, ValueError) as e:
         raise UsageError(e.args[0] if e.args else str(e)) from None
-    except profile.ProfileError as e:
+    except ProfileError as e:
         print(f"zoo profile: {e}", file=sys.stderr)
         return 1
 
@@ -533,9 +534,9 @@ def build_parser():
     s = sub.add_parser(
         "profile", help="Nsight Compute counters of each step on a GPU; memory counters in the simulator"
     )
-    from zoo.tools import profile
+    from zoo.tools.profile import command as profile_command
 
-    profile.add_arguments(s)
+    profile_command.add_arguments(s)
     s.set_defaults(func=cmd_profile)
     s = sub.add_parser("report", help="regenerate docs/results.md, the README's tables, plots and pages from results/")
     s.add_argument("--family", action="append", metavar="F", help="redraw only this family's plots and page (repeat)")

@@ -55,10 +55,9 @@ def planned(names=None):
 def trace(variant, size):
     """The busiest launch of one call of ``variant`` at ``size`` in the simulator, with every access kept."""
     from zoo.bench import harness
-    from zoo.tools import profile
-    from zoo.tools.profile import sim_counters
+    from zoo.tools.profile import sim_counters, simulated
 
-    with profile.gpu_constants(variant):
+    with simulated.gpu_constants(variant):
         launches = sim_counters.count(
             lambda: harness.check(variant, size, seed=0), divergence=False, memory=True, keep_trace=True
         )

@@ -17,7 +17,8 @@ import textwrap
 import zoo
 from zoo import registry
 from zoo.bench import results
-from zoo.tools import asv_history, mapping, profile, report
+from zoo.tools import asv_history, mapping, report
+from zoo.tools.profile import counters, prose
 
 DOCS = results.ROOT / "docs"
 README_BEGIN, README_END = "<!-- zoo:families:begin -->", "<!-- zoo:families:end -->"
@@ -115,7 +116,7 @@ def _profiles(fam, v, profiles):
     """Each GPU's Nsight Compute profile of the step (zoo profile): a table and what changed from its predecessor."""
     parts = []
     for _, data in profiles.items():
-        key, entries = profile.headline_profile(fam, data)
+        key, entries = prose.headline_profile(fam, data)
         entry = entries.get(v.name)
         if not entry or "total" not in entry:
             continue
@@ -123,13 +124,13 @@ def _profiles(fam, v, profiles):
         text = (
             f"**Profile** on {data['device']['name']}, size {key}{', ' + at['setting'] if at.get('setting') else ''} "
             f"(Nsight Compute {at.get('ncu', '?')}, commit {at.get('commit') or '?'}; durations at ncu's locked "
-            f"clocks):\n\n{profile.markdown_table(fam, entry)}"
+            f"clocks):\n\n{prose.markdown_table(fam, entry)}"
         )
-        summary = profile.gpu_summary(entry)
-        notes = [profile.flops_note(summary)]
+        summary = counters.gpu_summary(entry)
+        notes = [prose.flops_note(summary)]
         before = v.compared_with
         if before is not None and "total" in entries.get(before.name, {}):
-            notes.append(profile.sentence(before.name, profile.gpu_summary(entries[before.name]), v.name, summary))
+            notes.append(prose.sentence(before.name, counters.gpu_summary(entries[before.name]), v.name, summary))
         notes = [n for n in notes if n]
         if notes:
             text += "\n\n" + " ".join(n if n.endswith(".") else n + "." for n in notes)

@@ -25,7 +25,7 @@ import zoo
 from zoo.bench import harness, results
 from zoo.device import jit as zoo_jit
 from zoo.errors import OutOfRange
-from zoo.tools import profile
+from zoo.tools.profile import ncu
 
 
 @zoo_jit.jit
@@ -48,7 +48,7 @@ def _profiler(on):
 
 
 def _report(**fields):
-    print(profile.TARGET_LINE + json.dumps(fields), flush=True)
+    print(ncu.TARGET_LINE + json.dumps(fields), flush=True)
 
 
 class _Cap:
@@ -113,7 +113,7 @@ def profile_step(variant, size, kind, flag, progress):
     variant.launch(sets[0], out)  # compile, allocate, capture: outside the profiler
     cuda.synchronize()
     before = zoo_jit.launch_count()
-    with _Cap(profile.LAUNCHES_PER_STEP) as cap:
+    with _Cap(ncu.LAUNCHES_PER_STEP) as cap:
         _profiler(True)
         zoo_profile_step_marker[1, 1](flag)
         progress["marked"] = True  # ncu has this step's marker: its rows (if any) follow it
