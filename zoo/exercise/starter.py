@@ -555,13 +555,14 @@ def hints(exercise):
                 f"{head}: the zoo's lines there use {', '.join(f'`{n}`' for n in names)}"
                 + (", which the lines it replaces did not" if todo.kind == "replace" else "")
             )
-        elif not todo.step_comments:  # the same names: what differs is in its words or its numbers
+        else:  # the same names: what differs is in its words, its numbers or its order
             texts = [t for t in _strings(todo.step_lines) if t not in _strings(todo.base_lines)]
             found.append(
                 f"{head}: the zoo's lines there say “{' '.join(texts)}”"
                 if texts
-                else f"{head}: the zoo's {len(todo.step_lines)} lines there use the names of the lines it replaces, "
-                "with other numbers or in another order"
+                else f"{head}: the zoo's "
+                + ("line there uses" if len(todo.step_lines) == 1 else f"{len(todo.step_lines)} lines there use")
+                + " the names of the lines it replaces, with other numbers or in another order"
             )
     return found
 
