@@ -6,8 +6,8 @@ before). ``start`` writes that earlier step's file with the lines the step chang
 replaced by ``TODO(exercise)`` blocks (``zoo.exercise.starter``); ``check`` runs the
 learner's file as a variant of the family in the simulator, at the family's test
 sizes and the exercise's own, and compares what the simulator saw it do with what
-the zoo's step does (``zoo.exercise.observe``); ``hint`` shows the step's reasons
-one at a time.
+the zoo's step does (``zoo.exercise.observe``); ``hint`` shows one hint more each
+time, each about a block the learner writes.
 
 A family opts in with a module ``exercises.py`` in its folder (host tooling, never
 imported by a step)::
@@ -17,7 +17,7 @@ imported by a step)::
             "sizes": (2500,),                   # checked beyond TEST_SIZES: what the step adds
             "lesson_size": 2500,                # where the simulator's figures are compared
             "lesson": (("store_sectors_per_request", "<=", "why the figure matters"),),
-            "hints": ("a hint of our own",),    # shown after the step's Why it is faster
+            "hints": ("a hint of our own",),    # shown first, before the hints of each TODO block
             "todo": {2: "prose for TODO 2"},    # more words in a TODO block of the starter
             "start": "v04",                     # optional: another earlier step to start from
             "kinds": ("int4",),                 # optional: the kinds of input of "sizes" and the lesson (the

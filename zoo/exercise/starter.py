@@ -15,7 +15,7 @@ in two. Then:
 - module-level imports are merged (the earlier step's and the step's), not a TODO.
 
 The step's own new lines never appear in the starter; its comments there become
-hints (``hints``), after its "Why it is faster".
+hints (``hints``), each naming its block.
 """
 
 import ast
