@@ -57,6 +57,9 @@ from pathlib import Path
 
 import numpy as np
 
+import zoo.kernels
+from zoo.device import compute_capability, properties
+from zoo.device.jit import Kernel
 from zoo.errors import Unsupported
 from zoo.runtime import SIMULATOR, arrays
 from zoo.runtime import launch as lean_launch
@@ -266,7 +269,6 @@ class Variant:
         if cc is None:
             if SIMULATOR:
                 return None
-            from zoo.device import compute_capability, properties
 
             cc, where = compute_capability(), f"this GPU ({properties()['name']}) has"
         else:
@@ -300,8 +302,6 @@ class Variant:
     @property
     def kernels(self):
         """The zoo.device.jit kernels defined in this file, in definition order."""
-        from zoo.device.jit import Kernel
-
         return [v for v in vars(self.module).values() if isinstance(v, Kernel)]
 
     @property
@@ -531,8 +531,6 @@ class Family:
         if SIMULATOR:
             have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
         else:
-            from zoo.device import properties
-
             have, where = properties()["memory_bytes"], "the GPU's memory"
         if need > have:
             raise ValueError(
@@ -753,8 +751,6 @@ class Family:
 
 
 def _kernel_packages():
-    import zoo.kernels
-
     for info in pkgutil.iter_modules(zoo.kernels.__path__):
         if info.ispkg and not info.name.startswith("_"):
             yield info.name

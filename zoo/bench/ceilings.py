@@ -22,6 +22,8 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint32
 
+from zoo.bench.harness import time_launches
+from zoo.device import properties, sm_count
 from zoo.device.jit import jit
 from zoo.runtime import SIMULATOR
 
@@ -49,8 +51,6 @@ def datasheet(name=None):
     is not taken for the SXM part.
     """
     if name is None:
-        from zoo.device import properties
-
         name = properties()["name"]
     keys = [k for k in DATASHEET if str(name).startswith(k)]
     return dict(DATASHEET[max(keys, key=len)]) if keys else None
@@ -74,8 +74,6 @@ def copy_bandwidth():
     if SIMULATOR:
         return None
     import cupy
-
-    from zoo.bench.harness import time_launches
 
     n = COPY_BYTES // 4
     src = cupy.empty(n, cupy.float32)
@@ -133,8 +131,6 @@ def fp32_peak():
     """GFLOP/s of ``_fma_peak`` on the whole device; None in the simulator."""
     if SIMULATOR:
         return None
-    from zoo.bench.harness import time_launches
-    from zoo.device import sm_count
 
     blocks = sm_count() * PEAK_BLOCKS_PER_SM
     out = cuda.device_array(blocks * PEAK_THREADS, np.float32)
@@ -150,8 +146,6 @@ def measured():
     datasheet_bandwidth_gbs, datasheet_fp32_gflops (None for a device not in
     DATASHEET), ridge_ai (FLOP/byte where the two measured roofs meet, or None).
     """
-    from zoo.device import properties
-
     name = properties()["name"]
     sheet = datasheet(name) or {}
     bw, peak = copy_bandwidth(), fp32_peak()

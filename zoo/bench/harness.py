@@ -15,6 +15,7 @@ from numba import cuda
 
 from zoo.device import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
+from zoo.registry import family
 from zoo.runtime import SIMULATOR, arrays
 
 
@@ -368,8 +369,6 @@ _cases = {}  # (family name, size, seed, kind) -> Future of (inputs, reference)
 
 
 def _make_case(family_name, size, seed, kind):
-    from zoo.registry import family
-
     fam = family(family_name)
     inputs = fam.inputs(size, seed, kind)
     return inputs, reference_of(fam, inputs, **fam.kind_params(kind))

@@ -13,6 +13,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from zoo.device import slug
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "results"
 
@@ -132,8 +134,6 @@ def _clean(value):
 
 def save(family_runs, device, versions, commit=None):
     """Merge {family: {size key: [Measurement, ...]}} into this GPU's results file; returns its path."""
-    from zoo.device import slug
-
     path = path_for(slug())
     data = load(path) if path.exists() else {"device": device, "families": {}}
     data["device"] = device

@@ -30,6 +30,7 @@ import math
 import pkgutil
 from pathlib import Path
 
+import zoo
 from zoo.bench import figures, results
 
 SWEEPS_DIR = results.RESULTS_DIR / "sweeps"
@@ -41,8 +42,6 @@ SUBPACKAGE = "sweeps"  # zoo/kernels/<family>/sweeps/: the family's sweeps and t
 
 def modules():
     """{command: sweep module} over every family, in teaching order."""
-    import zoo
-
     found = {}
     for fam in zoo.families():
         for mod in _sweep_modules(fam):

@@ -80,7 +80,7 @@ else:
     from numba.cuda.cudadrv import nvvm
     from numba.cuda.extending import intrinsic
 
-    import zoo.device  # OFFLINE: read at each call, a dry run sets it
+    from zoo import runtime  # OFFLINE: read at each call, a dry run sets it
     from zoo.device.memory import address
     from zoo.runtime import launch as lean_launch
 
@@ -124,7 +124,7 @@ else:
     def copy_to_symbol(kernel, args, name, source):
         """Queue a copy of the device array ``source`` into the constant array ``name`` of the specialisation of
         ``kernel`` (a zoo.device.jit kernel) that ``args`` select: cudaMemcpyToSymbolAsync on zoo's stream."""
-        if zoo.device.OFFLINE:  # a dry run compiles, it has no device memory to copy into
+        if runtime.OFFLINE:  # a dry run compiles, it has no device memory to copy into
             return
         key = (kernel, name, _layout(args))
         found = _SYMBOLS.get(key)

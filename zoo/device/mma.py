@@ -101,7 +101,7 @@ bits of every input word, as the hardware does, and ``to_tf32`` rounds as
 the GPU. The ``cp_async`` copies happen at once and the commit and wait are no-ops, which
 is a legal schedule of the real instruction. What the simulator cannot check is
 that the hardware agrees with this module's reading of the PTX ISA;
-``tests/test_hgemm.py`` and ``tests/test_sgemm.py`` run the kernels on a GPU too.
+``tests/kernels/test_hgemm.py`` and ``tests/kernels/test_sgemm.py`` run the kernels on a GPU too.
 """
 
 import numpy as np

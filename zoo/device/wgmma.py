@@ -119,18 +119,14 @@ copies at once (zeros outside the matrix, as TMA fills) with the 128B swizzle an
 completes its bytes on the barrier; ``cp.async`` has copied by the time it is
 issued, so ``cp_async_mbarrier_arrive`` arrives at once. What the simulator cannot
 check is that the hardware agrees with this reading of the PTX ISA:
-``tests/test_wgmma.py`` runs one MMA of each layout on a GPU too.
+``tests/device/test_wgmma.py`` runs one MMA of each layout on a GPU too.
 """
 
-import functools
-import itertools
-import threading
-
-import numpy as np
 from numba import uint32, uint64
 
 from zoo.device.jit import jit
 from zoo.runtime import SIMULATOR
+from zoo.runtime.tensor_map import TENSOR_MAP_WORDS, tensor_map_2d  # noqa: F401 (the host side, for the steps)
 
 SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3  # the descriptor's bits 62-63
 SWIZZLE_BYTES = {SWIZZLE_NONE: 16, SWIZZLE_128B: 128, SWIZZLE_64B: 64, SWIZZLE_32B: 32}  # a row of the pattern
@@ -140,7 +136,6 @@ TILE_ALIGN = 1024  # bytes: a 128B-swizzled tile starts where the XOR pattern (8
 # shared memory right after the static arrays (measured on an H100: 64 bytes of mbarriers at 0x400, the dynamic
 # array at 0x440), whatever alignment it declares. The simulator refuses the argument (first_tile is exact there).
 SWIZZLE_ALIGN = None if SIMULATOR else TILE_ALIGN
-TENSOR_MAP_WORDS = 16  # a CUtensorMap is 128 bytes
 
 
 def descriptor(address, leading_bytes, stride_bytes, swizzle):
@@ -176,359 +171,29 @@ if not SIMULATOR:  # device functions on the GPU; in the simulator plain Python 
     first_tile = jit(device=True, forceinline=True)(first_tile)
 
 
-def tensor_map_2d(matrix, box_rows, box_cols, shape=None):
-    """The TMA descriptor of a C-contiguous float16 matrix on the device: boxes of box_rows x box_cols
-    (box_cols * 2 <= 128 bytes), 128-byte swizzled, zeros outside the matrix. Returns a device array of 16
-    uint64 (the 128-byte CUtensorMap, 64-byte aligned as cudaMalloc aligns), for ``tma_load_2d``.
-
-    ``shape`` is (rows, cols) when ``matrix`` is a flat view of it (the arrays a step's ``run_tiled`` hands
-    over are flat): the map needs the matrix's address and shape only, so no 2-D view is made each call."""
-    rows, cols = matrix.shape if shape is None else shape
-    if matrix.size != rows * cols:
-        raise ValueError(f"a {rows} x {cols} tensor map over an array of {matrix.size} elements")
-    if matrix.dtype != np.float16 or box_cols * 2 > 128 or box_cols % 8 or not 0 < box_rows <= 256:
-        raise ValueError(
-            f"tensor_map_2d takes float16 and boxes of 1..256 rows of 8..64 columns, not {box_rows} x {box_cols}"
-        )
-    if cols % 8:
-        raise ValueError(f"TMA needs rows 16-byte aligned: {cols} columns of float16 are not a multiple of 8")
-    return _tensor_map_2d(matrix, rows, cols, box_rows, box_cols)
-
-
-if SIMULATOR:
-    from zoo import simulator
-    from zoo.simulator import POLL_S
-
-    SHARED_WINDOW = 256 * 1024  # addresses a descriptor's 14-bit field reaches (>> 4)
-
-    class _Region:
-        __slots__ = ("address", "real", "nbytes", "raw")
-
-        def __init__(self, address, arr):
-            self.address, self.real, self.nbytes = address, arr.__array_interface__["data"][0], arr.nbytes
-            self.raw = arr.reshape(-1).view(np.uint8)  # the bytes behind the made-up addresses
-
-    class _Barrier:
-        __slots__ = ("expected", "pending", "tx", "phase")
-
-        def __init__(self, count):
-            self.expected, self.pending, self.tx, self.phase = count, count, 0, 0
-
-    class _SharedSpace:
-        """A block's shared arrays at made-up addresses, its mbarriers and the wgmma each warpgroup issued."""
-
-        def __init__(self):
-            self.cond = threading.Condition()
-            self.regions = []
-            self.next = TILE_ALIGN  # as on Hopper, the first KiB of the window is the system's
-            self.barriers = {}
-            self.issued = {}  # (warpgroup, n-th mma_async) -> what its first thread issued
-
-        def address(self, arr, index):
-            arr = np.asarray(arr)
-            real = arr.__array_interface__["data"][0]
-            with self.cond:
-                for r in self.regions:
-                    if r.real <= real < r.real + r.nbytes:
-                        return r.address + real - r.real + int(index) * arr.itemsize
-                if not arr.flags.c_contiguous:
-                    raise ValueError("shared_address takes a contiguous shared array")
-                # 16 bytes past a 1024-byte boundary and more for each array, as CUDA promises only 16: a kernel that
-                # takes 1024-byte alignment for granted (instead of first_tile) swizzles wrongly here
-                region = _Region(self.next + 16 * (len(self.regions) + 1), arr)
-                self.next = -(-(region.address + max(arr.nbytes, 1)) // TILE_ALIGN) * TILE_ALIGN
-                if self.next > SHARED_WINDOW:
-                    raise MemoryError("more shared memory than a descriptor can address (256 KiB)")
-                self.regions.append(region)
-                return region.address + int(index) * arr.itemsize
-
-        def region(self, lo, hi, what):
-            """The region holding bytes [lo, hi); IndexError names ``what`` reached outside every array."""
-            for r in self.regions:
-                if r.address <= lo and hi <= r.address + r.nbytes:
-                    return r
-            raise IndexError(f"{what} reaches shared bytes {lo:#x}..{hi:#x}, outside every shared array")
-
-        def read_bits(self, addresses, what):
-            """The float16 bits (uint16) at these byte addresses."""
-            r = self.region(int(addresses.min()), int(addresses.max()) + 2, what)
-            at = addresses - r.address
-            return r.raw[at].astype(np.uint16) | r.raw[at + 1].astype(np.uint16) << np.uint16(8)
-
-        def write_bits(self, addresses, bits, what):
-            r = self.region(int(addresses.min()), int(addresses.max()) + 2, what)
-            at = addresses - r.address
-            r.raw[at] = (bits & 0xFF).astype(np.uint8)
-            r.raw[at + 1] = (bits >> 8).astype(np.uint8)
-
-        def barrier(self, address):
-            found = self.barriers.get(address)
-            if found is None:
-                raise RuntimeError(f"mbarrier at shared address {address:#x} used before mbarrier_init")
-            return found
-
-        def complete(self, bar, arrivals, tx):
-            """Arrivals and transaction bytes on ``bar`` (lock held); the phase flips when both reach 0."""
-            bar.pending -= arrivals
-            bar.tx += tx
-            if bar.pending < 0:
-                raise RuntimeError("mbarrier: more arrivals than its count in one phase")
-            if bar.pending == 0 and bar.tx == 0:
-                bar.phase += 1
-                bar.pending = bar.expected
-                self.cond.notify_all()
-
-    _SPACES_LOCK = threading.Lock()
-
-    def _space():
-        manager = threading.current_thread()._manager
-        space = getattr(manager, "_zoo_shared_space", None)
-        if space is None:
-            with _SPACES_LOCK:
-                space = getattr(manager, "_zoo_shared_space", None)
-                if space is None:
-                    space = manager._zoo_shared_space = _SharedSpace()
-        return space
-
-    class _ThreadState:
-        __slots__ = ("fenced", "issued", "open", "groups", "shadow")
-
-        def __init__(self):
-            self.fenced = False
-            self.issued = 0  # mma_async calls so far
-            self.open = []  # issued, not yet committed
-            self.groups = []  # committed groups, oldest first
-            self.shadow = {}  # id(acc) -> the values acc will hold once everything issued has retired
-
-    def _thread():
-        t = threading.current_thread()
-        state = getattr(t, "_zoo_wgmma", None)
-        if state is None:
-            block = t._manager._block_dim
-            if int(np.prod(block)) % 128:
-                raise RuntimeError(f"wgmma needs whole warpgroups of 128 threads; the block is {tuple(block)}")
-            state = t._zoo_wgmma = _ThreadState()
-        return t, state
-
-    def shared_address(arr, index):
-        return np.uint32(_space().address(arr, index))
-
-    # -- reading an operand through its descriptor ------------------------------------------------------------
-    def _swizzled(address, width):
-        """Absolute byte addresses as the hardware's swizzle moves them (width: bytes in a row of the pattern)."""
-        if width == 16:
-            return address
-        mask = (width // 16 - 1) << 4  # 128B: bits 4-6; 64B: 4-5; 32B: bit 4
-        return address ^ ((address >> 3) & mask)
-
-    @functools.lru_cache(maxsize=4096)
-    def operand_addresses(desc, rows, trans):
-        """Byte addresses of an MN x 16 operand (rows = MN) that ``desc`` describes; trans 0 is K-major."""
-        desc = int(desc)
-        start = (desc & 0x3FFF) << 4
-        leading = ((desc >> 16) & 0x3FFF) << 4
-        stride = ((desc >> 32) & 0x3FFF) << 4
-        if (desc >> 49) & 7:
-            raise NotImplementedError("a descriptor with a non-zero base offset (a tile not 1024-byte aligned)")
-        width = SWIZZLE_BYTES[(desc >> 62) & 3]
-        mn = np.arange(rows, dtype=np.int64)[:, None]
-        k = np.arange(16, dtype=np.int64)[None, :]
-        if not trans:  # K-major: rows of `width` bytes (16 without swizzle), groups of 8 rows SBO apart
-            if width == 16:  # core matrices 8 x 16 bytes: k halves LBO apart
-                offset = (mn % 8) * 16 + (mn // 8) * stride + (k % 8) * 2 + (k // 8) * leading
-            else:
-                offset = (mn % 8) * width + (mn // 8) * stride + k * 2
-        elif width == 16:  # MN-major, no swizzle: 8 MN-elements contiguous, SBO to the next 8, k rows 16 B, LBO
-            offset = (mn % 8) * 2 + (mn // 8) * stride + (k % 8) * 16 + (k // 8) * leading
-        else:  # MN-major: width bytes of MN contiguous, LBO to the next; k rows `width` bytes apart, SBO per 8
-            per_row = width // 2
-            offset = (mn % per_row) * 2 + (mn // per_row) * leading + (k % 8) * width + (k // 8) * stride
-        absolute = start + offset
-        if width > 16 and start % 16:
-            raise ValueError("a descriptor's start address must be 16-byte aligned")
-        found = _swizzled(absolute, width)
-        found.flags.writeable = False  # cached: shared by every thread that issues this descriptor
-        return found
-
-    class _Op:
-        __slots__ = ("acc", "first", "values", "reads")
-
-        def __init__(self, acc, first, values, reads):
-            self.acc, self.first, self.values, self.reads = acc, first, values, reads
-
-    @functools.lru_cache(maxsize=1024)
-    def _fragment_rows_cols(thread_id, n):
-        lane, warp = thread_id % 32, thread_id % 128 // 32
-        g, q = lane // 4, lane % 4
-        rows = np.array([16 * warp + g, 16 * warp + g + 8])
-        cols = (8 * np.arange(n // 8)[:, None] + 2 * q + np.arange(2)[None, :]).reshape(-1)  # 8j + 2q + c
-        return rows, cols
-
-    def _halves(bits):
-        return bits.view(np.float16).astype(np.float64)
-
-    def fence(acc, count):
-        _thread()[1].fenced = True
-
-    def mma_async(acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b):
-        t, state = _thread()
-        if not state.fenced:
-            raise RuntimeError("wgmma.mma_async without a wgmma.fence since this thread's last wait_group")
-        if n % 8 or not 8 <= n <= 256:
-            raise ValueError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {n}")
-        space = _space()
-        issued = (int(first), int(n), int(desc_a), int(desc_b), bool(accumulate), int(trans_a), int(trans_b))
-        key = (t.thread_id // 128, state.issued)  # the warpgroup's n-th MMA
-        state.issued += 1
-        with space.cond:
-            seen = space.issued.get(key)
-            if seen is None:  # the first thread of the warpgroup here reads the operands for all of them
-                a_at = operand_addresses(int(desc_a), 64, int(trans_a))
-                b_at = operand_addresses(int(desc_b), int(n), int(trans_b))
-                a_bits = space.read_bits(a_at, "wgmma operand A")
-                b_bits = space.read_bits(b_at, "wgmma operand B")
-                product = _halves(a_bits) @ _halves(b_bits).T  # D = A B, 64 x N, in float64
-                seen = space.issued[key] = (issued, ((a_at, a_bits), (b_at, b_bits)), product)
-        if seen[0] != issued:
-            raise RuntimeError(
-                f"thread {t.thread_id}: its warpgroup issued wgmma {seen[0]}, this thread {issued} "
-                "(.sync.aligned: the same instruction, descriptors included, in every thread)"
-            )
-        rows, cols = _fragment_rows_cols(t.thread_id % 128, int(n))
-        product = seen[2][rows][:, cols]  # 2 x N/4: this thread's rows and columns
-        count = n // 2
-        shadow = state.shadow.get(id(acc))
-        old = (shadow if shadow is not None else np.asarray(acc, dtype=np.float32))[first : first + count]
-        # acc[4 j + 2 h + c] is D[row h, column 8 j + 2 q + c]: product[h, 2 j + c]
-        fragment = product.reshape(2, n // 8, 2).transpose(1, 0, 2).reshape(-1)
-        values = (fragment + (old.astype(np.float64) if accumulate else 0.0)).astype(np.float32)
-        if shadow is None:
-            shadow = state.shadow[id(acc)] = np.array(acc, dtype=np.float32)
-        shadow[first : first + count] = values
-        state.open.append(_Op(acc, first, values, seen[1]))
-
-    def commit_group():
-        _, state = _thread()
-        state.groups.append(state.open)
-        state.open = []
-
-    def wait_group(n, acc, count):
-        _, state = _thread()
-        space = _space()
-        while len(state.groups) > int(n):
-            for op in state.groups.pop(0):
-                for at, bits in op.reads:
-                    if not np.array_equal(space.read_bits(at, "wgmma operand"), bits):
-                        raise RuntimeError(
-                            "shared memory that a wgmma.mma_async reads changed before the wait_group that "
-                            "retires it (a tile overwritten while the tensor cores may still read it)"
-                        )
-                op.acc[op.first : op.first + len(op.values)] = op.values
-        if not state.open and not state.groups:
-            state.shadow.clear()
-        state.fenced = False
-
-    def fence_proxy_async():
-        pass
-
-    def fence_mbarrier_init():
-        pass
-
-    def setmaxnreg_inc(n):
-        pass
-
-    def setmaxnreg_dec(n):
-        pass
-
-    # -- mbarriers ---------------------------------------------------------------------------------------------
-    def mbarrier_init(bars, i, count):
-        space = _space()
-        address = space.address(bars, i)
-        with space.cond:
-            space.barriers[address] = _Barrier(int(count))
-
-    def _arrive(bars, i, tx):
-        space = _space()
-        address = space.address(bars, i)
-        with space.cond:
-            space.complete(space.barrier(address), 1, int(tx))
-
-    def mbarrier_arrive(bars, i):
-        _arrive(bars, i, 0)
-
-    def mbarrier_arrive_expect_tx(bars, i, nbytes):
-        _arrive(bars, i, nbytes)
-
-    def cp_async_mbarrier_arrive(bars, i):
-        _arrive(bars, i, 0)  # the simulator's cp.async has copied already
-
-    def _phase_done(bar, parity):
-        return bar.phase % 2 != int(parity)  # the phase of that parity is the one before the current
-
-    def mbarrier_try_wait(bars, i, parity):
-        space = _space()
-        address = space.address(bars, i)
-        with space.cond:
-            bar = space.barrier(address)
-            if not _phase_done(bar, parity):
-                space.cond.wait(POLL_S / 50)  # try_wait itself waits a while before it answers no
-            return np.uint32(_phase_done(bar, parity))
-
-    def mbarrier_wait(bars, i, parity):
-        me = threading.current_thread()
-        space = _space()
-        address = space.address(bars, i)
-        with space.cond:
-            bar = space.barrier(address)
-            patience = simulator.Patience((bar.phase, bar.pending, bar.tx))  # an arrival or bytes landing: progress
-            while not _phase_done(bar, parity):
-                if me.abort:
-                    raise RuntimeError("mbarrier wait: aborted, another thread raised")
-                if patience.exhausted((bar.phase, bar.pending, bar.tx)):
-                    raise RuntimeError(
-                        f"mbarrier at {address:#x}: waited {simulator.DEADLOCK_S:.0f} s with no arrival for the phase "
-                        f"of parity {parity} ({bar.pending} arrivals and {bar.tx} bytes missing; deadlock?)"
-                    )
-                space.cond.wait(POLL_S)
-
-    # -- TMA ---------------------------------------------------------------------------------------------------
-    _TENSOR_MAPS = {}
-    _map_keys = itertools.count(1)
-
-    def _tensor_map_2d(matrix, rows, cols, box_rows, box_cols):
-        key = next(_map_keys)
-        if len(_TENSOR_MAPS) >= 256:  # a map lives as long as a few launches need it
-            del _TENSOR_MAPS[next(iter(_TENSOR_MAPS))]
-        _TENSOR_MAPS[key] = (matrix, rows, cols, box_rows, box_cols)
-        words = np.zeros(TENSOR_MAP_WORDS, np.uint64)
-        words[0] = key  # the simulator's map: a key to the matrix and the box
-        return words
-
-    def tensormap_acquire(tmap):
-        pass
-
-    def tma_load_2d(tile, index, tmap, col, row, bars, b):
-        matrix, rows, cols, box_rows, box_cols = _TENSOR_MAPS[int(tmap[0])]
-        matrix = np.asarray(getattr(matrix, "_ary", matrix)).reshape(rows, cols)  # a device array wraps a NumPy one
-        space = _space()
-        dst = space.address(tile, index)
-        if dst % TILE_ALIGN:
-            raise ValueError(f"a 128B-swizzled TMA box must land on a 1024-byte boundary, not {dst:#x}")
-        row, col = int(row), int(col)
-        box = np.zeros((box_rows, box_cols), np.float16)  # TMA fills what lies outside the matrix with zeros
-        inside = matrix[max(row, 0) : row + box_rows, max(col, 0) : col + box_cols]
-        box[max(-row, 0) : max(-row, 0) + inside.shape[0], max(-col, 0) : max(-col, 0) + inside.shape[1]] = inside
-        r = np.arange(box_rows)[:, None]
-        c = np.arange(box_cols)[None, :]
-        at = _swizzled(dst + r * (box_cols * 2) + c * 2, 128)
-        space.write_bits(at.reshape(-1), box.reshape(-1).view(np.uint16), "tma_load_2d")
-        bar_address = space.address(bars, b)
-        with space.cond:
-            space.complete(space.barrier(bar_address), 0, -box.nbytes)
+if SIMULATOR:  # Python with the instructions' meaning ("In the simulator", above)
+    from zoo.simulator.hopper import (  # noqa: F401
+        commit_group,
+        cp_async_mbarrier_arrive,
+        fence,
+        fence_mbarrier_init,
+        fence_proxy_async,
+        mbarrier_arrive,
+        mbarrier_arrive_expect_tx,
+        mbarrier_init,
+        mbarrier_try_wait,
+        mbarrier_wait,
+        mma_async,
+        setmaxnreg_dec,
+        setmaxnreg_inc,
+        shared_address,
+        tensormap_acquire,
+        tma_load_2d,
+        wait_group,
+    )
 
 else:
     from llvmlite import ir
-    from numba import cuda
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
@@ -537,43 +202,6 @@ else:
     _I32 = ir.IntType(32)
     _I64 = ir.IntType(64)
     _F32 = ir.FloatType()
-
-    _MAPS = {}  # (address, rows, cols, box) -> the map on the device: encoded and copied once, kept
-    MAX_MAPS = 64
-
-    def _tensor_map_2d(matrix, rows, cols, box_rows, box_cols):
-        import zoo.device
-        from zoo.device.memory import address
-
-        if zoo.device.OFFLINE:  # compiled without a driver (zoo show): the map's bytes are never read
-            return cuda.to_device(np.zeros(TENSOR_MAP_WORDS, np.uint64))
-        key = (address(matrix), rows, cols, box_rows, box_cols)  # all that the encoding depends on
-        found = _MAPS.get(key)
-        if found is not None:
-            return found
-        from cuda.bindings import driver as cu
-
-        err, tmap = cu.cuTensorMapEncodeTiled(
-            cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            2,
-            key[0],
-            [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],  # innermost dimension first
-            [cu.cuuint64_t(cols * 2)],  # bytes from one row to the next
-            [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)],
-            [cu.cuuint32_t(1), cu.cuuint32_t(1)],
-            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,  # zeros outside the matrix
-        )
-        if err != cu.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(
-                f"cuTensorMapEncodeTiled of a {rows} x {cols} matrix, box {box_rows} x {box_cols}: {err!r}"
-            )
-        if len(_MAPS) >= MAX_MAPS:
-            _MAPS.clear()
-        found = _MAPS[key] = cuda.to_device(np.array([int(w) for w in tmap.opaque], np.uint64))
-        return found
 
     def _shared_address(context, builder, arrty, arr, index, indexty):
         """The 32-bit shared-window address of arr[index] (numba hands out generic pointers)."""

@@ -2,7 +2,8 @@
 
 Importing it chooses the target, once, before anything imports ``numba.cuda`` (``target``): a real GPU when a
 CUDA driver answers, else numba's CUDA simulator, which it patches (``zoo.simulator``). ``MODE`` is "gpu" or
-"sim" and ``SIMULATOR`` says which; ``zoo.MODE`` and ``zoo.SIMULATOR`` are these. Below it lie only
+"sim" and ``SIMULATOR`` says which; ``OFFLINE`` is the GPU kernels are compiled for where GPU mode has no
+driver (they are compiled, never launched); ``zoo.MODE`` and ``zoo.SIMULATOR`` are these. Below it lie only
 ``zoo.errors`` and ``zoo.simulator``; the device package, the registry, the bench and the tools read the target
 here.
 
@@ -35,3 +36,17 @@ if SIMULATOR:
     from zoo import simulator
 
     simulator.install()
+
+# The device kernels are compiled for when none is present: GPU mode (ZOO_TARGET=gpu) on a machine
+# without a driver only compiles (zoo.tools.machine_code), and launch code that asks for the SM count gets this.
+HOPPER = {
+    "name": "sm_90 (compiled offline, no device)",
+    "compute_capability": "9.0",
+    "multiprocessors": 132,
+    "max_threads_per_sm": 2048,
+    "l2_bytes": 50 * 2**20,
+    "shared_bytes_per_sm": 233472,
+    "warp_size": 32,
+    "memory_bytes": 80 * 2**30,
+}
+OFFLINE = None if SIMULATOR or target.driver_usable() else dict(HOPPER)  # what zoo.device's properties() report

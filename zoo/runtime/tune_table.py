@@ -29,7 +29,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from zoo.device import slug
+from zoo.runtime.gpu import slug
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"  # the repository's results folder
 

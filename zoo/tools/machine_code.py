@@ -33,6 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+import zoo
+import zoo.device
+from zoo.device.jit import Kernel
+from zoo.runtime.launch import arch_specific, retarget
+
 
 class ToolMissing(RuntimeError):
     """A compiler tool is not installed; the message says how to get it."""
@@ -148,10 +153,6 @@ def _dry_run(cc, record):
     import numba.cuda.dispatcher as numba_dispatcher
     from numba import cuda
 
-    import zoo.device
-    from zoo.device.jit import Kernel
-    from zoo.runtime.launch import arch_specific, retarget
-
     def compile_instead(kernel, config):
         def run(*args):
             argtypes = tuple(_numba_type(a) for a in args)
@@ -184,12 +185,12 @@ def _dry_run(cc, record):
     saved = (
         Kernel.__getitem__,
         numba_dispatcher.CUDADispatcher.__getitem__,
-        zoo.device.OFFLINE,
+        zoo.runtime.OFFLINE,
         numba_dispatcher.get_current_device,
     )
     Kernel.__getitem__ = compile_instead
     numba_dispatcher.CUDADispatcher.__getitem__ = lambda dispatcher, config: compile_instead(Plain(dispatcher), config)
-    zoo.device.OFFLINE = dict(zoo.device.OFFLINE or zoo.device.properties(), compute_capability=f"{cc[0]}.{cc[1]}")
+    zoo.runtime.OFFLINE = dict(zoo.runtime.OFFLINE or zoo.device.properties(), compute_capability=f"{cc[0]}.{cc[1]}")
     numba_dispatcher.get_current_device = lambda: Target()  # device functions ask for the current device
     for k, v in _FAKE_CUDA.items():
         setattr(cuda, k, v)
@@ -199,7 +200,7 @@ def _dry_run(cc, record):
         (
             Kernel.__getitem__,
             numba_dispatcher.CUDADispatcher.__getitem__,
-            zoo.device.OFFLINE,
+            zoo.runtime.OFFLINE,
             numba_dispatcher.get_current_device,
         ) = saved
         for k, v in saved_cuda.items():
@@ -209,8 +210,6 @@ def _dry_run(cc, record):
 def compile_step(variant, cc=(9, 0), size=None, kind=None):
     """The kernels ``variant``'s launch compiles, each with its PTX, for compute capability ``cc``, on the inputs
     of ``size`` (the family's last test size when None) and ``kind`` (its first kind of input when None)."""
-    import zoo
-
     if zoo.SIMULATOR:
         raise RuntimeError("compiling PTX needs numba in GPU mode: run with ZOO_TARGET=gpu")
     fam = variant.family

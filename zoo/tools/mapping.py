@@ -27,7 +27,11 @@ import sys
 
 import numpy as np
 
-from zoo.bench import figures, results
+import zoo
+from zoo import simulator
+from zoo.bench import figures, harness, results
+from zoo.runtime import SIMULATOR
+from zoo.tools.profile import sim_counters, simulated
 
 PLOTS = results.ROOT / "docs" / "plots"
 ROW = 32  # elements per row of a 1-D array's picture: one warp's worth
@@ -41,8 +45,6 @@ def path_for(fam, step):
 
 def planned(names=None):
     """[(family, step name, size)] of every MAPPING entry, in teaching order; of the families named, if given."""
-    import zoo
-
     out = []
     for fam in zoo.families():
         if names is not None and fam.name not in names:
@@ -54,8 +56,6 @@ def planned(names=None):
 
 def trace(variant, size):
     """The busiest launch of one call of ``variant`` at ``size`` in the simulator, with every access kept."""
-    from zoo.bench import harness
-    from zoo.tools.profile import sim_counters, simulated
 
     with simulated.gpu_constants(variant):
         launches = sim_counters.count(
@@ -171,8 +171,6 @@ def draw(fam, step, size, path=None):
 def regenerate(names=None):
     """Redraw every MAPPING picture (of the families named, if given); yields one line per picture that changed.
     On a GPU, draws them in a simulator process."""
-    from zoo.runtime import SIMULATOR
-
     if not SIMULATOR:
         proc = subprocess.run(
             [sys.executable, "-m", "zoo.tools.mapping", *(names or ())],
@@ -185,7 +183,6 @@ def regenerate(names=None):
         if proc.returncode != 0:
             yield f"mapping pictures failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
         return
-    from zoo import simulator
 
     simulator.settle_process()
     for fam, step, size in planned(names):

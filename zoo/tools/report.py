@@ -18,7 +18,8 @@ import textwrap
 from pathlib import Path
 
 import zoo
-from zoo.bench import figures, results, strongest
+from zoo.bench import figures, results, strongest, sweeps
+from zoo.tools import asv_history, mapping
 
 README = results.ROOT / "README.md"
 RESULTS_PAGE = results.ROOT / "docs" / "results.md"  # every GPU's tables and sweeps; the README keeps the headline
@@ -303,8 +304,6 @@ def _num(value):
 
 def _saved_sweeps(all_results):
     """(device name, slug, command, module, csv path, png path) of every committed GPU sweep, by GPU."""
-    from zoo.bench import sweeps
-
     modules = sweeps.modules()
     for slug, command, path in sweeps.saved():
         name = all_results.get(slug, {}).get("device", {}).get("name", slug)
@@ -314,8 +313,6 @@ def _saved_sweeps(all_results):
 def sweep_sections(all_results):
     """docs/results.md's part on the sweeps: each committed sweep under its GPU's heading, its chart and the findings
     computed from its CSV."""
-    from zoo.bench import sweeps
-
     sections, heading = [], None
     for name, _, command, module, path, png in _saved_sweeps(all_results):
         if name != heading:
@@ -363,8 +360,6 @@ def _from_docs(path):
 def _redraw(all_results, names):
     """Draw the bar chart of each family named (every family for None) on each GPU and each sweep's chart of those
     families (and every sweep that reads results/); yields a line for each PNG that changed."""
-    from zoo.bench import sweeps
-
     for slug, data in all_results.items():
         for fam in zoo.families():
             by_size = data["families"].get(fam.name)
@@ -393,7 +388,6 @@ def regenerate(families=None):
         yield "README.md headline table"
     if overview_plot(all_results):
         yield f"plot {OVERVIEW.relative_to(results.ROOT)}"
-    from zoo.tools import asv_history, mapping
 
     yield from asv_history.regenerate(names=names)  # each family's headline over the commits asv recorded
     yield from mapping.regenerate(names)  # the pictures of which thread touches what, from the simulator's trace

@@ -6,7 +6,7 @@ results/, or "not yet measured on a GPU"), its Nsight Compute profile on each GP
 computed from the counters (``zoo profile``), the picture of which thread touches what (for the
 steps the spec's MAPPING names), why a demonstration is wrong, and the diff of its code from the
 previous step (code only: docstrings are left out, so the diff shows exactly what changed in the
-kernel and its launch). ``zoo report`` writes the pages; ``tests/test_walkthrough.py`` fails when one
+kernel and its launch). ``zoo report`` writes the pages; ``tests/tools/test_walkthrough.py`` fails when one
 is out of date with the step files or the results, so a new step can never leave its page stale.
 """
 
@@ -15,7 +15,7 @@ import difflib
 import textwrap
 
 import zoo
-from zoo import registry
+from zoo import exercise, registry
 from zoo.bench import results
 from zoo.tools import asv_history, mapping, report
 from zoo.tools.profile import counters, prose
@@ -164,7 +164,6 @@ def page(fam, all_results=None, profiles=None, leave_out=()):
         *_measured_tables(fam, all_results),
         *asv_history.section(fam),
     ]
-    from zoo import exercise
 
     exercises = {e.step.number: e for e in exercise.of_family(fam)}
     for v in steps:

@@ -181,7 +181,7 @@ class Group:
             found = self._buffers[key] = cuda.pinned_array(tuple(shape), np.float32)
         return found
 
-    # what the kept objects are made of (a test's recording group makes others: tests/test_collectives.py)
+    # what the kept objects are made of (a test's recording group makes others: tests/kernels/test_collectives.py)
     def _new_stream(self):
         return cuda.stream()
 

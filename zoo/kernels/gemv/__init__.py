@@ -43,7 +43,7 @@ int4 family's ``quantize_reference`` and ``pack_codes_reference`` for int4. The
 reference is the float64 product of the *dequantized* weights (scale q, exactly
 as stored) and x: what a step must compute. What the quantization itself costs
 is a different number, ``quantization_error(size, seed, kind)``, the relative
-error of that product against the float32 master product; ``tests/test_gemv.py``
+error of that product against the float32 master product; ``tests/kernels/test_gemv.py``
 bounds it and the ``gemv-formats`` sweep reports it beside the timings.
 
 Sizes are OUT x IN (``SIZE_DIMS = (2,)``): 8192 x 8192, a Llama-like

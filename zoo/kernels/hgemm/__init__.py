@@ -22,7 +22,7 @@ double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
 own path (v09-v12, below). Every step
 runs in the simulator too, where ``zoo.device.mma`` emulates each instruction
 over the warp (see its docstring), so the tests check every step's index
-arithmetic there, and ``tests/test_hgemm.py`` checks on a GPU that the
+arithmetic there, and ``tests/kernels/test_hgemm.py`` checks on a GPU that the
 hardware agrees with the fragment table below.
 
 The fragments of ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``

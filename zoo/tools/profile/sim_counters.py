@@ -74,6 +74,9 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.device import memory, mma, wgmma
+from zoo.simulator import hopper
+
 SECTOR = 32  # bytes of a global memory sector
 BANKS = 32  # shared memory banks, 4 bytes wide
 BANK_WIDTH = 4
@@ -317,9 +320,8 @@ def _files():
     from numba.cuda.simulator import kernelapi
     from numba.cuda.simulator.cudadrv import devicearray
 
-    from zoo.device import memory, mma, wgmma
-
-    return {kernelapi.__file__, devicearray.__file__, memory.__file__, mma.__file__, wgmma.__file__, __file__}
+    files = (kernelapi, devicearray, memory, mma, wgmma, hopper)
+    return {module.__file__ for module in files} | {__file__}
 
 
 def _wide_ops():
@@ -328,8 +330,6 @@ def _wide_ops():
     import types
 
     from numba.cuda.simulator import kernelapi
-
-    from zoo.device import memory, mma, wgmma
 
     wide = {}
     for fn, width in (
@@ -349,9 +349,10 @@ def _wide_ops():
     for name, fn in vars(kernelapi.FakeCUDAAtomic).items():
         if callable(fn) and not name.startswith("__"):
             wide[id(fn.__code__)] = None
-    for fn in vars(wgmma).values():
-        if isinstance(fn, types.FunctionType) and fn.__module__ == wgmma.__name__:
-            wide[id(fn.__code__)] = "skip"
+    for module in (wgmma, hopper):  # wgmma's helpers and the simulator's model of its instructions
+        for fn in vars(module).values():
+            if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+                wide[id(fn.__code__)] = "skip"
     return wide  # keyed by id: these functions live as long as their modules
 
 

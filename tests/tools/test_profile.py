@@ -362,7 +362,7 @@ def test_a_missing_ncu_is_one_clear_line(monkeypatch, tmp_path):
 
 def test_saved_profiles_merge_by_step_and_reach_the_page(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "PROFILES_DIR", tmp_path)
-    monkeypatch.setattr("zoo.device.slug", lambda: "a-gpu")
+    monkeypatch.setattr("zoo.tools.profile.ncu.slug", lambda: "a-gpu")
     fam = zoo.family("transpose")
     rows = counters.parse_ncu_csv(_ncu_csv(ROWS))
     by_step = counters.split_steps(rows, ["v01_naive", "v02_shared_tile"])
@@ -387,7 +387,7 @@ def test_saved_profiles_merge_by_step_and_reach_the_page(tmp_path, monkeypatch):
 def test_a_family_setting_is_saved_with_its_profile_and_shown(tmp_path, monkeypatch):
     """collectives' setting(): the ranks a profile ran with and the GPUs they shared, on the page beside it."""
     monkeypatch.setattr(results, "PROFILES_DIR", tmp_path)
-    monkeypatch.setattr("zoo.device.slug", lambda: "a-gpu")
+    monkeypatch.setattr("zoo.tools.profile.ncu.slug", lambda: "a-gpu")
     monkeypatch.setenv("ZOO_RANKS", "2")
     fam = zoo.family("collectives")
     entry = {"kernels": [], "total": {}, "zoo_launches": 1}

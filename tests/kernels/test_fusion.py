@@ -99,7 +99,7 @@ def test_cupy_baselines_compute_the_reference():
 @pytest.mark.parametrize("name", ["v04", "v05"])
 def test_float4_grid_stride_takes_several_passes(name, monkeypatch):
     monkeypatch.setattr(FUSION[name].module, "BLOCKS_PER_SM", 1)  # few blocks: each thread loops
-    monkeypatch.setattr(zoo.device, "_sm_count", lambda: 1)
+    monkeypatch.setattr(zoo.runtime.gpu, "_sm_count", lambda: 1)
     (x,) = FUSION.make_inputs(4099, 5)  # 1024 float4 for 256 threads, and a tail of 3
     ok, detail = _close(FUSION[name], x)
     assert ok, detail
