@@ -35,8 +35,8 @@ python3 -c "from zoo.kernels.collectives import library; print(library.nccl_stat
 record "NCCL through cupy.cuda.nccl: $(tail -1 "$OUT/nccl.txt")"
 
 t0=$SECONDS
-python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_collectives.py tests/test_kernels.py tests/test_validation.py \
-  tests/test_cpu.py -k collectives 2>&1 | tee "$OUT/pytest.txt" | tail -3
+python3 -m pytest -q -p no:cacheprovider -n 4 tests/kernels/test_collectives.py tests/kernels/test_kernels.py tests/kernels/test_validation.py \
+  tests/bench/test_cpu.py -k collectives 2>&1 | tee "$OUT/pytest.txt" | tail -3
 record "pytest (family tests, GPU sizes, ranks 1-4): $(tail -1 "$OUT/pytest.txt") [$((SECONDS - t0)) s]" "${PIPESTATUS[0]}"
 
 t0=$SECONDS

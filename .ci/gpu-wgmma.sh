@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hgemm's Hopper steps (v09 on: wgmma, mbarriers, TMA, persistent tiles) on a GPU of compute capability 9.0:
-#   1. tests/test_wgmma.py (the layouts, TMA box and pipelines on the hardware, the sm_90a launch path)
+#   1. tests/device/test_wgmma.py (the layouts, TMA box and pipelines on the hardware, the sm_90a launch path)
 #   2. every step from v09 on at hgemm's GPU_TEST_SIZES and more irregular shapes against the float64 reference
 #   3. compute-sanitizer memcheck and racecheck of every step from v09 on at small irregular shapes
 #   4. v08 and every later step and cuBLAS (cublasGemmEx, the family's baseline) timed at 4096^3 and 8192^3: a short table
@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | t
 for step in $steps; do
   case $step in
     tests)
-      python3 -m pytest -q -p no:cacheprovider -n 0 tests/test_wgmma.py 2>&1 | tee "$OUT/test_wgmma.txt" | tail -3
+      python3 -m pytest -q -p no:cacheprovider -n 0 tests/device/test_wgmma.py 2>&1 | tee "$OUT/test_wgmma.txt" | tail -3
       [ "${PIPESTATUS[0]}" -eq 0 ] || failed+=(tests);;
     check)
       python3 - <<'EOF' 2>&1 | tee "$OUT/check.txt"

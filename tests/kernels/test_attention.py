@@ -3,7 +3,7 @@ bad input refused before any launch, the torch row's absence, the traffic arithm
 
 In the simulator these run at small sizes; on a GPU the same file runs with
 
-    ZOO_TARGET=gpu python -m pytest tests/test_attention.py -v
+    ZOO_TARGET=gpu python -m pytest tests/kernels/test_attention.py -v
 """
 
 import math

@@ -14,7 +14,7 @@ import zoo
 from zoo.bench.results import size_key
 from zoo.registry import Family
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks import common  # noqa: E402
 

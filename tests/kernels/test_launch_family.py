@@ -1,7 +1,7 @@
 """The launch family beyond the generic checks: what each step hoists, launches or falls back to, the sweep.
 
-(tests/test_launch.py tests the lean launch itself, zoo.runtime.launch.) Correctness of every step at the
-family's sizes is tests/test_kernels.py's; here: a second call, the closed-form reference, v02's kept
+(tests/runtime/test_launch.py tests the lean launch itself, zoo.runtime.launch.) Correctness of every step at the
+family's sizes is tests/kernels/test_kernels.py's; here: a second call, the closed-form reference, v02's kept
 launcher, v03 launching v01's very dispatcher, v04's fallback in the simulator, v05's single launch,
 clear errors for bad input, and the launch-loop sweep in the simulator.
 """

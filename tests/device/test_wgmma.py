@@ -4,7 +4,7 @@ In the simulator these tests check zoo.device.wgmma's emulation (the descriptor 
 swizzle, the accumulator fragment, mbarrier phases, TMA boxes); on a Hopper GPU the same kernels check that
 the hardware agrees. The machine-code tests compile for sm_90a offline (no GPU). On a GPU:
 
-    ZOO_TARGET=gpu python -m pytest tests/test_wgmma.py -v
+    ZOO_TARGET=gpu python -m pytest tests/device/test_wgmma.py -v
 """
 
 import os

@@ -536,7 +536,7 @@ def test_a_table_names_its_kernel_and_one_from_before_reads_the_same(tmp_path, m
 
     old = {"classes": {"large": {"shape": [4096, 4096, 4096], "best": {"tiles": tiles.SMALL._asdict(), "ms": 1.0}}}}
     (tmp_path / "old.json").write_text(json.dumps(old))
-    script = Path(__file__).resolve().parents[1] / ".ci" / "sgemm-tune-names"
+    script = Path(__file__).resolve().parents[2] / ".ci" / "sgemm-tune-names"
     subprocess.run([sys.executable, str(script), str(tmp_path / "old.json")], check=True, capture_output=True)
     new = json.loads((tmp_path / "old.json").read_text())
     assert new["classes"]["large"]["best"] == {"kernel": tiles.KERNEL, **old["classes"]["large"]["best"]}

@@ -5,7 +5,7 @@ The intrinsic tests run a one-warp kernel that places every element by the fragm
 zoo.kernels.hgemm: in the simulator they check zoo.device.mma's emulation, on a GPU they check that the
 hardware agrees with the table. On a GPU the whole file runs with
 
-    ZOO_TARGET=gpu python -m pytest tests/test_hgemm.py -v
+    ZOO_TARGET=gpu python -m pytest tests/kernels/test_hgemm.py -v
 
 (the steps' large sizes, 4095 x 4097 x 1000 included, are the GPU-only tests at the end).
 """
