@@ -48,12 +48,17 @@ looks like a variant but is misnamed, a missing heading, or a BASE that is not
 an earlier step of the family.
 """
 
+from __future__ import annotations
+
 import functools
 import importlib
 import pkgutil
 import re
 import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +70,7 @@ from zoo.runtime import SIMULATOR, arrays
 from zoo.runtime import launch as lean_launch
 from zoo.runtime.arrays import address
 
+Size = Any  # an int, or a tuple of ints: what a spec's make_inputs takes
 VARIANT_FILE = re.compile(r"^v(\d{2})_([a-z][a-z0-9_]*)\.py$")
 BASE_LINE = re.compile(r"^BASE\s*=\s*[\"'](v\d{2})[\"']", re.M)
 KERNEL_LINE = re.compile(r"^\s*@(?:cuda\.)?jit\b", re.M)  # a kernel or device function of the step's own
@@ -168,19 +174,19 @@ def _sections(doc):
 class Variant:
     """One step of a family: a file, its kernels and its ``launch``."""
 
-    def __init__(self, family, number, technique, path):
+    def __init__(self, family: Family, number: int, technique: str, path: str | Path) -> None:
         self.family = family
         self.number = number
         self.technique = technique
         self.path = Path(path)
         self.name = f"v{number:02d}_{technique}"
-        self._module = None
+        self._module: ModuleType | None = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<variant {self.family.name}/{self.name}>"
 
     @property
-    def module(self):
+    def module(self) -> ModuleType:
         if self._module is None:
             self._module = importlib.import_module(f"{self.family.module.__name__}.{self.name}")
             if not callable(getattr(self._module, "launch", None)):
@@ -188,24 +194,24 @@ class Variant:
         return self._module
 
     @property
-    def doc(self):
+    def doc(self) -> str:
         return self.module.__doc__ or ""
 
     @property
-    def summary(self):
+    def summary(self) -> str:
         return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
 
     @property
-    def sections(self):
+    def sections(self) -> dict[str, str]:
         return _sections(self.doc)
 
     @property
-    def demonstration(self):
+    def demonstration(self) -> str | None:
         """Why this variant is wrong on purpose, or None for a real variant."""
         return getattr(self.module, "DEMONSTRATION", None)
 
     @functools.cached_property
-    def base(self):
+    def base(self) -> Variant | None:
         """The earlier step whose kernel this one launches (its ``BASE = "vNN"``), or None.
 
         Read from the file's text, so listing a family's bases imports no step."""
@@ -213,21 +219,21 @@ class Variant:
         return self.family[m.group(1)] if m else None
 
     @functools.cached_property
-    def launch_only(self):
+    def launch_only(self) -> bool:
         """True for a step that launches its base's kernel and compiles none of its own (no ``@jit`` in its file):
         sgemm v10, hgemm v05. A step with a base and a kernel of its own (gemv v07-v10, which hand the base what
         their kernel does not take) is not. Read from the file's text."""
         return self.base is not None and not KERNEL_LINE.search(self.source)
 
     @functools.cached_property
-    def copied_from(self):
+    def copied_from(self) -> Variant | None:
         """The earlier step this file was copied from and is written against (its ``FROM = "vNN"``), where that is
         not what the default says (its base, else the step before), or None."""
         m = FROM_LINE.search(self.source)
         return self.family[m.group(1)] if m else None
 
     @property
-    def compared_with(self):
+    def compared_with(self) -> Variant | None:
         """What this step's Changes and diff are written against: the step it was copied from, its base, else the
         step before (None for v01)."""
         if self.copied_from is not None:
@@ -262,7 +268,7 @@ class Variant:
         found = [((int(m.group(1)), int(m.group(2))), m.group(3) or "no reason given") for m in found if m]
         return min(found, key=lambda limit: limit[0], default=None)
 
-    def unsupported(self, cc=None):
+    def unsupported(self, cc: tuple[int, int] | None = None) -> str | None:
         """Why this step cannot run on a GPU of compute capability ``cc`` (a tuple; default: the GPU present),
         or None when it can. The simulator runs every step."""
         need, why = self.requirement
@@ -291,7 +297,7 @@ class Variant:
         """unsupported() for the GPU present, asked once: every call reads it."""
         return self.unsupported()
 
-    def tolerance(self, size):
+    def tolerance(self, size: Size) -> float:
         """The relative error accepted from this step at this size: its own ``TOLERANCE`` (a number or a function
         of the size) when the step declares one, else the family's."""
         own = getattr(self.module, "TOLERANCE", None)
@@ -305,11 +311,11 @@ class Variant:
         return [v for v in vars(self.module).values() if isinstance(v, Kernel)]
 
     @property
-    def source(self):
+    def source(self) -> str:
         return self.path.read_text()
 
     # -- calling ---------------------------------------------------------------
-    def validate(self, *inputs, **params):
+    def validate(self, *inputs: Any, **params: Any) -> tuple[str, tuple[Any, Any]]:
         """The family's checks, then this variant's own limits; returns (kind, (out shape, dtype)).
 
         Raises Unsupported first when the GPU present is too old for this step."""
@@ -327,7 +333,7 @@ class Variant:
         """(the family's validate, the spec's output_for, this file's validate or None), looked up once."""
         return self.family.validate, self.family.module.output_for, getattr(self.module, "validate", None)
 
-    def prepare(self, *inputs, out=None, **params):
+    def prepare(self, *inputs: Any, out: Any = None, **params: Any) -> Any:
         """Validate, move to the device and allocate: everything but the launch.
 
         Returns (device_inputs, device_out, result, kind): ``result`` is the object
@@ -386,7 +392,7 @@ class Variant:
             return inputs, device_out, result, kind
         return tuple(None if a is None else arrays.to_device(a) for a in inputs), device_out, result, kind
 
-    def launch(self, device_inputs, device_out, **params):
+    def launch(self, device_inputs: Sequence[Any], device_out: Any, **params: Any) -> Any:
         """Launch on prepared device arrays (asynchronous on the GPU); optional inputs may be left out."""
         step_launch, count = self._step_launch
         if len(device_inputs) == count:
@@ -399,7 +405,7 @@ class Variant:
         """(the step's launch function, how many inputs it takes), looked up once: every call uses them."""
         return self.module.launch, len(self.family.INPUTS)
 
-    def __call__(self, *inputs, out=None, **params):
+    def __call__(self, *inputs: Any, out: Any = None, **params: Any) -> Any:
         """Run this variant: NumPy in, NumPy out; device arrays in, same kind out."""
         if self._unsupported_here:  # validate(), inlined: this runs on every call
             raise Unsupported(self._unsupported_here)
@@ -463,19 +469,19 @@ class PreparedInputs:
 class Family:
     """A kernel family: its spec module and its ordered variants."""
 
-    def __init__(self, name, module):
+    def __init__(self, name: str, module: ModuleType) -> None:
         self.name = name
         self.module = module
         missing = [k for k in REQUIRED_SPEC if not hasattr(module, k)]
         if missing:
             raise RegistryError(f"family {name}: spec lacks " + ", ".join(f"{k} ({REQUIRED_SPEC[k]})" for k in missing))
-        self.path = Path(module.__file__).parent
+        self.path = Path(str(module.__file__)).parent
         self.variants = tuple(self._discover())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<family {self.name}: {len(self.variants)} variants>"
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         # The spec's names (reference, make_inputs, TOLERANCE, ...) read through.
         if attr in REQUIRED_SPEC or attr.isupper():
             return getattr(self.module, attr)
@@ -483,11 +489,11 @@ class Family:
 
     # -- kinds of input, tolerance, baselines, ceilings ------------------------------------
     @property
-    def kinds(self):
+    def kinds(self) -> tuple[Any, ...]:
         """The kinds of input every size is checked and timed for; (None,) when the spec names none."""
         return tuple(getattr(self.module, "INPUT_KINDS", None) or (None,))
 
-    def inputs(self, size, seed, kind=None):
+    def inputs(self, size: Size, seed: int, kind: str | None = None) -> tuple[Any, ...]:
         """make_inputs for one kind (the default kind when None)."""
         if self.kinds == (None,):
             if kind is not None:
@@ -499,17 +505,17 @@ class Family:
             raise ValueError(f"{self.name} has no input kind {kind!r}; it has: {', '.join(self.kinds)}")
         return self.make_inputs(size, seed, kind=kind)
 
-    def kind_params(self, kind=None):
+    def kind_params(self, kind: str | None = None) -> dict[str, Any]:
         """The keyword arguments a kind of input adds to every call (KIND_PARAMS; {} for most kinds)."""
         if kind is None:
             kind = self.kinds[0]
         return dict(getattr(self.module, "KIND_PARAMS", {}).get(kind, {}))
 
-    def cases(self, sizes):
+    def cases(self, sizes: Iterable[Size]) -> list[tuple[Size, str | None]]:
         """(size, kind) for every size and every kind of input."""
         return [(size, kind) for size in sizes for kind in self.kinds]
 
-    def test_cases(self):
+    def test_cases(self) -> list[tuple[Size, str | None]]:
         """(size, kind) the tests check in the simulator: every kind at TEST_SIZES, or at the fewer
         sizes KIND_TEST_SIZES gives it."""
         fewer = getattr(self.module, "KIND_TEST_SIZES", {})
@@ -517,7 +523,7 @@ class Family:
             (size, kind) for size in self.module.TEST_SIZES for kind in self.kinds if size in fewer.get(kind, (size,))
         ]
 
-    def check_size(self, size):
+    def check_size(self, size: Size) -> None:
         """ValueError, before anything is allocated, for a size this family cannot take or this machine cannot hold."""
         import os
 
@@ -538,7 +544,7 @@ class Family:
                 f"{need / 1e9:,.1f} GB, more than {where} ({have / 1e9:,.1f} GB)"
             )
 
-    def bytes_moved(self, size, kind=None, **params):
+    def bytes_moved(self, size: Size, kind: str | None = None, **params: Any) -> float:
         """The spec's bytes_moved for one kind of input (the first when None): passed to a spec whose
         bytes_moved takes a ``kind`` argument, the size alone otherwise; ``params`` (a kind's KIND_PARAMS)
         go through as they are."""
@@ -553,7 +559,7 @@ class Family:
 
         return "kind" in inspect.signature(self.module.bytes_moved).parameters
 
-    def tolerance(self, size, row=None):
+    def tolerance(self, size: Size, row: str | None = None) -> float:
         """The relative error accepted at this size (TOLERANCE may be a function of the size); ``row`` names a
         baseline or CPU row, which ROW_TOLERANCE may give a tolerance of its own (a row checked against its own
         ROW_REFERENCE is exact unless it does). A step's is ``Variant.tolerance``."""
@@ -586,12 +592,12 @@ class Family:
         return tuple((dtypes(d), n) for d, n in zip(*rules, strict=True))
 
     @functools.cached_property
-    def host_inputs(self):
+    def host_inputs(self) -> bool:
         """True when the steps take host arrays and do their own transfers (HOST_INPUTS)."""
         return bool(getattr(self.module, "HOST_INPUTS", False))
 
     @property
-    def baselines(self):
+    def baselines(self) -> dict[str, Callable[..., Any]]:
         """{row name: fn(*cupy_inputs, out)}: 'baseline' first, then EXTRA_BASELINES, then CEILINGS."""
         return {"baseline": self.baseline, **getattr(self.module, "EXTRA_BASELINES", {}), **self.ceilings}
 
@@ -601,7 +607,7 @@ class Family:
         return dict(getattr(self.module, "CPU", {}))
 
     @property
-    def ceilings(self):
+    def ceilings(self) -> dict[str, Callable[..., Any]]:
         """{row name: fn(*cupy_inputs, out)} of the rows that bound the family rather than compute its result."""
         return dict(getattr(self.module, "CEILINGS", {}))
 
@@ -610,7 +616,7 @@ class Family:
         """{row name: fn(*host_inputs, **params)} of the rows checked against a result of their own (ROW_REFERENCE)."""
         return dict(getattr(self.module, "ROW_REFERENCE", {}))
 
-    def checked(self, row):
+    def checked(self, row: str) -> bool:
         """Whether a library row's output is checked: every baseline; a ceiling against its ROW_REFERENCE, or against
         the family's reference when ROW_TOLERANCE gives it a coarser tolerance (a float16 result)."""
         return (
@@ -618,7 +624,7 @@ class Family:
         )
 
     @functools.cached_property
-    def strongest(self):
+    def strongest(self) -> str:
         """The name of the row the spec's STRONGEST declares: what a practitioner would pick instead of the steps.
 
         RegistryError when it names no row of the family's, or a row whose output is never checked (a ceiling
@@ -667,21 +673,21 @@ class Family:
         return [by_number[n] for n in numbers]
 
     @property
-    def summary(self):
+    def summary(self) -> str:
         return (self.module.__doc__ or "").strip().splitlines()[0]
 
     @functools.cached_property
-    def spec_source(self):
+    def spec_source(self) -> str:
         """The text of the family's spec (its ``__init__.py``)."""
-        return Path(self.module.__file__).read_text()
+        return Path(str(self.module.__file__)).read_text()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Variant]:
         return iter(self.variants)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.variants)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: int | str) -> Variant:
         """A variant by number (2), short name ('v02', or 'v2'), file name ('v02_grid_stride') or technique."""
         if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
             key = f"v{int(key):02d}"
@@ -694,7 +700,7 @@ class Family:
             f"family {self.name} has no variant {key!r}; it has: " + ", ".join(v.name for v in self.variants)
         )
 
-    def validate(self, *inputs, **params):
+    def validate(self, *inputs: Any, **params: Any) -> str | None:
         """The checks every family shares; returns the arrays' kind. Raises before any launch.
 
         It runs on every call, so it is one pass over the arrays with what it needs from the spec read once
@@ -759,7 +765,7 @@ def _kernel_packages():
 _FAMILIES = None
 
 
-def families():
+def families() -> list[Family]:
     """All families, in teaching order."""
     global _FAMILIES
     if _FAMILIES is None:
@@ -768,7 +774,7 @@ def families():
     return list(_FAMILIES)
 
 
-def family(name):
+def family(name: str) -> Family:
     for f in families():
         if f.name == name:
             return f

@@ -4,18 +4,22 @@ Nothing here is copied into a variant. ``check`` runs anywhere (the simulator
 included); ``benchmark`` and ``resources`` need a GPU.
 """
 
+from __future__ import annotations
+
 import functools
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numba import cuda
 
 from zoo.device import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
-from zoo.registry import family
+from zoo.registry import Family, Size, Variant, family
 from zoo.runtime import SIMULATOR, arrays
 
 
@@ -66,7 +70,7 @@ def _squares(result, ref):
     return np.array([np.einsum("i,i->", diff, diff), np.einsum("i,i->", ref, ref)], np.float64)
 
 
-def relative_error(result, ref):
+def relative_error(result: Any, ref: Any) -> float:
     """||result - ref|| / ||ref|| in float64 (absolute norm when ref is all zero)."""
     ref = np.asarray(ref, np.float64)
     diff2, scale2 = _sum_by_slices(_squares, result, ref)
@@ -74,7 +78,7 @@ def relative_error(result, ref):
     return float(diff / scale) if scale > 0 else float(diff)
 
 
-def compare(result, ref, tolerance):
+def compare(result: Any, ref: Any, tolerance: float) -> tuple[bool, float, str]:
     """(ok, error, detail) for a result against the float64 reference."""
     result = np.asarray(result)
     if result.shape != ref.shape:
@@ -90,14 +94,16 @@ def compare(result, ref, tolerance):
     return err <= tolerance, err, f"rel. error {err:.2e} (tolerance {tolerance:.0e})"
 
 
-def prepare(fam, size, seed=0, kind=None):
+def prepare(fam: Family, size: Size, seed: int = 0, kind: str | None = None) -> Any:
     """(inputs, float64 reference) of one check case, to check every step of a family on (``check``'s
     ``prepared``): the inputs and the reference are made once rather than once a step."""
     inputs = fam.inputs(size, seed, kind)
     return inputs, reference_of(fam, inputs, **fam.kind_params(kind))
 
 
-def check(variant, size, seed=0, kind=None, prepared=None, **params):
+def check(
+    variant: Variant, size: Size, seed: int = 0, kind: str | None = None, prepared: Any = None, **params: Any
+) -> CheckResult:
     """Run ``variant`` on fresh seeded inputs with a poisoned output; compare with the reference.
 
     ``kind`` picks one of the family's INPUT_KINDS (its first when None). ``prepared`` is
@@ -189,7 +195,15 @@ def hold_gpu(us):
     _hold_kernel()(np.uint64(us * 1000))
 
 
-def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s=1.0, sample_ms=1.0):
+def time_launches(
+    launch: Callable[..., Any],
+    *,
+    warmup: int = 3,
+    min_samples: int = 10,
+    max_samples: int = 200,
+    budget_s: float = 1.0,
+    sample_ms: float = 1.0,
+) -> Timing:
     """Median device time of ``launch(i)`` in ms, measured with CUDA events.
 
     ``launch(i)`` enqueues one call (``i`` counts calls, for rotating inputs). The
@@ -219,7 +233,7 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
         raise RuntimeError("timings need a GPU: the simulator measures nothing")
     start, stop = cuda.event(), cuda.event()
     calls = 0
-    host_us = []  # host time of each sample's first launch call
+    host_us: list[float] = []  # host time of each sample's first launch call
     call_us = []  # each sample's host time of its launch calls, per call: the host's pace within a batch
 
     def timed(batch):
@@ -255,7 +269,7 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
             launch(calls)
             calls += 1
     batch = max(1, int(sample_ms / estimate))
-    samples = []
+    samples: list[float] = []
     while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) * batch < budget_s * 1e3):
         samples.append(timed(batch))
         if slow and len(samples) >= min_samples:
@@ -265,7 +279,9 @@ def time_launches(launch, *, warmup=3, min_samples=10, max_samples=200, budget_s
     return Timing(statistics.median(samples), q[0], q[2], len(samples), batch, samples, statistics.median(paced))
 
 
-def time_wall(launch, *, min_samples=10, max_samples=200, budget_s=1.0):
+def time_wall(
+    launch: Callable[..., Any], *, min_samples: int = 10, max_samples: int = 200, budget_s: float = 1.0
+) -> Timing:
     """Median wall-clock time of ``launch(i)`` in ms as the host sees it: each sample is one call and a
     synchronization, between two ``time.perf_counter`` readings.
 
@@ -277,7 +293,8 @@ def time_wall(launch, *, min_samples=10, max_samples=200, budget_s=1.0):
         raise RuntimeError("timings need a GPU: the simulator measures nothing")
     launch(0)
     cuda.synchronize()
-    samples, calls = [], 1
+    samples: list[float] = []
+    calls = 1
     while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) < budget_s * 1e3):
         began = time.perf_counter()
         launch(calls)
@@ -323,7 +340,7 @@ def _timer(fam):
     return time_wall if getattr(fam.module, "WALL_TIME", False) else time_launches
 
 
-def input_sets(host_inputs):
+def input_sets(host_inputs: Sequence[Any]) -> list[Any]:
     """Device copies of the inputs, as many sets as it takes to exceed twice the L2 cache.
 
     Timing one set over and over measures the L2 cache once the inputs fit in
@@ -365,7 +382,7 @@ def _rates(fam, size, ms, kind=None):
 # background thread while the GPU times this one's steps (NumPy releases the GIL inside its loops).
 # Every row reads the inputs (device copies are made from them) and none writes them: a row that did
 # would fail the next row's check.
-_cases = {}  # (family name, size, seed, kind) -> Future of (inputs, reference)
+_cases: dict[tuple, Any] = {}  # (family name, size, seed, kind) -> Future of (inputs, reference)
 
 
 def _make_case(family_name, size, seed, kind):
@@ -445,7 +462,7 @@ def _case(family_name, size, seed, kind):
     return found.result()
 
 
-_device = {}  # case key -> device copies of its inputs: every row of a case times the same copies
+_device: dict[tuple, Any] = {}  # case key -> device copies of its inputs: every row of a case times the same copies
 
 
 def _device_input_sets(key):
@@ -457,7 +474,7 @@ def _device_input_sets(key):
     return found
 
 
-def case_inputs(fam, size, kind=None, seed=0):
+def case_inputs(fam: Family, size: Size, kind: str | None = None, seed: int = 0) -> Any:
     """The host inputs of a measured case (made now, or waited for if they are being made in the background)."""
     return _inputs(fam.name, size, seed, kind)
 
@@ -497,7 +514,15 @@ def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None):
 BUDGET_S = 1.0  # seconds of samples a row is timed for by default (at least min_samples of them)
 
 
-def measure_variant(variant, size, seed=0, baseline_ms=None, kind=None, budget_s=BUDGET_S, **params):
+def measure_variant(
+    variant: Variant,
+    size: Size,
+    seed: int = 0,
+    baseline_ms: float | None = None,
+    kind: str | None = None,
+    budget_s: float = BUDGET_S,
+    **params: Any,
+) -> Measurement:
     """Check on the benchmark inputs, then time for about ``budget_s`` seconds; returns a Measurement."""
     fam = variant.family
     case = (fam.name, size, seed, kind)
@@ -554,7 +579,9 @@ def check_row(fam, name, size, host_inputs, result, reference=None, **params):
     return compare(arrays.host(result), reference, fam.tolerance(size, name))
 
 
-def check_library_row(fam, name, size, seed=0, kind=None, **params):
+def check_library_row(
+    fam: Family, name: str, size: Size, seed: int = 0, kind: str | None = None, **params: Any
+) -> CheckResult:
     """Run the library row ``name`` once on fresh seeded inputs with a poisoned output and check it like a step
     (``check_row``): the check a row gets before it is timed, callable on its own. On a GPU the row gets CuPy arrays
     (host arrays for a HOST_INPUTS family); in the simulator NumPy ones, which a row written for NumPy runs on (the
@@ -573,7 +600,16 @@ def check_library_row(fam, name, size, seed=0, kind=None, **params):
     return CheckResult(name, size, ok, err, detail)
 
 
-def measure_baseline(fam, size, seed=0, kind=None, name="baseline", baseline_ms=None, budget_s=BUDGET_S, **params):
+def measure_baseline(
+    fam: Family,
+    size: Size,
+    seed: int = 0,
+    kind: str | None = None,
+    name: str = "baseline",
+    baseline_ms: float | None = None,
+    budget_s: float = BUDGET_S,
+    **params: Any,
+) -> Measurement:
     """Time one of the family's library rows (``fam.baselines[name]``) on the same inputs.
 
     Its first call is checked like a variant's (``check_row``: a ceiling such as a copy of the same bytes against
@@ -651,7 +687,16 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
-def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, budget_s=CPU_BUDGET_S, **params):
+def measure_cpu(
+    fam: Family,
+    size: Size,
+    seed: int = 0,
+    kind: str | None = None,
+    name: Any = None,
+    baseline_ms: float | None = None,
+    budget_s: float = CPU_BUDGET_S,
+    **params: Any,
+) -> Measurement:
     """Time one of the family's CPU rows (``fam.cpu_rows[name]``) on the host inputs; checked like a baseline."""
     fn, threads = fam.cpu_rows[name]
     host_inputs = _inputs(fam.name, size, seed, kind)
@@ -686,7 +731,7 @@ def measure_cpu(fam, size, seed=0, kind=None, name=None, baseline_ms=None, budge
 
 
 # -- resources (GPU) ----------------------------------------------------------
-def resources(variant, since=None):
+def resources(variant: Variant, since: int | None = None) -> dict[str, Any]:
     """Registers, shared and local memory, and occupancy of the variant's last launched kernel.
 
     With ``since`` (a ``zoo.device.jit.launch_count()`` taken before the variant ran), that is
