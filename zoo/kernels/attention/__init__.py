@@ -85,6 +85,7 @@ import math
 
 import numpy as np
 
+from zoo import SIMULATOR
 from zoo.errors import OutOfRange, Unavailable
 
 ORDER = 175  # after softmax (170): the capstone that composes the softmax with two tensor-core GEMMs
@@ -96,6 +97,15 @@ INPUT_KINDS = ("full", "causal")
 KIND_PARAMS = {"causal": {"causal": True}}  # the causal kind changes the computation, not the data
 SIZE_DIMS = (1, 3)  # n (1 x n x 64) or BH x n x d
 TOLERANCE = 2e-3  # float16 probabilities and output (see the module docstring)
+
+# Sizes the steps take from here: the simulator runs every CUDA thread in Python, so it gets smaller ones (the
+# same code paths); the GPU gets the ones the steps are written and measured for (zoo.profile counts with those).
+BLOCK = 32 if SIMULATOR else 256  # v01's softmax threads per row
+ROWS = 2 if SIMULATOR else 8  # v02's and v03's query rows per block, one warp each
+ONLINE_BK = 16 if SIMULATOR else 256  # v03's keys per block of keys, a key a thread (32 ROWS); tests cross several
+WARPS = 2 if SIMULATOR else 4  # warps per block from v04 on, 16 query rows each
+BK = 32 if SIMULATOR else 64  # keys per block of keys from v04 on
+
 # Simulator sizes: one position; two heads shorter than a warp; d = 128 over two query blocks and two key
 # blocks of the simulator's tiles (32), the second partial. The simulator runs one Python thread per CUDA
 # thread (about a millisecond each) and every score as Python in the CUDA-core steps: n^2 d stays small.

@@ -24,16 +24,18 @@ import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
-from zoo.kernels.attention import check_limits, dims
+from zoo.kernels.attention import (
+    BLOCK,  # softmax threads per row, a multiple of 32
+    check_limits,
+    dims,
+)
 from zoo.runtime.buffers import scratch
 
 TILE = 16  # a 16 x 16 tile of S or O per block: 256 threads, each one output
 PADDED = TILE + 1  # K's tile rows padded by one: the 16 rows a half-warp reads lie in 16 banks
-BLOCK = 32 if SIMULATOR else 256  # softmax threads per row, a multiple of 32
 WARPS = BLOCK // 32
 LOWEST = np.float32(np.finfo(np.float32).min)  # the running max of a thread that has read nothing (softmax v04)
 NEG_INF = np.float32(-np.inf)  # a masked score: exp(-inf - m) is exactly 0

@@ -25,14 +25,15 @@ import numpy as np
 from numba import cuda, float32
 from numba.core.types import float16
 
-from zoo import SIMULATOR
 from zoo.device import properties
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
-from zoo.kernels.attention import check_limits
+from zoo.kernels.attention import (
+    ROWS,  # query rows per block: one warp each in phases 2 and 3
+    check_limits,
+)
 
-ROWS = 2 if SIMULATOR else 8  # query rows per block: one warp each in phases 2 and 3
 THREADS = 32 * ROWS
 NEG_INF = np.float32(-np.inf)  # a masked score: exp(-inf - m) is exactly 0
 HOPPER_OPTIN = 227 * 1024  # shared bytes a block may opt in to on an H100 or H200, when the device does not say

@@ -26,14 +26,15 @@ import numpy as np
 from numba import cuda, float32
 from numba.core.types import float16
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.attention import check_limits
+from zoo.kernels.attention import ONLINE_BK as BK  # keys per block of keys: a key a thread on the GPU (THREADS)
+from zoo.kernels.attention import (
+    ROWS,  # query rows per block: one warp each in phases 2 and 3
+    check_limits,
+)
 
-ROWS = 2 if SIMULATOR else 8  # query rows per block: one warp each in phases 2 and 3
 THREADS = 32 * ROWS
-BK = 16 if SIMULATOR else THREADS  # keys per block of keys (the simulator's tests cross several)
 NEG_INF = np.float32(-np.inf)  # a masked score: exp(-inf - m) is exactly 0
 
 

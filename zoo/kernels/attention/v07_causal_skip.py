@@ -29,7 +29,6 @@ import numpy as np
 from numba import cuda, float32, uint32
 from numba.core.types import float16
 
-from zoo import SIMULATOR
 from zoo.device import HOPPER, properties
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import jit
@@ -45,11 +44,14 @@ from zoo.device.mma import (
     pack_half2,
 )
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.attention import check_aligned, check_limits
+from zoo.kernels.attention import (
+    BK,  # keys per block of keys
+    WARPS,  # warps per block, 16 query rows each
+    check_aligned,
+    check_limits,
+)
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs, ldmatrix (sm_75 has m16n8k8 only), cp.async
-WARPS = 2 if SIMULATOR else 4  # warps per block, 16 query rows each
-BK = 32 if SIMULATOR else 64  # keys per block of keys
 NEG_INF = np.float32(-np.inf)  # a masked score: exp2(-inf) is exactly 0
 LOG2E = math.log2(math.e)
 

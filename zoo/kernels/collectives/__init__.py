@@ -27,6 +27,7 @@ baseline row is CuPy's reduce-to-one-GPU and a warning says so.
 
 import numpy as np
 
+from zoo import SIMULATOR
 from zoo.kernels.collectives.world import device_count, ranks
 
 ORDER = 200  # last: many GPUs after one GPU's every lesson (copies, streams, overlap: pipeline, ORDER 100)
@@ -34,6 +35,13 @@ INPUTS = ("x",)
 DTYPE = np.float32
 NDIM = 2
 TOLERANCE = 1e-6  # R float32 additions in some order: a few ulps of relative norm error for R <= 8
+
+# Sizes the steps take from here: the simulator runs every CUDA thread in Python, so it gets smaller ones (the
+# same code paths); the GPU gets the ones the steps are written and measured for (zoo.profile counts with those).
+THREADS = 32 if SIMULATOR else 256  # threads per block of the steps' kernels
+MIN_PIECE = 32 if SIMULATOR else 1 << 21  # elements a piece of the pipelined ring, times the rank count
+BUCKET = 1000 if SIMULATOR else 1 << 24  # elements: v05's 64 MB a bucket (PyTorch's DDP takes 25 MB)
+
 TEST_SIZES = (1, 31, 4099)  # elements per rank, on three simulated ranks: empty segments, a short last one
 GPU_TEST_SIZES = (1, 31, 4099, 1_000_003, (1 << 24) + 3)
 BENCH_SIZES = (1 << 18, 1 << 22, 1 << 26)  # 1 MB, 16 MB and 256 MB per rank

@@ -21,16 +21,17 @@ Why it is faster:
 import numpy as np
 from numba import cuda, uint32
 
-from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.device.jit import jit
 from zoo.device.memory import load_float4, store_float4
 from zoo.errors import OutOfRange
-from zoo.kernels.collectives import world
+from zoo.kernels.collectives import (
+    THREADS,  # threads per block
+    world,
+)
 
 PINNED = True  # timed on page-locked host arrays, like every step of the family
 ROOT = 0  # the rank that reduces for everyone
-THREADS = 32 if SIMULATOR else 256  # threads per block
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
 LIMIT = 2**31  # elements per rank: counts and indices are uint32, i + stride stays below 2^32
 

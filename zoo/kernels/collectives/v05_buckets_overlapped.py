@@ -23,22 +23,24 @@ Why it is faster:
 import numpy as np
 from numba import cuda, uint32
 
-from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.device.jit import jit
 from zoo.device.memory import load_float4, store_float4
 from zoo.errors import OutOfRange
-from zoo.kernels.collectives import ring, world
+from zoo.kernels.collectives import (
+    BUCKET,  # elements: 64 MB a bucket (PyTorch's DDP takes 25 MB)
+    MIN_PIECE,  # elements a piece, times the rank count
+    THREADS,  # threads per block
+    ring,
+    world,
+)
 
 PINNED = True  # timed on page-locked host arrays, like every step of the family
-THREADS = 32 if SIMULATOR else 256  # threads per block
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full Hopper SM
 LIMIT = 2**31  # elements per rank: counts and indices are uint32, i + stride stays below 2^32
 # The host issues a piece on each of the R receivers of a step (a wait, a copy, a launch, a record: about 20 us) in the
 # time one piece takes to cross a link (at about 400 GB/s): pieces of less than R x 8 MB would leave the links waiting.
-MIN_PIECE = 32 if SIMULATOR else 1 << 21  # elements a piece, times the rank count
 MAX_PIECES = 4  # per segment: more pieces, more issue time per step on the host
-BUCKET = 1000 if SIMULATOR else 1 << 24  # elements: 64 MB a bucket (PyTorch's DDP takes 25 MB)
 
 
 @jit

@@ -16,11 +16,9 @@ Why it is faster:
 
 from numba import cuda
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.kernels.histogram import bins
+from zoo.kernels.histogram import BLOCK, bins
 
-BLOCK = 64 if SIMULATOR else 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads: a full SM
 
 

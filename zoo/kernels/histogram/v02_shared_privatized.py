@@ -16,12 +16,10 @@ Why it is faster:
 
 from numba import cuda, int32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.kernels.histogram import bins
+from zoo.kernels.histogram import BLOCK, bins
 
 BINS = 256
-BLOCK = 64 if SIMULATOR else 256
 BLOCKS_PER_SM = 8
 
 

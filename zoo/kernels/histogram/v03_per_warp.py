@@ -18,12 +18,10 @@ Why it is faster:
 
 from numba import cuda, int32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.kernels.histogram import bins
+from zoo.kernels.histogram import BLOCK, bins
 
 BINS = 256
-BLOCK = 64 if SIMULATOR else 256
 WARPS = BLOCK // 32
 COPIES = WARPS * BINS  # int32 counters in shared memory (8 KB at 256 threads)
 BLOCKS_PER_SM = 8

@@ -23,14 +23,12 @@ Why it is faster:
 import numpy as np
 from numba import cuda, int32, uint32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.memory import load_words4
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.histogram import bins
+from zoo.kernels.histogram import BLOCK, bins
 
 BINS = 256
-BLOCK = 64 if SIMULATOR else 256
 WARPS = BLOCK // 32
 COPIES = WARPS * BINS
 BLOCKS_PER_SM = 8

@@ -17,11 +17,9 @@ Why it is faster:
 
 from numba import cuda, float32, int32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
+from zoo.kernels.reduce import BLOCK  # threads per block = elements per block
 from zoo.kernels.reduce.passes import until_one
-
-BLOCK = 64 if SIMULATOR else 256  # threads per block = elements per block
 
 
 def _build(T):

@@ -20,11 +20,9 @@ Why it is faster:
 
 from numba import cuda, float32, int32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
+from zoo.kernels.reduce import BLOCK  # threads per block; a block covers 2 BLOCK elements (>= 64)
 from zoo.kernels.reduce.passes import until_one
-
-BLOCK = 64 if SIMULATOR else 256  # threads per block; a block covers 2 BLOCK elements (>= 64)
 
 
 def _build(T):

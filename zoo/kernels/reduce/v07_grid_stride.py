@@ -17,12 +17,11 @@ Why it is faster:
 
 from numba import cuda, float32, int32
 
-from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.device.jit import jit
+from zoo.kernels.reduce import BLOCK  # threads per block, a power of two >= 64
 from zoo.kernels.reduce.passes import until_one
 
-BLOCK = 64 if SIMULATOR else 256  # threads per block, a power of two >= 64
 BLOCKS_PER_SM = 8  # 8 x 256 threads = a full SM of 2048
 
 

@@ -16,14 +16,13 @@ Why it is faster:
 
 from numba import cuda, float32, int32, uint32
 
-from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
+from zoo.kernels.reduce import BLOCK  # threads per block, a multiple of 32
 from zoo.kernels.reduce.passes import until_one
 
-BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32
 BLOCKS_PER_SM = 8
 

@@ -19,14 +19,13 @@ Why it is faster:
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
+from zoo.kernels.reduce import BLOCK  # threads per block, a multiple of 32
 from zoo.runtime.buffers import scratch
 
-BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32
 BLOCKS_PER_SM = 8
 LOADS = 4  # independent loads per thread per iteration

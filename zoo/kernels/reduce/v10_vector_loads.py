@@ -20,15 +20,14 @@ Why it is faster:
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, load_int4
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
+from zoo.kernels.reduce import BLOCK  # threads per block, a multiple of 32
 from zoo.runtime.buffers import scratch
 
-BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32
 BLOCKS_PER_SM = 8
 # Little's law: at 4.8 TB/s and about 0.6 us of DRAM latency the H200 needs some 3 MB in flight, 22 KB

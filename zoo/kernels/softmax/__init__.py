@@ -59,6 +59,7 @@ import math
 
 import numpy as np
 
+from zoo import SIMULATOR
 from zoo.errors import OutOfRange
 
 ORDER = 170
@@ -67,6 +68,11 @@ DTYPE = np.float32
 NDIM = 2
 INPUT_KINDS = ("normal", "large")
 SIZE_DIMS = (1, 2)  # n (square) or rows x cols
+
+# Sizes the steps take from here: the simulator runs every CUDA thread in Python, so it gets smaller ones (the
+# same code paths); the GPU gets the ones the steps are written and measured for (zoo.profile counts with those).
+BLOCK = 64 if SIMULATOR else 256  # threads per block (per row: v02, v04) in every step
+
 # Simulator sizes: one element; rows shorter than a warp; a 4-aligned row that fits a warp's
 # registers (float4); a row longer than any register path (8193: the fallback); a row just over two
 # warps' width, 5 rows cut across blocks (the simulator's blocks hold 2 warp rows); and a 4-aligned

@@ -25,13 +25,14 @@ import math
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
-from zoo.kernels.softmax import check_index_range
+from zoo.kernels.softmax import (
+    BLOCK,  # threads per row, a power of two (the tree halves it)
+    check_index_range,
+)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-BLOCK = 32 if SIMULATOR else 256  # threads per row, a power of two (the tree halves it)
 HALVINGS = BLOCK.bit_length() - 1  # tree rounds: log2(BLOCK)
 NEG_INF = np.float32(-np.inf)  # max's identity: a thread past the end of the row contributes it
 

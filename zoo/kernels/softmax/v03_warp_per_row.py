@@ -25,14 +25,15 @@ import math
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.softmax import check_index_range
+from zoo.kernels.softmax import (
+    BLOCK,  # threads per block, a multiple of 32
+    check_index_range,
+)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 ROWS_PER_BLOCK = BLOCK // 32  # one warp per row
 NEG_INF = np.float32(-np.inf)  # max's identity: a lane past the end of the row contributes it
 

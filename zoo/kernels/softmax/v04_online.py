@@ -24,14 +24,15 @@ import math
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.softmax import check_index_range
+from zoo.kernels.softmax import (
+    BLOCK,  # threads per row, a multiple of 32
+    check_index_range,
+)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-BLOCK = 64 if SIMULATOR else 256  # threads per row, a multiple of 32
 WARPS = BLOCK // 32
 LOWEST = np.float32(np.finfo(np.float32).min)  # -FLT_MAX: the max of an empty share, finite so that merges give no NaN
 

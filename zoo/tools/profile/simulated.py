@@ -11,12 +11,12 @@ from zoo.runtime import SIMULATOR
 from zoo.tools.profile import ProfileError, sim_counters
 
 
-def simulator_constants(module):
+def simulator_constants(module, inherited=()):
     """[(name, GPU value as an expression)] of the module's ``NAME = a if SIMULATOR else b`` lines where b is a
-    literal, followed by the module-level lines computed from them (``WARPS = BLOCK // 32``), in file order.
-    None when a line computed from them calls something (it may build a kernel): such a module is counted as
-    the simulator runs it."""
-    changed, found = set(), []
+    literal, followed by the module-level lines computed from them or from ``inherited`` (names the module took
+    from its spec, which sets them so: ``WARPS = BLOCK // 32``), in file order. None when a line computed from
+    them calls something (it may build a kernel): such a module is counted as the simulator runs it."""
+    changed, found = set(inherited), []
     for node in ast.parse(open(module.__file__).read()).body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
@@ -37,18 +37,35 @@ def simulator_constants(module):
     return found
 
 
+def spec_sizes(module, spec):
+    """[(name in the step, GPU value as an expression)] of the sizes the family's spec sets smaller for the
+    simulator (``BLOCK = 64 if SIMULATOR else 256``) that the step imports from it."""
+    imported = {  # the spec's name: the step's
+        alias.name: alias.asname or alias.name
+        for node in ast.walk(ast.parse(open(module.__file__).read()))
+        if isinstance(node, ast.ImportFrom) and node.module == spec.__name__
+        for alias in node.names
+    }
+    return [(imported[name], value) for name, value in simulator_constants(spec) or [] if name in imported]
+
+
 @contextlib.contextmanager
 def gpu_constants(variant):
-    """Run a step with the values its file gives the GPU where it picks smaller ones for the simulator
+    """Run a step with the values its file or its spec gives the GPU where they pick smaller ones for the simulator
     (``BLOCK = 64 if SIMULATOR else 256``, and what is computed from them), so the counts describe the kernel
     the GPU runs. The kernel and the launch read them when they run, in the simulator. Yields
     {name: GPU value} of what was swapped (the step's file and its base's); everything is put back after."""
     modules = [variant.module] + ([variant.base.module] if variant.base is not None else [])
+    spec = variant.family.module
     swapped = []
     try:
         for module in modules:
-            for name, expression in simulator_constants(module) or []:
-                value = eval(compile(ast.Expression(expression), module.__file__, "eval"), vars(module))
+            inherited = spec_sizes(module, spec)  # the spec's simulator sizes the step imports (reduce's BLOCK)
+            own = simulator_constants(module, [name for name, _ in inherited])
+            if own is None:
+                continue
+            for source, (name, expression) in [(spec, c) for c in inherited] + [(module, c) for c in own]:
+                value = eval(compile(ast.Expression(expression), source.__file__, "eval"), vars(source))
                 swapped.append((module, name, getattr(module, name)))
                 setattr(module, name, value)
         yield {name: getattr(module, name) for module, name, _ in swapped}
