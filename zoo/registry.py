@@ -221,7 +221,7 @@ class Variant:
     @functools.cached_property
     def launch_only(self) -> bool:
         """True for a step that launches its base's kernel and compiles none of its own (no ``@jit`` in its file):
-        sgemm v10, hgemm v05. A step with a base and a kernel of its own (gemv v07-v10, which hand the base what
+        sgemm v10 and v13. A step with a base and a kernel of its own (gemv v07-v10, which hand the base what
         their kernel does not take) is not. Read from the file's text."""
         return self.base is not None and not KERNEL_LINE.search(self.source)
 

@@ -1,4 +1,4 @@
-"""zoo.device.wgmma and the hgemm steps built on it (v09 on): layouts, the emulation's checks, TMA, sm_90a.
+"""zoo.device.wgmma and the hgemm steps built on it (v08 on): layouts, the emulation's checks, TMA, sm_90a.
 
 In the simulator these tests check zoo.device.wgmma's emulation (the descriptor decoding, the 128-byte
 swizzle, the accumulator fragment, mbarrier phases, TMA boxes); on a Hopper GPU the same kernels check that
@@ -46,7 +46,7 @@ from zoo.runtime import launch as lean_launch
 from zoo.tools import machine_code
 
 HGEMM = zoo.family("hgemm")
-WGMMA_STEPS = [v for v in HGEMM if v.name >= "v09"]
+WGMMA_STEPS = [v for v in HGEMM if v.name >= "v08"]
 GPU = not zoo.SIMULATOR
 A_BYTES = 64 * 128  # A: 64 rows of 64 float16 (K-major, 128-byte rows)
 B_BYTES = 128 * 128  # B: 64 x 128, N-major as two 64-column blocks of 64 rows, or K-major as 128 rows of 64
@@ -230,7 +230,7 @@ def test_an_mbarrier_wait_gives_up_only_when_no_arrival_comes(monkeypatch):
 
 @pytest.mark.parametrize("flat", [False, True])
 def test_a_tma_box_lands_swizzled_with_zeros_outside_the_matrix(flat):
-    """A 2-D matrix, or a flat view of it with its shape (as v14 and v15 pass run_tiled's flat arrays)."""
+    """A 2-D matrix, or a flat view of it with its shape (as v13 and v14 pass run_tiled's flat arrays)."""
     rng = np.random.default_rng(7)
     matrix = rng.standard_normal((100, 72)).astype(np.float16)
     row, col = 60, 40  # the box reaches 24 rows and 32 columns past the matrix
@@ -258,12 +258,12 @@ def test_tensor_maps_are_checked_before_encoding():
 @pytest.mark.parametrize(
     "step,size",
     [
-        ("v09", (5, 7, 270)),  # 5 k steps through 4 stages
-        ("v11", (100, 250, 330)),  # 6 k steps: two batches of MMAs in flight, each buffer refilled behind them
-        ("v13", (100, 250, 330)),  # 6 k steps through 4 stages: the producer runs ahead, mbarriers hand over
-        ("v14", (100, 250, 330)),  # the same through TMA boxes, the bytes counted on the full barriers
-        ("v15", (130, 257, 130)),  # 4 tiles of 3 k steps in one persistent block: the stages run on across tiles
-        ("v16", (130, 257, 130)),  # the same 4 tiles in grouped order: down the first column, then the second
+        ("v08", (5, 7, 270)),  # 5 k steps through 4 stages
+        ("v10", (100, 250, 330)),  # 6 k steps: two batches of MMAs in flight, each buffer refilled behind them
+        ("v12", (100, 250, 330)),  # 6 k steps through 4 stages: the producer runs ahead, mbarriers hand over
+        ("v13", (100, 250, 330)),  # the same through TMA boxes, the bytes counted on the full barriers
+        ("v14", (130, 257, 130)),  # 4 tiles of 3 k steps in one persistent block: the stages run on across tiles
+        ("v15", (130, 257, 130)),  # the same 4 tiles in grouped order: down the first column, then the second
     ],
 )
 def test_the_pipelines_rotate_their_stages(step, size):
@@ -273,20 +273,20 @@ def test_the_pipelines_rotate_their_stages(step, size):
 
 @pytest.mark.skipif(GPU, reason="calls a device function from the host: the simulator's")
 def test_grouped_order_walks_each_group_of_block_rows_column_by_column():
-    """v16's tile_origin with groups of 3 block rows on a grid of 7 x 4 tiles: two full groups and a last group of
+    """v15's tile_origin with groups of 3 block rows on a grid of 7 x 4 tiles: two full groups and a last group of
     one row, each walked down its columns in turn; every tile once."""
-    tile_origin = HGEMM["v16"].module.grouped_order(3, 128, 256)
+    tile_origin = HGEMM["v15"].module.grouped_order(3, 128, 256)
     got = [tuple(int(v) for v in tile_origin(np.uint32(t), np.uint32(7), np.uint32(4))) for t in range(28)]
     expected = [(128 * r, 256 * c) for first in (0, 3, 6) for c in range(4) for r in range(first, min(first + 3, 7))]
     assert got == expected
 
 
 def test_a_last_group_of_fewer_block_rows_is_walked_too(monkeypatch):
-    """v16 in groups of 2 block rows at 300 x 257 x 60: 3 x 2 tiles of one k step, a full group and a last one of one
+    """v15 in groups of 2 block rows at 300 x 257 x 60: 3 x 2 tiles of one k step, a full group and a last one of one
     row."""
-    module = HGEMM["v16"].module
+    module = HGEMM["v15"].module
     monkeypatch.setattr(module, "hgemm_kernel", module.build(module.TILES, 2))
-    result = harness.check(HGEMM["v16"], (300, 257, 60), seed=12)
+    result = harness.check(HGEMM["v15"], (300, 257, 60), seed=12)
     assert result.ok, result.detail
 
 
@@ -326,13 +326,13 @@ TOOLS = pytest.mark.skipif(
 @pytest.mark.parametrize(
     "step,wanted",
     [
-        ("v09", ("HGMMA.64x128x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS", "FENCE.VIEW.ASYNC.S")),
-        ("v10", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS")),
-        ("v11", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "LDGSTS")),
-        ("v12", ("HGMMA.64x256x16.F32", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "STG.E.64")),
-        ("v13", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE", "FENCE.VIEW.ASYNC.S")),
-        ("v14", ("HGMMA.64x256x16.F32", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT")),
-        ("v15", ("HGMMA.64x256x16.F32", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "STG.E.64")),
+        ("v08", ("HGMMA.64x128x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS", "FENCE.VIEW.ASYNC.S")),
+        ("v09", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "LDGSTS")),
+        ("v10", ("HGMMA.64x256x16.F32", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "LDGSTS")),
+        ("v11", ("HGMMA.64x256x16.F32", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "STG.E.64")),
+        ("v12", ("HGMMA.64x256x16.F32", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE", "FENCE.VIEW.ASYNC.S")),
+        ("v13", ("HGMMA.64x256x16.F32", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT")),
+        ("v14", ("HGMMA.64x256x16.F32", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "STG.E.64")),
     ],
 )
 def test_the_sass_for_sm90a_shows_hgmma(step, wanted):
@@ -357,10 +357,10 @@ class Hopper:
     compute_capability = (9, 0)
 
 dispatcher.get_current_device = lambda: Hopper()  # device functions ask for the GPU being compiled for
-from zoo.kernels.hgemm import v09_wgmma as v09
+from zoo.kernels.hgemm import v08_wgmma as v08
 
 sig = (types.float16[::1], types.float16[::1], types.float32[::1], types.uint32, types.uint32, types.uint32)
-ptx, _ = cuda.compile_ptx(v09.hgemm_kernel.dispatcher.py_func, sig, cc=(9, 0))  # what numba writes for sm_90
+ptx, _ = cuda.compile_ptx(v08.hgemm_kernel.dispatcher.py_func, sig, cc=(9, 0))  # what numba writes for sm_90
 assert ".target sm_90\\n" in ptx
 with tempfile.TemporaryDirectory() as tmp:
     with open(tmp + "/k.ptx", "w") as f:
@@ -406,10 +406,10 @@ def test_plain_sm90_refuses_wgmma_and_the_arch_specific_link_takes_it():
 # -- on a GPU -------------------------------------------------------------------------------------------------
 @pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU")
 def test_arch_specific_kernels_launch_from_their_own_sm90a_module():
-    from zoo.kernels.hgemm import v09_wgmma as v09
+    from zoo.kernels.hgemm import v08_wgmma as v08
 
     A, B = HGEMM.make_inputs((128, 256, 128), seed=2)
-    assert harness.compare(HGEMM["v09"](A, B), HGEMM.reference(A, B), HGEMM.tolerance(128))[0]
-    plans = [p for p in v09.hgemm_kernel.lean._plans.values() if p is not None]
-    assert plans and v09.hgemm_kernel.arch_specific
+    assert harness.compare(HGEMM["v08"](A, B), HGEMM.reference(A, B), HGEMM.tolerance(128))[0]
+    plans = [p for p in v08.hgemm_kernel.lean._plans.values() if p is not None]
+    assert plans and v08.hgemm_kernel.arch_specific
     assert any(isinstance(f, lean_launch.ArchSpecificFunction) for f in lean_launch._arch_specific_functions.values())

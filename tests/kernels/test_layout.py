@@ -59,11 +59,11 @@ def _is_base(variant, step_name):
 
 def test_launch_only_steps_are_those_with_a_base_and_no_kernel_of_their_own():
     """Which steps are launch-only (no exercise, 'Launches vNN's kernel' on the walkthrough page) is read from the
-    files: a BASE and no @jit. sgemm v10 and v13, hgemm v05 and the launch family's v02-v04 launch their base's
+    files: a BASE and no @jit. sgemm v10 and v13 and the launch family's v02-v04 launch their base's
     kernel; gemv v07-v10 have their own and hand the base the rest."""
     launch_only = {f"{v.family.name}/{v.name[:3]}" for v in STEPS if v.launch_only}
     with_base = {f"{v.family.name}/{v.name[:3]}" for v in STEPS if v.base is not None}
-    assert {"sgemm/v10", "sgemm/v13", "hgemm/v05", "launch/v02", "launch/v03", "launch/v04"} <= launch_only
+    assert {"sgemm/v10", "sgemm/v13", "launch/v02", "launch/v03", "launch/v04"} <= launch_only
     assert {f"gemv/v{n:02d}" for n in range(7, 11)} <= with_base - launch_only
 
 

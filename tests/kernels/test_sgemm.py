@@ -1,6 +1,6 @@
 """SGEMM beyond the generic checks: the BLAS form, the padding path, the tuning candidates and the tile lookups,
-edges in the kernel (v11, and v14 with its unrolled hot loop), split-K (v12), the split last wave (v13, v15),
-and the TF32 tensor cores (v16: the m16n8k8 fragment table, the rounding, its own tolerance, the cuBLAS TF32 row)."""
+edges in the kernel (v11), split-K (v12), the split last wave (v13, and v14 with its unrolled hot loop),
+and the TF32 tensor cores (v15: the m16n8k8 fragment table, the rounding, its own tolerance, the cuBLAS TF32 row)."""
 
 import numpy as np
 import pytest
@@ -16,9 +16,8 @@ from zoo.kernels.sgemm import padding, plan, tiles
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm import v13_split_last_wave as v13
-from zoo.kernels.sgemm import v14_unrolled_k as v14
-from zoo.kernels.sgemm import v15_unrolled_split_last_wave as v15
-from zoo.kernels.sgemm import v16_tf32_tensor_cores as v16
+from zoo.kernels.sgemm import v14_unrolled_hot_loop as v14
+from zoo.kernels.sgemm import v15_tf32_tensor_cores as v15
 from zoo.kernels.sgemm.sweeps import tune
 from zoo.kernels.sgemm.tiles import DEFAULT
 from zoo.kernels.sgemm.v09_double_buffered import build_kernel, launch_with
@@ -183,7 +182,7 @@ def no_copies(monkeypatch):
         monkeypatch.setattr(cuda, name, refuse)
 
 
-@pytest.mark.parametrize("step", [v11, v12, v13, v14, v15], ids=["v11", "v12", "v13", "v14", "v15"])
+@pytest.mark.parametrize("step", [v11, v12, v13, v14], ids=["v11", "v12", "v13", "v14"])
 @pytest.mark.parametrize("size", EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_edges_in_the_kernel_without_copies(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size))
@@ -198,7 +197,7 @@ def test_alignment_picks_the_kernel(step):
     from numba import cuda
 
     def kernel(t, vec_a, vec_b):
-        return step.kernel_for(t, vec_a, vec_b)
+        return step.kernel_for(t, vec_a, vec_b) if step is v11 else step.kernel_for(t, vec_a, vec_b, False)
 
     t = step.pick_tiles(20, 12, 16)  # on a GPU, the tuned pick for this shape's class
     A, B, C, dA, dB, dC, out = _device_operands((20, 12, 16), seed=2)
@@ -274,7 +273,7 @@ GPU_EDGE_SHAPES = (
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
-@pytest.mark.parametrize("step", [v11, v12, v13, v14, v15], ids=["v11", "v12", "v13", "v14", "v15"])
+@pytest.mark.parametrize("step", [v11, v12, v13, v14], ids=["v11", "v12", "v13", "v14"])
 @pytest.mark.parametrize("size", GPU_EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_large_irregular_shapes_on_the_gpu(step, size, request):
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=sum(size) % 1000)
@@ -370,9 +369,9 @@ SMALL_CLASS_TILES = (
 
 
 @pytest.mark.parametrize("shape", SMALL_CLASS_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("run", ["v11", "v12-split2", "v14", "v15-split2"])
+@pytest.mark.parametrize("run", ["v11", "v12-split2", "v14", "v14-split2"])
 def test_edge_steps_take_the_small_class_tiles(shape, run):
-    """v11, v12, v14 and v15 launch whatever tiles the tune table picks for a shape class: each must be right."""
+    """v11, v12 and v14 launch whatever tiles the tune table picks for a shape class: each must be right."""
     from numba import cuda
 
     A, B, C = operands(IRREGULAR, seed=13)
@@ -381,9 +380,9 @@ def test_edge_steps_take_the_small_class_tiles(shape, run):
     if run == "v11":
         v11.launch_with(shape, dA, dB, dC, out, 0.5, -2.0)
     elif run == "v14":
-        v14.launch_with(shape, dA, dB, dC, out, 0.5, -2.0)
+        v14.launch_split(shape, 1, dA, dB, dC, out, 0.5, -2.0)
     else:
-        (v12 if run == "v12-split2" else v15).launch_split(shape, 2, dA, dB, dC, out, 0.5, -2.0)
+        (v12 if run == "v12-split2" else v14).launch_split(shape, 2, dA, dB, dC, out, 0.5, -2.0)
     ok, err, detail = harness.compare(
         out.copy_to_host(), SGEMM.reference(A, B, C, alpha=0.5, beta=-2.0), SGEMM.TOLERANCE
     )
@@ -453,20 +452,20 @@ def test_a_grid_of_one_block_an_sm_splits_into_long_slices():
         ((97, 33, 17), 2, 4),
         ((65, 1, 9), 2, 2),
         ((33, 7, 64), 1, 8),
-        ((41, 36, 24), 1, 3),  # N a multiple of 4: v15's slices add four results with one 128-bit atomic
+        ((41, 36, 24), 1, 3),  # N a multiple of 4: v14's slices add four results with one 128-bit atomic
     ],
     ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else str(p),
 )
-@pytest.mark.parametrize("step", [v13, v15], ids=["v13", "v15"])
+@pytest.mark.parametrize("step", [v13, v14], ids=["v13", "v14"])
 def test_last_wave_split_adds_up(size, rows, split, step, request):
     """Forced plans (the simulator's SM count would never make them): the cut lands inside the matrices,
     at their last tile row, or at row 0; beta * C is counted once on each side of the cut; a second call
-    into the same output gives the same result. v13 runs v12's kernel in both flavours, v15 its own
-    (v14's hot loop), and only those."""
-    own, other = (v12, v15) if step is v13 else (v15, v12)
+    into the same output gives the same result. v13 runs v12's kernel in both flavours, v14 its own
+    (the unrolled hot loop), and only those."""
+    own, other = (v12, v14) if step is v13 else (v14, v12)
     A, B, C, dA, dB, dC, out = _device_operands(size, seed=rows + 7 * split)
     request.getfixturevalue("no_copies")
-    for kernel in [*own._kernels.values(), *other._kernels.values(), *v11._kernels.values(), *v14._kernels.values()]:
+    for kernel in [*own._kernels.values(), *other._kernels.values(), *v11._kernels.values()]:
         kernel.last_launch = None
     for _ in range(2):
         step.launch_plan({"rows": rows, "split": split}, step.TILES, dA, dB, dC, out, 0.75, -1.5)
@@ -479,7 +478,7 @@ def test_last_wave_split_adds_up(size, rows, split, step, request):
     tile_rows = -(-size[0] // step.TILES.BM)  # the GPU's tiles can hold the whole matrix in the whole waves
     expected = ({False} if rows > 0 else set()) | ({True} if rows < tile_rows else set())
     assert sliced == expected  # the whole waves unsplit, the leftover sliced
-    others = [*other._kernels.values(), *v11._kernels.values(), *v14._kernels.values()]
+    others = [*other._kernels.values(), *v11._kernels.values()]
     assert all(kernel.last_launch is None for kernel in others)
 
 
@@ -584,7 +583,7 @@ def test_the_last_wave_plan_splits_only_where_the_time_it_saves_exceeds_the_host
     assert plan.last_wave(1024, 1024, 1024, tiles.SMALL, sms=132, gflops=h100)["split"] == 1  # saves too little
 
 
-# -- v16: TF32 tensor cores -------------------------------------------------------------------------
+# -- v15: TF32 tensor cores -------------------------------------------------------------------------
 
 
 def tf32_rna(x):
@@ -715,56 +714,56 @@ def test_ldmatrix_on_float32_gives_the_tf32_a_fragment():
         assert list(words[lane].view(np.float32)) == expected, f"lane {lane}"
 
 
-def test_v16_has_its_own_tolerance_and_the_others_keep_the_familys():
-    assert SGEMM["v16"].tolerance(4096) == v16.TOLERANCE == 1e-3
-    assert SGEMM["v15"].tolerance(4096) == SGEMM.tolerance(4096) == SGEMM.TOLERANCE
+def test_v15_has_its_own_tolerance_and_the_others_keep_the_familys():
+    assert SGEMM["v15"].tolerance(4096) == v15.TOLERANCE == 1e-3
+    assert SGEMM["v14"].tolerance(4096) == SGEMM.tolerance(4096) == SGEMM.TOLERANCE
     assert SGEMM.tolerance(4096, "cublas_tf32") == 1e-3 and SGEMM.tolerance(4096, "baseline") == SGEMM.TOLERANCE
 
 
 @pytest.mark.parametrize("size", [SMALL], ids=lambda s: "x".join(map(str, s)))  # 70x129x31: test_kernels
-def test_v16_is_the_product_of_the_rounded_inputs(size):
-    """Against float64 v16 is off by TF32's rounding (about 3e-4); against the float64 product of the inputs
+def test_v15_is_the_product_of_the_rounded_inputs(size):
+    """Against float64 v15 is off by TF32's rounding (about 3e-4); against the float64 product of the inputs
     rounded as cvt.rna rounds them it is off by float32 accumulation only. Truncated inputs (no to_tf32)
     would be 1e-4 off that model."""
     A, B, C = operands(size, seed=21)
-    got = SGEMM["v16"](A, B, C, alpha=0.5, beta=-1.0)
+    got = SGEMM["v15"](A, B, C, alpha=0.5, beta=-1.0)
     rounded = 0.5 * (tf32_rna(A).astype(np.float64) @ tf32_rna(B).astype(np.float64)) - C
     ok, err, detail = harness.compare(got, rounded, 1e-5)
     assert ok, detail
     exact_err = harness.relative_error(got, SGEMM.reference(A, B, C, alpha=0.5, beta=-1.0))
-    assert 5e-5 < exact_err < 5e-4  # TF32's error, not float32's, and within v16's tolerance
+    assert 5e-5 < exact_err < 5e-4  # TF32's error, not float32's, and within v15's tolerance
 
 
-def test_v16_tile_shapes():
-    assert v16.valid(v16.Tiles()) and v16.Tiles().shared_bytes() == 107_520  # two blocks fit an SM's 227 KiB
-    assert v16.valid(v16.Tiles(64, 64, 32, 32, 32, 4))
-    assert not v16.valid(v16.Tiles(128, 80, 32, 64, 40))  # BN not a multiple of 32: B loads would conflict
-    assert not v16.valid(v16.Tiles(128, 128, 24, 64, 64))  # an odd number of 8-wide slices
-    assert not v16.valid(v16.Tiles(256, 256, 32, 64, 64, 4))  # beyond 227 KiB
+def test_v15_tile_shapes():
+    assert v15.valid(v15.Tiles()) and v15.Tiles().shared_bytes() == 107_520  # two blocks fit an SM's 227 KiB
+    assert v15.valid(v15.Tiles(64, 64, 32, 32, 32, 4))
+    assert not v15.valid(v15.Tiles(128, 80, 32, 64, 40))  # BN not a multiple of 32: B loads would conflict
+    assert not v15.valid(v15.Tiles(128, 128, 24, 64, 64))  # an odd number of 8-wide slices
+    assert not v15.valid(v15.Tiles(256, 256, 32, 64, 64, 4))  # beyond 227 KiB
     with pytest.raises(ValueError, match="not valid"):
-        v16.build(v16.Tiles(128, 128, 8, 64, 64))
+        v15.build(v15.Tiles(128, 128, 8, 64, 64))
 
 
-def _run_v16(tiles, size, seed, alpha=1.0, beta=0.0):
+def _run_v15(tiles, size, seed, alpha=1.0, beta=0.0):
     A, B, C = operands(size, seed)
     out = cuda.to_device(np.full(C.shape, np.nan, np.float32))
-    v16.launch_with(v16.build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out, alpha, beta)
+    v15.launch_with(v15.build(tiles), tiles, cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), out, alpha, beta)
     ref = SGEMM.reference(A, B, C, alpha=alpha, beta=beta)
-    return harness.compare(out.copy_to_host(), ref, v16.TOLERANCE)
+    return harness.compare(out.copy_to_host(), ref, v15.TOLERANCE)
 
 
-def test_v16_pipeline_rotates_its_buffers():
+def test_v15_pipeline_rotates_its_buffers():
     """One-warp tiles and more K steps than stages: every buffer is refilled while the others are read."""
     for stages, steps in ((2, 5), (3, 5), (3, 1), (4, 7)):
-        tiles = v16.Tiles(BM=16, BN=32, BK=16, WM=16, WN=32, STAGES=stages)
-        ok, err, detail = _run_v16(tiles, (16, 32, 16 * steps - 5), seed=stages, alpha=2.0, beta=0.5)
+        tiles = v15.Tiles(BM=16, BN=32, BK=16, WM=16, WN=32, STAGES=stages)
+        ok, err, detail = _run_v15(tiles, (16, 32, 16 * steps - 5), seed=stages, alpha=2.0, beta=0.5)
         assert ok, f"{stages} stages, {steps} steps: {detail}"
 
 
-def test_v16_grouped_block_order_covers_every_tile_once():
+def test_v15_grouped_block_order_covers_every_tile_once():
     """One-warp tiles on 18 x 2 blocks: a whole group of 16 block rows, then a short one of 2."""
-    tiles = v16.Tiles(BM=16, BN=32, BK=16, WM=16, WN=32, STAGES=2)
-    ok, err, detail = _run_v16(tiles, (16 * (v16.GROUP + 2), 64, 16), seed=9)
+    tiles = v15.Tiles(BM=16, BN=32, BK=16, WM=16, WN=32, STAGES=2)
+    ok, err, detail = _run_v15(tiles, (16 * (v15.GROUP + 2), 64, 16), seed=9)
     assert ok, detail  # a tile taken twice leaves another NaN
 
 
@@ -772,23 +771,23 @@ def test_v16_grouped_block_order_covers_every_tile_once():
     machine_code._tool("ptxas") is None or machine_code._tool("nvdisasm") is None,
     reason="ptxas or nvdisasm missing: pip install -e '.[test]'",
 )
-def test_v16_sass_has_the_tf32_tensor_core_and_no_local_memory():
-    r = run_zoo("show", "sgemm", "v16", "--sass", "--summary")
+def test_v15_sass_has_the_tf32_tensor_core_and_no_local_memory():
+    r = run_zoo("show", "sgemm", "v15", "--sass", "--summary")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "HMMA 128" in r.stdout and "LDSM 32 16" in r.stdout, r.stdout  # per BK = 32 step: 4 x 32 mma, 4 x 4 ldmatrix
     assert "0 B spill stores, 0 B spill loads, 0 B stack" in r.stdout, r.stdout
-    sass = run_zoo("show", "sgemm", "v16", "--sass").stdout
+    sass = run_zoo("show", "sgemm", "v15", "--sass").stdout
     for opcode in ("HMMA.1688.F32.TF32", "LDSM.16.M88.4", "LDGSTS.E.BYPASS", "DEPBAR"):
-        assert opcode in sass, f"no {opcode} in v16's SASS"
+        assert opcode in sass, f"no {opcode} in v15's SASS"
     assert "LDL" not in sass and "STL" not in sass
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
 @pytest.mark.parametrize("size", [(1, 1, 1), (4095, 4097, 1000), (1009, 1013, 1019), (4096, 4096, 4096)])
-def test_v16_at_large_irregular_shapes_on_the_gpu(size):
+def test_v15_at_large_irregular_shapes_on_the_gpu(size):
     A, B, C = operands(size, seed=sum(size) % 1000)
-    got = SGEMM["v16"](A, B, C, alpha=1.0, beta=0.5)
-    ok, err, detail = harness.compare(got, SGEMM.reference(A, B, C, alpha=1.0, beta=0.5), v16.TOLERANCE)
+    got = SGEMM["v15"](A, B, C, alpha=1.0, beta=0.5)
+    ok, err, detail = harness.compare(got, SGEMM.reference(A, B, C, alpha=1.0, beta=0.5), v15.TOLERANCE)
     assert ok, detail
 
 

@@ -113,7 +113,10 @@ def test_an_unknown_target_is_one_line(zoo_cli):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (("hgemm", "v05", "--cc", "7.5"), "hgemm/v05_warp_tile_64x64 needs compute capability 8.0 (mma.sync m16n8k16"),
+        (
+            ("hgemm", "v04", "--cc", "7.5"),
+            "hgemm/v04_cp_async_double_buffered needs compute capability 8.0 (mma.sync m16n8k16",
+        ),
         (("sgemm", "v03", "--cc", "5.0"), "needs compute capability 7.0 (zoo's floor"),
         (("sgemm", "v03", "--cc", "9"), "--cc is a compute capability such as 9.0"),
         (("sgemm", "v03", "--cc", "9.7"), "does not know sm_97"),

@@ -218,7 +218,7 @@ def time_launches(
     A kernel shorter than about twice the host time of its launch call is timed at the host's pace, so
     the case being made in the background for the next row (``prepare_ahead``: a float64 reference on
     every core) is waited for first (``host_bound``): the host's pace must not depend on what else it
-    runs. (This was suspected, not shown, of hgemm v15's slow small sizes: they stayed slow with it.)
+    runs. (This was suspected, not shown, of hgemm v14's slow small sizes: they stayed slow with it.)
 
     The first launch of a batch has no kernel before it to hide behind: the
     device would record the start event, then wait while the host prepares

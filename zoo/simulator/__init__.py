@@ -310,7 +310,7 @@ def settle_process(slot=None, cpus=None):
     Only the thread holding the GIL runs, so the simulator gains nothing from a second CPU, and pays for it:
     every hand-off (a lane that waits in a warp rendezvous or at a barrier gives the GIL to the next) wakes
     a thread the OS may have put on another CPU, an inter-processor wake-up, where on one CPU it is a plain
-    context switch. Measured on a 2-core machine, hgemm v08's check at 70 x 129 x 31: 4.8 s spread over both
+    context switch. Measured on a 2-core machine, hgemm v07's check at 70 x 129 x 31: 4.8 s spread over both
     CPUs, 3.8 s on one; two such checks at once (two pytest workers) 7.0 and 6.9 s each spread, 4.6 and 2.9
     s each on a CPU of its own. ``slot`` picks the CPU among those the process may use (a pytest worker's
     number, so that workers take different CPUs); None takes the process id. ``cpus`` names the CPUs to pick

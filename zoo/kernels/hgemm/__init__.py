@@ -15,11 +15,11 @@ the SASS shows ``HMMA.16816.F32`` (``python -m zoo show hgemm v01 --sass | grep
 HMMA``). The steps then do what keeps the tensor cores fed: shared-memory block
 tiles (v02), ``ldmatrix`` from a conflict-free padded layout with 128-bit
 global loads and larger block tiles (v03), asynchronous copies that load the
-next tile while the current one is multiplied (v04), larger warp tiles
-(v05), a third stage in tiles swizzled instead of padded (v06), fragments
+next tile while the current one is multiplied (v04), a third stage in tiles
+swizzled instead of padded, with larger warp tiles (v05), fragments
 double-buffered in registers so that ``ldmatrix`` and the barrier overlap the
-``mma`` (v07), and blocks ordered in groups for the L2 (v08, ``tile_order.py``), then Hopper's
-own path (v09-v12, below). Every step
+``mma`` (v06), and blocks ordered in groups for the L2 (v07, ``tile_order.py``), then Hopper's
+own path (v08-v11, below). Every step
 runs in the simulator too, where ``zoo.device.mma`` emulates each instruction
 over the warp (see its docstring), so the tests check every step's index
 arithmetic there, and ``tests/kernels/test_hgemm.py`` checks on a GPU that the
@@ -105,7 +105,7 @@ and bfloat16 at one padded tile in the simulator; the GPU checks both at every s
 
 No TF32 step here: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``
 takes float32 inputs (rounded to TF32 by ``cvt.rna.tf32.f32``), so it is
-sgemm's v16, this family's v08 moved to float32 operands, with a tolerance of
+sgemm's v15, this family's v07 moved to float32 operands, with a tolerance of
 its own (TF32 keeps 10 mantissa bits).
 
 Hopper's wgmma
@@ -118,26 +118,26 @@ frees the registers and the issue slots that ``ldmatrix`` and ``mma.sync``
 spend, and with TMA (``cp.async.bulk.tensor``, one thread copies a whole tile,
 completion signalled on an ``mbarrier``) it is how cuBLAS reaches its figure:
 the FlashAttention-3 paper reports that ``mma.sync`` reaches only about two
-thirds of an H100's peak tensor-core rate. Steps v09 and v10 take that path
+thirds of an H100's peak tensor-core rate. Steps v08 and v09 take that path
 from numba (``zoo.device.wgmma``: the instructions as inline assembly, and an
 emulation that decodes descriptors and swizzles as the hardware does, so the
-simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v09), two
-warpgroups on 128 x 256 tiles (v10), a batch of MMAs left running while the next
-step is prepared (v11: ``wait_group 1``), the epilogue's pairs stored as one
-64-bit store (v12), a producer warpgroup handing stages to two consumer
-warpgroups through full and empty mbarriers (v13), TMA copies of whole boxes,
-their bytes counted on the mbarrier (v14), persistent blocks that walk the
-tiles with the pipeline running on from one tile to the next (v15), and those
-tiles walked in groups of block rows, v08's order, for the L2 (v16).
+simulator checks the layouts): wgmma from 128-byte-swizzled tiles (v08), two
+warpgroups on 128 x 256 tiles (v09), a batch of MMAs left running while the next
+step is prepared (v10: ``wait_group 1``), the epilogue's pairs stored as one
+64-bit store (v11), a producer warpgroup handing stages to two consumer
+warpgroups through full and empty mbarriers (v12), TMA copies of whole boxes,
+their bytes counted on the mbarrier (v13), persistent blocks that walk the
+tiles with the pipeline running on from one tile to the next (v14), and those
+tiles walked in groups of block rows, v07's order, for the L2 (v15).
 
-From v13 on a kernel has static shared memory (the mbarriers) beside the dynamic
+From v12 on a kernel has static shared memory (the mbarriers) beside the dynamic
 stages, and the driver starts dynamic shared memory right after the static
 arrays, 16-byte aligned: measured on an H100, 64 bytes of mbarriers at 0x400
 put the stages at 0x440. An alignment declared on the dynamic array does not
 move it; it only lets the compiler assume it, fold ``first_tile``'s skew to 0 and
 swizzle from the wrong origin (wrong products with ``cp.async``, a misaligned
 address with TMA, which is what stopped these steps on an earlier branch). So
-v13-v16 declare none and measure the skew when they run.
+v12-v15 declare none and measure the skew when they run.
 
 wgmma exists for the arch-specific target ``sm_90a`` only (numba-cuda 0.30
 adds the "a" when it compiles for the GPU it runs on, not for ``compile_ptx(cc=(9,

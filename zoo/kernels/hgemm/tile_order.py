@@ -1,4 +1,4 @@
-"""The grouped order of block tiles (v08, v16): blocks that run at the same time share their A and B panels.
+"""The grouped order of block tiles (v07, v15): blocks that run at the same time share their A and B panels.
 
 A GEMM's out is a grid of ``tiles_m`` x ``tiles_n`` block tiles, and the blocks that run at the same time
 take consecutive tile numbers. Row by row, a wave of them covers a few block rows and every column: few A
@@ -9,7 +9,7 @@ columns instead, and the panels it reads fit the L2 together. The last group may
 
 ``grouped_order(group, BM, BN)`` returns ``tile_origin(tile, tiles_m, tiles_n)``, a device function giving
 (row0, col0), the top-left corner in out of tile number ``tile`` in that order: a few integer operations a
-tile. v08 numbers its blocks by launch order; v16's persistent blocks number the tiles they walk.
+tile. v07 numbers its blocks by launch order; v15's persistent blocks number the tiles they walk.
 """
 
 from numba import uint32

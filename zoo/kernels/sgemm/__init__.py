@@ -13,21 +13,21 @@ first steps guard each access inside the kernel; v06 to v10 send shapes that
 are not whole tiles through ``padding.run_tiled``, which copies A and B into
 zero-padded buffers and crops the result (its cost is inside the timed launch);
 from v11 on, the kernel handles partial tiles itself and nothing is copied.
-v14 is v11's kernel with its hot loop unrolled (``zoo.device.jit.unrolled``), and
-v15 runs v13's split of the last wave on kernels with that loop.
+v14 is v12's kernel with its hot loop unrolled (``zoo.device.jit.unrolled``),
+launched by v13's split of the last wave.
 Inputs must be row-major and C-contiguous; anything else is refused, not copied.
 
-TF32 tensor cores (v16)
+TF32 tensor cores (v15)
 -----------------------
-v16 leaves the FMA units for the tensor cores in TF32: float32 in and out, each
+v15 leaves the FMA units for the tensor cores in TF32: float32 in and out, each
 input rounded to TF32 (float32's exponent, 10 of its 23 mantissa bits), the
 products summed in float32 by ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``.
 It is checked against its own tolerance (1e-3: its ``TOLERANCE`` says why), not
 the family's, and ``zoo run`` shows every row's error against float64 beside
-its time, so v16's accuracy stands next to v15's. The row ``cublas_tf32`` is
+its time, so v15's accuracy stands next to v14's. The row ``cublas_tf32`` is
 ``cupy.matmul`` as it runs with ``CUPY_TF32=1`` (cuBLAS with
 ``CUBLAS_COMPUTE_32F_FAST_TF32``), set for that call only: the baseline and
-every other row stay true float32. Its tolerance is v16's (``ROW_TOLERANCE``).
+every other row stay true float32. Its tolerance is v15's (``ROW_TOLERANCE``).
 
 Each of the 32 lanes of a warp holds fixed elements of every tile (PTX ISA,
 "Matrix Fragments for mma.m16n8k8", .tf32); with ``g = lane // 4`` and
@@ -45,7 +45,7 @@ serves A unchanged: an 8 x 8 matrix of 16-bit elements is an 8 x 4 matrix of
 float32, and lane l receives word l % 4 of row l // 4, which is element (g, t):
 a0 to a3 are its four matrices (rows 0-7 and 8-15 at k 0-3, then at k 4-7).
 B needs element (t, g), a column, and ``ldmatrix.trans`` transposes 16-bit
-halves, not 32-bit words, so v16 reads B with one 32-bit load per register.
+halves, not 32-bit words, so v15 reads B with one 32-bit load per register.
 """
 
 import math
@@ -156,7 +156,7 @@ def cublas_tf32(A, B, out):
 
 EXTRA_BASELINES = {"cublas_tf32": cublas_tf32}
 STRONGEST = "cublas_tf32"  # the best step runs on TF32 tensor cores: cuBLAS in the same precision
-ROW_TOLERANCE = {"cublas_tf32": 1e-3}  # TF32 inputs, as v16's TOLERANCE (cuBLAS may truncate them: ~7.7e-4)
+ROW_TOLERANCE = {"cublas_tf32": 1e-3}  # TF32 inputs, as v15's TOLERANCE (cuBLAS may truncate them: ~7.7e-4)
 
 
 # -- the CPU beside the GPU: NumPy's BLAS, and the same Python as v01 compiled for the CPU -------------------------

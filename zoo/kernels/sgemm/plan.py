@@ -2,7 +2,7 @@
 
 Both plans are host arithmetic on M, N, K, the tiles and the SM count; the kernels
 that carry them out are in the steps. ``split_k`` is v12's plan, ``last_wave``
-v13's (and v15's, on other kernels). Each returns a dict that the tests and
+v13's (and v14's, on its unrolled kernels). Each returns a dict that the tests and
 ``zoo show`` can read, so the numbers in the steps' docstrings are checked.
 """
 
@@ -61,15 +61,15 @@ def split_k(m, n, k, tiles, sms=None):
 WORTH = 0.25  # waves the split plan must save over the unsplit grid before it is taken
 # The kernel time the wave model must promise before a split is taken. It was the host time a split added
 # under numba's launch (336 to 536 us on the H200's host); with the lean launch the split adds only 14 to 16
-# us of host time (v15 on the H100), but the model overestimates what splitting saves where the tiles are
+# us of host time (v14 on the H100), but the model overestimates what splitting saves where the tiles are
 # small: on the H100 at 1024^3 (64 x 128 tiles) S = 2 ran 82 us against 62 unsplit, though the model
 # promised 47 us saved, and at 256 x 4096 x 4096 251 against 236 (189 promised). At 4097^3 it promises
-# 662 us and the split pays (v15 94% of cuBLAS against v14's 81.5% on the H200).
+# 662 us and the split pays (v14 94% of cuBLAS, 81.5% unsplit, on the H200).
 SPLIT_HOST_US = 500
 # A grid of at most one block an SM is the exception: each SM then runs one block of four warps, too few to
 # hide its own latencies, and slices of K give it two to run together. There the split pays on the SM, not
 # on the wave count, and the model above cannot see it; it is taken when each slice keeps SUBWAVE_MIN_STEPS
-# BK steps, which leaves the extra pass, the prologue and the atomics small. No table, H200, v15, device
+# BK steps, which leaves the extra pass, the prologue and the atomics small. No table, H200, v14, device
 # time: 256 x 4096 x 4096 (128 tiles of 64 x 128, 256 steps) 236.7 us unsplit, 212.6 with S = 2; 1024^3 (128
 # tiles, 64 steps) 61.4 unsplit, no faster split (61.1 us with S = 2 on the H100).
 SUBWAVE_MIN_STEPS = 128

@@ -28,6 +28,7 @@ import functools
 import math
 from typing import NamedTuple
 
+from zoo import SIMULATOR
 from zoo.device import sm_count
 from zoo.runtime import tune_table
 
@@ -58,6 +59,7 @@ CLASS_DEFAULTS = {"small": SMALL, "skinny": SMALL, "large": DEFAULT}
 # One warp per 32 x 32 block tile: the simulator runs every thread in Python, and its cost grows with
 # the block tile, not with the matrix. The GPU runs the tuned shapes (checked at GPU_TEST_SIZES).
 SIMULATOR_TILES = Tiles(BM=32, BN=32, BK=8, WM=32, WN=32, WN_ITER=1, TM=8, TN=4)
+STEP_TILES = SIMULATOR_TILES if SIMULATOR else DEFAULT  # the shape of a step's module-level kernels (v11 on)
 
 CLASS_TILE = 128  # the output tile the small class is defined by (v09's)
 SKINNY_SIDE = 256
@@ -136,7 +138,7 @@ def tuned_gflops(tiles):
 
 # FP32 lanes an SM issues an FFMA on each cycle: 64 on Volta, Turing and the A100, 128 from sm_86 on (Hopper too)
 FP32_LANES = {(7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
-EXPECTED_FRACTION = 0.7  # of the FP32 peak: v14 and v15 reach 71% at 4096^3 on the H100 and the H200 (47.6 of 66.9)
+EXPECTED_FRACTION = 0.7  # of the FP32 peak: v14 reaches 71% at 4096^3 on the H100 and the H200 (47.6 of 66.9)
 
 
 def expected_gflops():
@@ -149,6 +151,11 @@ def expected_gflops():
         return None
     peak = props["multiprocessors"] * FP32_LANES.get(cc, 128) * 2 * props["clock_khz"] * 1e3  # FLOP/s: an FFMA is 2
     return EXPECTED_FRACTION * peak / 1e9
+
+
+def pick_tiles(m, n, k):
+    """The tiles a step (v11 on) launches a call of this shape with: ``tiles_for``'s (the simulator's small ones)."""
+    return SIMULATOR_TILES if SIMULATOR else tiles_for(m, n, k)
 
 
 def tiles_for(m, n, k):

@@ -24,14 +24,13 @@ Why it is faster:
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_flat, load_float4, store_flat, store_float4
 from zoo.errors import OutOfRange
-from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
+from zoo.kernels.sgemm.tiles import STEP_TILES, pick_tiles
 
 LIMIT = 2**32  # elements per matrix addressable with uint32 indices
-TILES = SIMULATOR_TILES if SIMULATOR else DEFAULT  # the shape of the module-level kernels below
+TILES = STEP_TILES  # the shape of the module-level kernels below (the simulator's are smaller: tiles.py)
 
 
 def warp_layout(tiles):
@@ -311,11 +310,6 @@ def launch_with(tiles, A, B, C, out, alpha, beta):
     kernel[grid, tiles.threads](
         A, B, source, out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(beta)
     )
-
-
-def pick_tiles(m, n, k):
-    """The tiles a call of this shape launches with: v10's pick for its class (the simulator's small ones there)."""
-    return SIMULATOR_TILES if SIMULATOR else tiles_for(m, n, k)
 
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):

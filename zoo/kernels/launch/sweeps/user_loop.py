@@ -24,7 +24,7 @@ HELP = "a Python loop of zoo calls on CuPy arrays against the step's device time
 COLUMNS = ("family", "size", "series", "loop_us", "device_us", "of_device")
 LOOP_CALLS = 200
 SIMULATOR_LOOP_CALLS = 2  # the simulator checks the loop, it does not time it
-CASES = (("sgemm", (1024, 1024, 1024), ("v15",)), ("scan", 1024, ("v01", "v02", "v03")))
+CASES = (("sgemm", (1024, 1024, 1024), ("v14",)), ("scan", 1024, ("v01", "v02", "v03")))
 SIMULATOR_CASES = (("scan", 33, ("v01", "v02", "v03")),)
 
 

@@ -7,7 +7,7 @@ them, each run both ways in the same process:
 - pipeline: y = the recurrence of ``stages.fma_chain`` on 2^24 float32 (the offloaded
   part; on the CPU the spec's numba row over every core), then a 64-bin histogram of y
   on the host (the part that stays);
-- sgemm: C = A @ B at 2048^3 (offloaded: v15; on the CPU NumPy's BLAS over every core),
+- sgemm: C = A @ B at 2048^3 (offloaded: v14; on the CPU NumPy's BLAS over every core),
   then the host's row norms of C.
 
 For each: p, the fraction of the all-CPU time that the offloaded part takes; s, how
@@ -138,7 +138,7 @@ def _sgemm_application(m, timed):
     import zoo
 
     sgemm = zoo.family("sgemm")
-    # the last step that computes in float32 (a step with its own TOLERANCE, such as v16's TF32, trades accuracy)
+    # the last step that computes in float32 (a step with its own TOLERANCE, such as v15's TF32, trades accuracy)
     step = next(v for v in reversed(sgemm.variants) if getattr(v.module, "TOLERANCE", None) is None)
     A, B = sgemm.inputs(m, 0)
     C = np.empty((m, m), np.float32)

@@ -1,17 +1,17 @@
 """Two warpgroups a block: 128 x 256 tiles, each warpgroup an m64n256k16 on its half of A and all of B.
 
 Changes:
-    From v09: the block is two warpgroups (256 threads) and its tile 128 x 256:
+    From v08: the block is two warpgroups (256 threads) and its tile 128 x 256:
     warpgroup w multiplies rows 64 w .. 64 w + 63 of the A tile by the whole B
     tile with one m64n256k16 a k slice (128 accumulators a thread), so its A
     descriptor starts 64 rows (8 KiB) further on. Both warpgroups copy, the
     stages are 48 KiB (four of them: 192 KiB, one block an SM), and the store
-    of each warpgroup starts at its own row. The pipeline is v09's.
+    of each warpgroup starts at its own row. The pipeline is v08's.
 
 Why it is faster:
     Each byte of B that reaches shared memory now feeds 128 rows instead of
     64, and each byte of A 256 columns instead of 128: a k slice moves 48 KiB
-    for 1 MFLOP where v09 moved 24 KiB for 0.25 MFLOP, half the shared-memory
+    for 1 MFLOP where v08 moved 24 KiB for 0.25 MFLOP, half the shared-memory
     and L2 traffic per FLOP. N = 256 is wgmma's widest, which amortizes the
     tensor cores' read of A over the most columns.
 """

@@ -1,25 +1,24 @@
-"""Persistent blocks: one block an SM walks its share of the tiles, the next tile's copies under this one's store.
+"""Persistent tiles in groups of block rows: the blocks working at once share their A and B panels in the L2.
 
 Changes:
-    From v14: the grid is one block an SM (at most one a tile), and block b
-    takes tiles b, b + grid, b + 2 grid, ... in v14's order (along a block
-    row of out, then the next row). The producer and the consumers walk the
-    same list, and their stage and phase counters run on from one tile to
-    the next, so the pipeline never drains. At the end of a tile the
-    consumers wait for their last MMAs, release that stage too and store
-    their accumulators, while the producer is already filling the stages
-    with the next tile's A and B. The mbarriers are set up once a block.
+    From v14: the tile list is walked in v07's grouped order instead of
+    along each block row: ``tile_origin`` (``tile_order.grouped_order``,
+    v07's arithmetic) maps tile t to GROUP block rows
+    at a time, down each column of the group before the next column. The
+    producer and the consumers call it for the same t, so they agree on the
+    tile; nothing else changes.
 
 Why it is faster:
-    Each of v14's blocks paid a start (the barrier set-up, the pipeline
-    filling while the tensor cores wait) and an end (the 128 KiB store, with
-    the tensor cores idle and the next block not yet resident). Here the
-    next tile's first STAGES copies land during the store, so a tile after
-    the first starts multiplying at once, and the set-up is paid once an SM.
-    It pays where v14 lost most, 8192^3 on the H100 (2,048 blocks: v14 76%
-    of cuBLAS, v15 92%); at 4096^3 it is a few points below v14. At 1024^3
-    (32 tiles) a launch call costs the host more than either kernel takes,
-    so the figures there are the host's pace (†).
+    v14's 132 blocks work on 132 consecutive tiles. Along block rows of
+    128 x 256 tiles at 8192^3 that is 4 block rows and all 32 columns: 4 A
+    panels (2 MiB each) and all 32 B panels (4 MiB each), 136 MiB a wave,
+    far past the 50 MiB L2: each of the 15.5 waves reads B from DRAM again.
+    In groups of 16 block rows a wave is 16 rows by 8.25 columns, 32 + 33 =
+    65 MiB: half the DRAM traffic, which the H100 (3.35 TB/s) feels more
+    than the H200 (4.8 TB/s): at 8192^3 on the H100 it took v14's 91% of
+    cuBLAS to 98% (groups of 8 or 32 rows did less). At 4096^3 a wave along
+    block rows (8 rows, all 16 B panels: 40 MiB) fits the L2 already.
+    Products are bit for bit v14's.
 """
 
 from typing import NamedTuple
@@ -51,6 +50,7 @@ from zoo.device.wgmma import (
 )
 from zoo.errors import OutOfRange
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
+from zoo.kernels.hgemm.tile_order import grouped_order
 
 MIN_CC = (9, 0)  # wgmma.mma_async needs sm_90a, Hopper's arch-specific target (H100, H200)
 MAX_CC = (9, 0)  # sm_90a code is arch-specific: it runs on 9.0 GPUs only, not on later ones
@@ -59,6 +59,9 @@ ROW_BYTES = 128  # a swizzled row: 64 float16, the width of the 128-byte swizzle
 GROUP_BYTES = 8 * ROW_BYTES  # 8 rows: one turn of the pattern, the descriptors' stride byte offset
 PRODUCERS = 128  # warpgroup 0, of which thread 0 issues the copies (the consumers' warpgroups start at warp 4)
 BOX = 64  # columns of a TMA box: 128 bytes, the widest row the 128-byte swizzle takes
+# Block rows per group of tiles (v07's GROUP, for its smaller tiles and two blocks an SM). 132 blocks work on 132
+# consecutive tiles: in groups of 16 rows of 128 x 256 tiles, 16 A panels and 8 or 9 B panels at 8192^3.
+GROUP = 16
 
 
 class Tiles(NamedTuple):
@@ -78,8 +81,8 @@ class Tiles(NamedTuple):
         return TILE_ALIGN + 2 * self.STAGES * (self.BM * self.BK + self.BK * self.BN)
 
 
-def build(tiles):
-    """The kernel for one tile shape (closure variables are compile-time constants to numba)."""
+def build(tiles, group=GROUP):
+    """The kernel for one tile shape and group of block rows (closure variables are compile-time constants)."""
     BM, BN, BK, STAGES = tiles
     if BK != 64 or BM % 64 or BN % 64 or not 64 <= BN <= 256 or STAGES < 2 or tiles.shared_bytes() > 227 * 1024:
         raise ValueError(f"tile shape {tiles} is not valid for this kernel")
@@ -96,6 +99,8 @@ def build(tiles):
     B_ATOM_BYTES = BK * ROW_BYTES  # B is stored as BN / 64 column blocks of BK rows of 128 bytes
     B_BOXES = BN // BOX  # B's column blocks, one box each
     SLICES = BK // 16
+
+    tile_origin = grouped_order(group, BM, BN)
 
     @jit(device=True, forceinline=True)
     def copy_stage(tiles, tile0, tmap_a, tmap_b, bars, buffer, k0, row0, col0):
@@ -116,8 +121,8 @@ def build(tiles):
         tile0, base = first_tile(tiles)  # stage 0 starts at tiles[tile0], shared address base
         tid = uint32(cuda.threadIdx.x)
         warpgroup = tid // uint32(128)  # 0: the producer; w = 1, 2: the consumer of rows 64 (w - 1) ..
-        tiles_n = N // uint32(BN)  # tiles along a block row of out
-        count = M // uint32(BM) * tiles_n
+        tiles_m, tiles_n = M // uint32(BM), N // uint32(BN)  # tiles down a column and along a row of out
+        count = tiles_m * tiles_n
         first, stride = uint32(cuda.blockIdx.x), uint32(cuda.gridDim.x)  # this block's tiles: first, first + stride ..
         if tid == uint32(0):
             for s in range(STAGES):
@@ -134,7 +139,7 @@ def build(tiles):
             tensormap_acquire(tmap_b)
             stage, phase = uint32(0), uint32(0)  # the next stage to fill, and the parity of its round: on across tiles
             for tile in range(first, count, stride):
-                row0, col0 = uint32(tile) // tiles_n * uint32(BM), uint32(tile) % tiles_n * uint32(BN)
+                row0, col0 = tile_origin(uint32(tile), tiles_m, tiles_n)
                 for step in range(steps):
                     # the consumers have released this stage (parity phase ^ 1: the first round passes at once)
                     mbarrier_wait(bars, EMPTY + stage, phase ^ uint32(1))
@@ -157,7 +162,7 @@ def build(tiles):
         col_in_tile = lane % uint32(4) * uint32(2)
         stage, phase = uint32(0), uint32(0)  # the stage of the next step, counted as the producer counts them
         for tile in range(first, count, stride):
-            row0, col0 = uint32(tile) // tiles_n * uint32(BM), uint32(tile) % tiles_n * uint32(BN)
+            row0, col0 = tile_origin(uint32(tile), tiles_m, tiles_n)  # the producer's tile: the same function
             for i in range(ACC):
                 acc[i] = float32(0.0)
             previous = uint32(0)  # the stage of step - 1, released once its MMAs have retired

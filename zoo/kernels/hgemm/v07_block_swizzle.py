@@ -1,18 +1,18 @@
-"""Blocks ordered for the L2: v07's kernel with its tiles visited in groups of 16 block rows.
+"""Blocks ordered for the L2: v06's kernel with its tiles visited in groups of 16 block rows.
 
 Changes:
-    From v07: the kernel maps its block index to a tile in a new order. The
+    From v06: the kernel maps its block index to a tile in a new order. The
     block that the hardware launches b-th no longer takes tile
     (b // tiles_n, b % tiles_n), row by row, but walks 16 block rows at a
     time, down each column of the group before moving right (the
     "thread-block swizzle" of CUTLASS and Triton's grouped ordering). It costs
-    a few integer operations per block, at its start; the rest is v07's.
+    a few integer operations per block, at its start; the rest is v06's.
 
 Why it is faster:
     Blocks that run at the same time share the tiles they read, so fewer
     distinct bytes of A and B are in flight and more of each panel is still
     in the L2 when its next reader asks for it (the count is at ``GROUP``).
-    The work per block is v07's, so the gain is only what the L2 hit rate
+    The work per block is v06's, so the gain is only what the L2 hit rate
     buys: small at 4096, where most of A and B fit in the L2 either way, and
     more at 8192, where B alone is 128 MiB. Measured, it is a small gain at
     best: 1.5 points of cuBLAS at 8192 in ``zoo run`` (1.7 in two exploration
@@ -54,7 +54,7 @@ class Tiles(NamedTuple):
     BK: int = 32
     WM: int = 64  # v05's 64 x 64 warp tiles
     WN: int = 64
-    STAGES: int = 3  # v06's three stages (its Tiles says why three)
+    STAGES: int = 3  # v05's three stages (its Tiles says why three)
 
     @property
     def threads(self):
@@ -143,7 +143,7 @@ def build(tiles):
 
     @jit(device=True, forceinline=True)
     def load_slice(tiles, frag, s, buffer, kk, half, a_row, a_swz, b_row, b_swz, b_chunk0):
-        """ldmatrix the A and B fragments of k slice ``kk`` of ``buffer`` into set ``s`` (swizzled as v06)."""
+        """ldmatrix the A and B fragments of k slice ``kk`` of ``buffer`` into set ``s`` (swizzled as v05)."""
         a_at = buffer * uint32(A_TILE) + a_row + ((uint32(kk // CHUNK) + half) ^ a_swz) * uint32(CHUNK)
         for i in range(MT):
             f = s * SET + 4 * i
@@ -172,14 +172,14 @@ def build(tiles):
         row0, col0 = tile_origin(b, uint32(cuda.gridDim.y), uint32(cuda.gridDim.x))  # its tile's top-left corner
         warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp tile's corner inside the block tile
         warp_col = warp % uint32(WARPS_N) * uint32(WN)
-        # ldmatrix rows as in v06: lanes 16-31 read the chunk after lanes 0-15's; XORs fixed per lane
+        # ldmatrix rows as in v05: lanes 16-31 read the chunk after lanes 0-15's; XORs fixed per lane
         half = lane // uint32(16)
         a_swz = (lane % uint32(16)) // uint32(A_DIV) % uint32(A_MOD)
         b_swz = (lane % uint32(16)) // uint32(B_DIV) % uint32(B_MOD)
         a_row = (warp_row + lane % uint32(16)) * uint32(BK)
         b_row = (lane % uint32(16)) * uint32(BN)
         b_chunk0 = warp_col // uint32(CHUNK) + half  # B: the chunk of this lane's first ldmatrix row
-        # this thread's copies, as in v06: chunk `tid` of each pass, swizzled
+        # this thread's copies, as in v05: chunk `tid` of each pass, swizzled
         a_row_in_tile, a_chunk_in_row = tid // uint32(A_PER_ROW), tid % uint32(A_PER_ROW)  # A: BM rows of BK
         b_row_in_tile, b_chunk_in_row = tid // uint32(B_PER_ROW), tid % uint32(B_PER_ROW)  # B: BK rows of BN
         a_src = (row0 + a_row_in_tile) * K + a_chunk_in_row * uint32(CHUNK)

@@ -1,22 +1,27 @@
-"""TMA: one producer thread copies a stage with five bulk tensor copies, and the mbarrier counts the bytes.
+"""A producer warpgroup: one warpgroup copies, two multiply, and mbarriers hand the stages over.
 
 Changes:
-    From v13: the producer warpgroup's 128 threads and their 24 ``cp.async``
-    each a stage give way to one thread issuing ``cp.async.bulk.tensor``
-    (TMA): one 128 x 64 box of A and four 64 x 64 boxes of B. Each box is
-    described by a ``CUtensorMap`` that the host encodes once
-    (``tensor_map_2d``: cuTensorMapEncodeTiled, 128-byte swizzle, the layout
-    v13 built by hand) and passes in global memory. ``full`` now expects one
-    arrival, which also announces the stage's 48 KiB as its transaction
-    count; the copy engine counts those bytes down as they land. No proxy
-    fence: TMA writes through the async proxy that wgmma reads through.
+    From v11: a third warpgroup (threads 0-127) only copies; the two others
+    only multiply. Each stage has two mbarriers: ``full`` (128 arrivals, one
+    per producer thread once its copies of the stage have landed and been
+    fenced for the async proxy) and ``empty`` (256, one per consumer thread
+    once the MMAs that read the stage have retired). The producer waits on
+    ``empty``, copies, and signals ``full`` LAG steps later, when those
+    copies have landed; a consumer waits on ``full``, issues its MMAs, and
+    after ``wait_group(1)`` releases the previous stage. No block barrier
+    after the set-up. The stages' dynamic array declares no alignment: the
+    static mbarriers now come before it (the spec says why that matters).
 
 Why it is faster:
-    A stage is six instructions instead of 3,072 16-byte copies with their
-    address and swizzle arithmetic: the copy engine walks the boxes and
-    swizzles on its own. The producer's issue slots, registers and the
-    LAG steps it held copies open are gone, so it runs STAGES - 1 steps
-    ahead at no cost to the consumers, and the L2 sees whole 128-byte rows.
+    In v11 every thread of both warpgroups stopped at a barrier each step,
+    and the 12 cp.async a thread issued sat between two batches of MMAs in
+    the consumers' own instruction stream. Here the consumers only wait on
+    the stage they need, so one slow warp no longer holds the block, and the
+    producer runs up to STAGES - 1 steps ahead where v11 ran 2: copies of
+    three steps are in flight while the tensor cores work on the fourth.
+    Measured, that is not yet a gain: within 4 points of v11 either way at
+    4096^3 and 8192^3 on both GPUs, since one warpgroup's 24 copies a thread
+    and their swizzles now pace the stage. v13 hands that work to TMA.
 """
 
 from typing import NamedTuple
@@ -27,22 +32,20 @@ from numba.core.types import float16
 
 from zoo.device.jit import jit
 from zoo.device.memory import store_float2
+from zoo.device.mma import cp_async16, cp_async_commit, cp_async_wait_group
 from zoo.device.wgmma import (
     SWIZZLE_128B,
     TILE_ALIGN,
     commit_group,
     descriptor,
     fence,
-    fence_mbarrier_init,
+    fence_proxy_async,
     first_tile,
     mbarrier_arrive,
-    mbarrier_arrive_expect_tx,
     mbarrier_init,
     mbarrier_wait,
     mma_async,
-    tensor_map_2d,
-    tensormap_acquire,
-    tma_load_2d,
+    swizzle_128b,
     wait_group,
 )
 from zoo.errors import OutOfRange
@@ -51,10 +54,11 @@ from zoo.kernels.hgemm.padding import check_uint32, run_tiled
 MIN_CC = (9, 0)  # wgmma.mma_async needs sm_90a, Hopper's arch-specific target (H100, H200)
 MAX_CC = (9, 0)  # sm_90a code is arch-specific: it runs on 9.0 GPUs only, not on later ones
 
+CHUNK = 8  # float16 elements in 16 bytes: one cp.async
 ROW_BYTES = 128  # a swizzled row: 64 float16, the width of the 128-byte swizzle pattern
 GROUP_BYTES = 8 * ROW_BYTES  # 8 rows: one turn of the pattern, the descriptors' stride byte offset
-PRODUCERS = 128  # warpgroup 0, of which thread 0 issues the copies (the consumers' warpgroups start at warp 4)
-BOX = 64  # columns of a TMA box: 128 bytes, the widest row the 128-byte swizzle takes
+PRODUCERS = 128  # warpgroup 0 copies
+LAG = 2  # steps a producer thread's copies may still be in flight before it signals their stage full
 
 
 class Tiles(NamedTuple):
@@ -90,21 +94,38 @@ def build(tiles):
     STAGE = A_TILE + B_TILE
     STAGE_BYTES = 2 * STAGE  # a multiple of 1024: every tile starts a swizzle pattern
     B_ATOM_BYTES = BK * ROW_BYTES  # B is stored as BN / 64 column blocks of BK rows of 128 bytes
-    B_BOXES = BN // BOX  # B's column blocks, one box each
+    A_CHUNKS = A_TILE // CHUNK // PRODUCERS
+    B_CHUNKS = B_TILE // CHUNK // PRODUCERS
+    A_PASS = PRODUCERS // (BK // CHUNK)  # A rows between a thread's copies (8 chunks a row)
+    B_PASS = PRODUCERS // (BN // CHUNK)  # B rows between a thread's copies
     SLICES = BK // 16
+    if STAGES < LAG + 2:  # the producer signals step t - LAG before it waits for step t - STAGES to be released
+        raise ValueError(f"tile shape {tiles}: {STAGES} stages cannot keep {LAG} steps of copies in flight")
+    if A_PASS % 8:  # B rows are B_PASS = 4 apart: each B copy swizzles its own offset (copy_stage)
+        raise ValueError(f"tile shape {tiles}: a thread's A copies would land on rows of different swizzles")
 
     @jit(device=True, forceinline=True)
-    def copy_stage(tiles, tile0, tmap_a, tmap_b, bars, buffer, k0, row0, col0):
-        """The producer thread's TMA copies of the A and B tiles at k0 into ``buffer``: each box lands swizzled on
-        a 1024-byte boundary and counts its bytes down on full[buffer]."""
-        at = tile0 + buffer * uint32(STAGE)
-        tma_load_2d(tiles, at, tmap_a, k0, row0, bars, FULL + buffer)  # A: BM rows x BK columns at (row0, k0)
-        for j in range(B_BOXES):  # B: BK rows x 64 columns at (k0, col0 + 64 j), column block j, 8 KiB apart
-            dst = at + uint32(A_TILE + j * B_ATOM_BYTES // 2)
-            tma_load_2d(tiles, dst, tmap_b, col0 + uint32(j * BOX), k0, bars, FULL + buffer)
+    def copy_stage(tiles, tile0, A, B, buffer, k0, a_src, a_dst, b_row, b_chunk, col0, N, K):
+        """This producer thread's ``cp.async`` of the A and B tiles at k0 into ``buffer``. Its A rows are A_PASS =
+        16 apart (one swizzle, as in v11); its B rows B_PASS = 4 apart, so each B copy swizzles its own offset."""
+        at = buffer * uint32(STAGE)
+        for p in range(A_CHUNKS):
+            cp_async16(tiles, at + a_dst + uint32(p * A_PASS * BK), A, a_src + k0 + uint32(p * A_PASS) * K)
+        for p in range(B_CHUNKS):
+            k = b_row + uint32(p * B_PASS)  # B, N-major: column block j of 64, then row k at k * 128 bytes
+            in_block = swizzle_128b(k * uint32(ROW_BYTES) + b_chunk % uint32(8) * uint32(16))
+            dst = tile0 + uint32(A_TILE) + (b_chunk // uint32(8) * uint32(B_ATOM_BYTES) + in_block) // uint32(2)
+            cp_async16(tiles, at + dst, B, (k0 + k) * N + col0 + b_chunk * uint32(CHUNK))
+
+    @jit(device=True, forceinline=True)
+    def signal_full(bars, stage):
+        """This producer thread's copies up to the stage just signalled have landed (the caller waited for them):
+        fence them for the tensor cores, which read through the async proxy, then arrive (a release)."""
+        fence_proxy_async()
+        mbarrier_arrive(bars, FULL + stage)
 
     @jit(arch_specific=True, launch_bounds=(THREADS, 1))  # 384 threads: at most 168 registers each
-    def hgemm_kernel(tmap_a, tmap_b, out, M, N, K):
+    def hgemm_kernel(A, B, out, M, N, K):
         # the mbarriers are static, and dynamic shared memory starts after them, 16-byte aligned: no declared
         # alignment, so that first_tile measures the skew to the first 1024-byte boundary when the kernel runs
         tiles = cuda.shared.array(0, float16)  # STAGES x (A tile, B tile) from tiles[tile0]
@@ -116,26 +137,38 @@ def build(tiles):
         col0 = uint32(cuda.blockIdx.x) * uint32(BN)
         if tid == uint32(0):
             for s in range(STAGES):
-                mbarrier_init(bars, FULL + s, 1)  # the producer thread's arrival, then STAGE_BYTES from TMA
+                mbarrier_init(bars, FULL + s, PRODUCERS)  # every producer thread arrives once its copies landed
                 mbarrier_init(bars, EMPTY + s, CONSUMERS)  # every consumer thread, once its MMAs have retired
-            fence_mbarrier_init()  # the copy engine, which counts bytes down on them, sees them set up too
         cuda.syncthreads()  # the barriers are set up before anyone uses them (the block's only barrier)
         steps = K // uint32(BK)
 
-        if warpgroup == uint32(0):  # the producer: thread 0 copies each step into the stage the consumers released
-            if tid != uint32(0):
-                return
-            tensormap_acquire(tmap_a)  # the maps were written by a copy from the host: fetch them afresh
-            tensormap_acquire(tmap_b)
+        if warpgroup == uint32(0):  # the producer: each step into the stage the consumers released
+            # A, K-major: row r of the tile is 128 bytes at r * 128, its 16-byte chunk c at chunk c ^ (r % 8)
+            a_row, a_chunk = tid // uint32(BK // CHUNK), tid % uint32(BK // CHUNK)
+            a_src = (row0 + a_row) * K + a_chunk * uint32(CHUNK)
+            a_dst = tile0 + swizzle_128b(a_row * uint32(ROW_BYTES) + a_chunk * uint32(16)) // uint32(2)
+            b_row, b_chunk = tid // uint32(BN // CHUNK), tid % uint32(BN // CHUNK)  # a row of BN has BN / 8 chunks
             stage, phase = uint32(0), uint32(0)  # the stage of `step`, and the parity of its round
+            signalled = uint32(0)  # the stage to signal full next
             for step in range(steps):
                 # the consumers have released this stage (parity phase ^ 1: the first round passes at once)
                 mbarrier_wait(bars, EMPTY + stage, phase ^ uint32(1))
-                mbarrier_arrive_expect_tx(bars, FULL + stage, STAGE_BYTES)  # arrive; STAGE_BYTES are to land
-                copy_stage(tiles, tile0, tmap_a, tmap_b, bars, stage, uint32(step) * uint32(BK), row0, col0)
+                copy_stage(
+                    tiles, tile0, A, B, stage, uint32(step) * uint32(BK), a_src, a_dst, b_row, b_chunk, col0, N, K
+                )
+                cp_async_commit()  # one group a step
+                if uint32(step) >= uint32(LAG):  # the copies of step - LAG have landed: their stage is full
+                    cp_async_wait_group(LAG)  # this thread's copies of step - LAG have landed (LAG groups may run on)
+                    signal_full(bars, signalled)
+                    signalled = uint32(0) if signalled == uint32(STAGES - 1) else signalled + uint32(1)
                 stage += uint32(1)
                 if stage == uint32(STAGES):
                     stage, phase = uint32(0), phase ^ uint32(1)
+            cp_async_wait_group(0)  # the last LAG steps' copies have landed
+            for s in range(LAG):
+                if uint32(s) < steps:  # (fewer steps than LAG: only those)
+                    signal_full(bars, signalled)
+                    signalled = uint32(0) if signalled == uint32(STAGES - 1) else signalled + uint32(1)
             return
 
         acc = cuda.local.array(ACC, float32)
@@ -149,7 +182,7 @@ def build(tiles):
         stage, phase = uint32(0), uint32(0)
         previous = uint32(0)  # the stage of step - 1, released once its MMAs have retired
         for step in range(steps):
-            mbarrier_wait(bars, FULL + stage, phase)  # this step's bytes have landed (TMA writes as wgmma reads)
+            mbarrier_wait(bars, FULL + stage, phase)  # the producer's copies of this step have landed (an acquire)
             fence(acc, ACC)  # wgmma.fence: the accumulators' last writes come before the MMAs read them
             offset = uint64(stage * uint32(STAGE_BYTES) >> uint32(4))
             for kk in range(SLICES):  # k slice kk: A 32 bytes further along its rows, B 16 rows (2048 B) down
@@ -189,10 +222,8 @@ def validate(A, B):
 def launch(A, B, out):
     def launch_tiles(a, b, result, M, N, K):
         grid = (N // TILES.BN, M // TILES.BM)
-        tmap_a = tensor_map_2d(a, TILES.BM, TILES.BK, shape=(M, K))  # boxes of BM rows and BK columns
-        tmap_b = tensor_map_2d(b, TILES.BK, BOX, shape=(K, N))  # boxes of BK rows and 64 columns
         hgemm_kernel[grid, TILES.threads, 0, TILES.shared_bytes()](
-            tmap_a, tmap_b, result, np.uint32(M), np.uint32(N), np.uint32(K)
+            a, b, result, np.uint32(M), np.uint32(N), np.uint32(K)
         )
 
     run_tiled(launch_tiles, A, B, out, TILES.BM, TILES.BN, TILES.BK)

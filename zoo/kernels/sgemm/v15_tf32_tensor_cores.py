@@ -1,7 +1,7 @@
 """TF32 tensor cores: float32 in and out, the inputs rounded to TF32 and the products summed in float32 by ``mma.sync``.
 
 Changes:
-    A new unit, so the diff against v15 is the whole kernel: it is hgemm v08
+    A new unit, so the diff against v14 is the whole kernel: it is hgemm v07
     (multistage ``cp.async``, fragments double-buffered in registers, grouped
     block order) copied and moved to float32 operands. The FMA loop becomes
     ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` (``mma_tf32_f32``,
@@ -16,7 +16,7 @@ Why it is faster:
     One ``mma`` does 2048 FLOPs for the warp where an FFMA does 64, and the
     H100's TF32 tensor cores peak at about 495 TFLOP/s against 67 for FFMA.
     The price is precision: each input is rounded to 11 significant bits, so
-    the relative error against float64 is about 3e-4 instead of v15's 5e-6
+    the relative error against float64 is about 3e-4 instead of v14's 5e-6
     (the accumulation stays float32). Feeding them is the limit, as in hgemm:
     an ``mma`` here reads as many operand bytes as hgemm's for half the FLOPs,
     at half the peak rate, so shared memory caps both at the same fraction of
@@ -196,7 +196,7 @@ def build(tiles):
         g = lane // uint32(4)  # PTX's groupID: the C fragment's rows g and g + 8, B's column g
         t = lane % uint32(4)  # threadID_in_group: C's columns 2t and 2t + 1, B's rows t and t + 4
         # Block b of the launch order (row by row) takes tile (tile_m, tile_n) of the grouped order,
-        # as in hgemm v08: groups of GROUP block rows, each walked column by column.
+        # as in hgemm v07: groups of GROUP block rows, each walked column by column.
         tile_m, tile_n = uint32(cuda.blockIdx.y), uint32(cuda.blockIdx.x)
         b = tile_m * uint32(cuda.gridDim.x) + tile_n  # the block's place in the launch order
         per_group = uint32(GROUP) * uint32(cuda.gridDim.x)  # blocks in a whole group

@@ -1,4 +1,4 @@
-"""v05's kernels launched for less host time: the 2-D arrays go in as they are, the shape is read inside.
+"""No views per call: v05's kernels take the caller's 2-D arrays as they are and read the shape inside.
 
 Changes:
     From v05: the register kernel takes x and out as the caller's 2-D arrays
@@ -27,15 +27,16 @@ import math
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, store_float4
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.softmax import check_index_range
+from zoo.kernels.softmax import (
+    BLOCK,  # threads per block, a multiple of 32
+    check_index_range,
+)
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-BLOCK = 64 if SIMULATOR else 256  # threads per block, a multiple of 32
 WARPS = BLOCK // 32
 LOWEST = np.float32(np.finfo(np.float32).min)  # -FLT_MAX: the max of an empty share, finite so that merges give no NaN
 # Floats a thread keeps in registers: 8 float4, so up to eight 16-byte loads in flight per thread

@@ -1,20 +1,23 @@
-"""Paired stores: each thread writes its two neighbouring results with one 64-bit store.
+"""Hopper's warpgroup MMA: one warpgroup multiplies 64 x 128 tiles that wgmma reads from shared memory.
 
 Changes:
-    From v11: the epilogue stores acc[4 j + 2 h] and acc[4 j + 2 h + 1],
-    which are out[r, c] and out[r, c + 1] with c even, as one ``st.v2.f32``
-    (``zoo.device.memory.store_float2``: SASS ``STG.E.64``) instead of two
-    32-bit stores. Nothing else changes: the main loop is v11's.
+    From v07: ``mma.sync`` gives way to ``wgmma.mma_async`` (``zoo.device.wgmma``):
+    the block is one warpgroup (128 threads) and each of its k slices is one
+    m64n128k16 instruction whose A and B the tensor cores read straight from
+    shared memory, named by matrix descriptors; no ``ldmatrix``, no fragments.
+    Tiles are stored as the descriptors name them: A K-major and B N-major,
+    128-byte rows swizzled by ``swizzle_128b`` (the XOR of v05, now the
+    hardware's). Four stages of ``cp.async`` as in v05, then a proxy fence;
+    each step issues four MMAs, commits them and waits for them. The kernel is
+    compiled for sm_90a (``jit(arch_specific=True)``).
 
 Why it is faster:
-    A 128 x 256 float32 tile is 128 KiB of results, written at the end of
-    the block while its SM runs nothing else (one block an SM), and every
-    SM of a wave writes at the same moment: 16.5 MiB a wave at 4096^3. v11
-    wrote it with 128 32-bit stores a thread; in each warp store the four
-    lanes of a row wrote 4 bytes every 8, so a store half-filled 8 sectors
-    and two stores completed them. Paired, one warp store fills its 8
-    sectors whole and a thread issues 64 stores, half as many: at 4096^3
-    the call went from 270 to 248 us on the H100 (260 to 224 on the H200).
+    The tensor cores fetch their own operands: the ``ldmatrix`` and
+    ``mma.sync`` that took most of v07's issue slots (and 236 registers for
+    fragments) are gone, 64 accumulators a thread remain, and one instruction
+    does 64 x 128 x 16 where ``mma.sync`` did 16 x 8 x 16. Hopper's tensor
+    cores reach their rate only through wgmma. What is left is v05's: the
+    copies, the barrier each step, and the wait after each step's MMAs.
 """
 
 from typing import NamedTuple
@@ -24,7 +27,6 @@ from numba import cuda, float32, uint32, uint64
 from numba.core.types import float16
 
 from zoo.device.jit import jit
-from zoo.device.memory import store_float2
 from zoo.device.mma import cp_async16, cp_async_commit, cp_async_wait_group
 from zoo.device.wgmma import (
     SWIZZLE_128B,
@@ -51,16 +53,14 @@ GROUP_BYTES = 8 * ROW_BYTES  # 8 rows: one turn of the pattern, the descriptors'
 
 
 class Tiles(NamedTuple):
-    """Block tile BM x BN x BK, 64 rows for each of BM / 64 warpgroups, STAGES buffers of each."""
+    """Block tile BM x BN x BK for one warpgroup, STAGES buffers of each."""
 
-    BM: int = 128  # two warpgroups of one m64 MMA each
-    BN: int = 256  # m64n256k16: 128 accumulators a thread
+    BM: int = 64  # one m64 MMA
+    BN: int = 128  # m64n128k16: 64 accumulators a thread
     BK: int = 64  # one 128-byte swizzled row of A, four k16 slices
-    STAGES: int = 4  # 48 KiB a stage: 192 KiB, one block an SM
+    STAGES: int = 4  # 24 KiB a stage: 96 KiB, two blocks an SM
 
-    @property
-    def threads(self):
-        return self.BM // 64 * 128  # a warpgroup for every 64 rows
+    threads = 128  # one warpgroup
 
     def shared_bytes(self):
         # the stages, and 1 KiB to start them on a 1024-byte boundary (first_tile)
@@ -70,11 +70,10 @@ class Tiles(NamedTuple):
 def build(tiles):
     """The kernel for one tile shape (closure variables are compile-time constants to numba)."""
     BM, BN, BK, STAGES = tiles
-    if BK != 64 or BM % 64 or BN % 64 or not 64 <= BN <= 256 or STAGES < 2 or tiles.shared_bytes() > 227 * 1024:
+    if BK != 64 or BM != 64 or BN % 64 or not 64 <= BN <= 256 or STAGES < 2:
         raise ValueError(f"tile shape {tiles} is not valid for this kernel")
     THREADS = tiles.threads
-    ACC = BN // 2  # m64nBNk16: each of a warpgroup's 128 threads holds 64 x BN / 128 float32
-    WARPGROUP_A_BYTES = 64 * ROW_BYTES  # the next warpgroup's 64 rows of A start 8 KiB further
+    ACC = BN // 2  # m64nBNk16: each of 128 threads holds 64 x BN / 128 float32
     A_TILE = BM * BK  # elements
     B_TILE = BK * BN
     STAGE = A_TILE + B_TILE
@@ -85,12 +84,9 @@ def build(tiles):
     A_PASS = THREADS // (BK // CHUNK)  # A rows between a thread's copies (8 chunks a row)
     B_PASS = THREADS // (BN // CHUNK)  # B rows between a thread's copies
     SLICES = BK // 16
-    if STAGES < 3:
-        raise ValueError(f"tile shape {tiles}: the MMAs of two steps and at least one copy need three stages")
     if A_PASS % 8 or B_PASS % 8:  # copy_stage keeps each thread's swizzle: its rows must share row % 8
         raise ValueError(f"tile shape {tiles}: a thread's copies would land on rows of different swizzles")
-    AHEAD = STAGES - 2  # steps whose copies are in flight: the two buffers left are under the running MMAs
-    IN_FLIGHT = AHEAD - 1  # copy groups that may still be pending when a step starts
+    IN_FLIGHT = STAGES - 2  # copy groups that may still be pending when a step starts
 
     @jit(device=True, forceinline=True)
     def copy_stage(tiles, A, B, buffer, k0, a_src, a_dst, b_src, b_dst, N, K):
@@ -108,7 +104,6 @@ def build(tiles):
         tile0, base = first_tile(tiles)  # stage 0 starts at tiles[tile0], shared address base
         acc = cuda.local.array(ACC, float32)
         tid = uint32(cuda.threadIdx.x)
-        warpgroup = tid // uint32(128)  # rows 64 w .. 64 w + 63 of the block tile
         row0 = uint32(cuda.blockIdx.y) * uint32(BM)  # the block tile's top-left corner in out
         col0 = uint32(cuda.blockIdx.x) * uint32(BN)
         # A, K-major: row r of the tile is 128 bytes at r * 128, its 16-byte chunk c at chunk c ^ (r % 8)
@@ -125,51 +120,46 @@ def build(tiles):
             + (b_chunk // uint32(8) * uint32(B_ATOM_BYTES) + swizzle_128b(b_in_block)) // uint32(2)
         )
         # descriptors of stage 0, slice 0 (the fields drop 4 bits: an offset of x bytes adds x >> 4)
-        a_at = base + warpgroup * uint32(WARPGROUP_A_BYTES)  # this warpgroup's first row of A
-        a_desc = descriptor(a_at, uint32(16), uint32(GROUP_BYTES), SWIZZLE_128B)  # 8-row groups 1024 B apart
+        a_desc = descriptor(base, uint32(16), uint32(GROUP_BYTES), SWIZZLE_128B)  # 8-row groups 1024 B apart
         # N-major: the next 64 columns are B_ATOM_BYTES on (leading), the next 8 k rows 1024 B (stride)
         b_desc = descriptor(base + uint32(2 * A_TILE), uint32(B_ATOM_BYTES), uint32(GROUP_BYTES), SWIZZLE_128B)
         for i in range(ACC):
             acc[i] = float32(0.0)
 
         steps = K // uint32(BK)
-        for s in range(AHEAD):  # prologue: steps 0 .. AHEAD-1 into buffers 0 .. AHEAD-1
+        for s in range(STAGES - 1):  # prologue: steps 0 .. STAGES-2 into buffers 0 .. STAGES-2
             if uint32(s) < steps:
                 copy_stage(tiles, A, B, uint32(s), uint32(s * BK), a_src, a_dst, b_src, b_dst, N, K)
             cp_async_commit()  # one group per stage, empty or not: the waits count groups
 
         read = uint32(0)  # the buffer of step `step`
+        write = uint32(STAGES - 1)  # the buffer of step `step + STAGES - 1`: the one read at step - 1
         for step in range(steps):
             step = uint32(step)
             cp_async_wait_group(IN_FLIGHT)  # this thread's copies of `step` have landed ...
             fence_proxy_async()  # ... and are visible to the tensor cores, which read through the async proxy
-            # everyone's copies of `step` have landed; and everyone has passed the wait_group(1) of step - 1, so
-            # the MMAs of step - 2 have retired in both warpgroups
-            cuda.syncthreads()
-            fence(acc, ACC)  # wgmma.fence: the accumulators' last writes come before the MMAs read them
-            stage = uint64(read * uint32(STAGE_BYTES) >> uint32(4))
-            for kk in range(SLICES):  # k slice kk: A 32 bytes further along its rows, B 16 rows (2048 B) down
-                mma_async(acc, 0, BN, a_desc + stage + uint64(kk * 2), b_desc + stage + uint64(kk * 128), 1, 0, 1)
-            commit_group()
-            # the refill of step + AHEAD goes to the buffer of step + AHEAD - STAGES: step - 2 with AHEAD = STAGES - 2,
-            # whose MMAs retired before the barrier above
-            k_next = (step + uint32(AHEAD)) * uint32(BK)
-            write = (read + uint32(AHEAD)) % uint32(STAGES)
+            cuda.syncthreads()  # everyone's have; and every MMA of step - 1 has retired (waited for below)
+            k_next = (step + uint32(STAGES - 1)) * uint32(BK)
             if k_next < K:
                 copy_stage(tiles, A, B, write, k_next, a_src, a_dst, b_src, b_dst, N, K)
             cp_async_commit()  # one group per step, empty or not, as in the prologue
-            wait_group(1, acc, ACC)  # the MMAs of step - 1 have retired; this step's run on while the next starts
+            stage = uint64(read * uint32(STAGE_BYTES) >> uint32(4))
+            fence(acc, ACC)  # wgmma.fence: the accumulators' last writes come before the MMAs read them
+            for kk in range(SLICES):  # k slice kk: A 32 bytes further along its rows, B 16 rows (2048 B) down
+                mma_async(acc, 0, BN, a_desc + stage + uint64(kk * 2), b_desc + stage + uint64(kk * 128), 1, 0, 1)
+            commit_group()
+            wait_group(0, acc, ACC)  # the MMAs have retired: acc holds their sums, `read` may be refilled
             read = uint32(0) if read == uint32(STAGES - 1) else read + uint32(1)
-        wait_group(0, acc, ACC)  # the last step's MMAs have retired: acc holds the block's sums
+            write = uint32(0) if write == uint32(STAGES - 1) else write + uint32(1)
 
-        # thread (warp w of its warpgroup, lane 4g + q) holds D[16 w + g + 8 h, 8 j + 2 q + c] in acc[4 j + 2 h + c]
-        lane, warp = tid % uint32(32), tid % uint32(128) // uint32(32)
-        row = row0 + warpgroup * uint32(64) + warp * uint32(16) + lane // uint32(4)
+        # thread (warp w, lane 4g + q) holds D[16 w + g + 8 h, 8 j + 2 q + c] in acc[4 j + 2 h + c]
+        lane, warp = tid % uint32(32), tid // uint32(32)
+        row = row0 + warp * uint32(16) + lane // uint32(4)
         col = col0 + lane % uint32(4) * uint32(2)
         for j in range(BN // 8):
             for h in range(2):
                 at = (row + uint32(8 * h)) * N + col + uint32(8 * j)
-                store_float2(out, at, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1])  # at is even: 8-byte aligned
+                out[at], out[at + uint32(1)] = acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]
 
     return hgemm_kernel
 

@@ -1,25 +1,24 @@
-"""A deeper pipeline in unpadded, swizzled tiles: three ``cp.async`` stages instead of two.
+"""Fragments double-buffered in registers: the next ``ldmatrix`` is in flight while the tensor cores work.
 
 Changes:
-    From v05: the shared tiles lose v03's padding column and are *swizzled*
-    instead: 16-byte chunk c of tile row r is stored at chunk c ^ f(r), with
-    f chosen so that the eight rows one ``ldmatrix`` reads, and the rows a
-    warp's ``cp.async`` copies write, fall in eight different 16-byte bank
-    groups. The bytes saved pay for a third buffer of each tile, and the loop
-    keeps two copies in flight: at step t it waits for step t's copies only
-    (``cp.async.wait_group 1``: every group but the newest), then issues step
-    t + 2's. The tiles live in one dynamic shared array, so a shape larger
-    than 48 KiB only asks for more at launch (``zoo.device.jit`` opts the kernel in).
+    From v05: two sets of fragment registers. While a warp's 32 ``mma`` of
+    one 16-wide k slice run on one set, the ``ldmatrix`` of the next slice
+    fill the other. The stage's barrier moves from the top of a step to just
+    before its last slice: there the warp waits for the next stage's copies,
+    meets the block, loads the next stage's first fragments, and only then
+    multiplies the last slice of this stage. The copies of a stage are issued
+    at the top of the step, into the buffer every warp finished reading
+    before the previous barrier. Same tiles, stages and swizzle as v05; the
+    kernel's pieces (issue a stage's copies, load a slice's fragments) are
+    small inlined device functions. BK must now be a multiple of 32.
 
 Why it is faster:
-    With two buffers a copy has one step of ``mma`` (about 1 us) to arrive,
-    and any copy that the L2 or DRAM serves late stalls the whole block at
-    the next barrier. A third buffer gives every copy two steps, so the
-    tensor cores wait less at the barrier. Padding would have cost
-    3 x 3 KiB, which the 48 KiB that a block gets without opting in cannot
-    hold; the swizzle keeps ``ldmatrix`` conflict-free at no cost in bytes.
-    The registers it costs (207 a thread, v05: 166) change the waves too:
-    see the comment at ``Tiles``.
+    In v05 every slice began with eight ``ldmatrix`` whose results the first
+    ``mma`` needed at once (a shared-memory round trip, about 30 cycles), and
+    every step began at a barrier with nothing else to do. Here both waits
+    overlap 32 ``mma`` that do not depend on them, so a warp keeps its tensor
+    core busy across slices and stages. The price is a second set of
+    fragments (24 more registers a thread).
 """
 
 from typing import NamedTuple
@@ -50,11 +49,7 @@ class Tiles(NamedTuple):
     BK: int = 32
     WM: int = 64  # v05's 64 x 64 warp tiles
     WN: int = 64
-    # Timed one after another on an H200 at 4096: v05 26.9% of cuBLAS, this kernel with two stages
-    # 35.6%, with three 39.2%, with four 27.8%; at 8192 two, three and four stages all gave 51%.
-    # With three, 207 registers a thread (v05: 166) leave room for two blocks an SM instead of three,
-    # so 4096^2 is 3.9 waves of 1024 tiles over 264 slots (nearly four whole waves) instead of 2.6.
-    STAGES: int = 3
+    STAGES: int = 3  # v05's three stages (its Tiles says why three)
 
     @property
     def threads(self):
@@ -79,8 +74,9 @@ def swizzle(chunks_per_row):
 
 
 def valid(t):
-    """True when the copies and warps divide evenly and each thread's copies share one swizzle."""
-    if t.BM % t.WM or t.BN % t.WN or t.WM % 16 or t.WN % 32 or t.BK % 16 or t.STAGES < 2:
+    """True when the copies and warps divide evenly, each thread's copies share one swizzle, and a stage
+    has an even number of 16-wide slices (each step starts on fragment set 0)."""
+    if t.BM % t.WM or t.BN % t.WN or t.WM % 16 or t.WN % 32 or t.BK % 32 or t.STAGES < 2:
         return False
     threads = t.threads
     if threads > 1024 or (t.BM * t.BK // CHUNK) % threads or (t.BK * t.BN // CHUNK) % threads:
@@ -108,6 +104,9 @@ def build(tiles):
     ACC = MT * NT * 4
     A_FRAG = MT * 4
     B_FRAG = NT * 2
+    SET = A_FRAG + B_FRAG  # words in one set of fragments: A's, then B's
+    FRAGS = 2 * SET
+    SLICES = BK // 16
     A_TILE = BM * BK
     B_TILE = BK * BN
     B_BASE = STAGES * A_TILE  # the B buffers follow the A buffers in the one shared array
@@ -115,16 +114,46 @@ def build(tiles):
     B_PER_ROW = BN // CHUNK
     A_CHUNKS = BM * A_PER_ROW // THREADS
     B_CHUNKS = BK * B_PER_ROW // THREADS
+    A_PASS = THREADS // A_PER_ROW  # rows between a thread's copies
+    B_PASS = THREADS // B_PER_ROW
     A_DIV, A_MOD = swizzle(A_PER_ROW)
     B_DIV, B_MOD = swizzle(B_PER_ROW)
     IN_FLIGHT = STAGES - 2  # copy groups that may still be pending when a step starts
+
+    @jit(device=True, forceinline=True)
+    def copy_stage(tiles, A, B, buffer, k0, a_src, a_dst, b_src, b_dst, N, K):
+        """This thread's ``cp.async`` of the A and B slices at k0 into ``buffer``."""
+        for p in range(A_CHUNKS):
+            cp_async16(
+                tiles, a_dst + buffer * uint32(A_TILE) + uint32(p * A_PASS * BK), A, a_src + k0 + uint32(p * A_PASS) * K
+            )
+        for p in range(B_CHUNKS):
+            cp_async16(
+                tiles,
+                b_dst + buffer * uint32(B_TILE) + uint32(p * B_PASS * BN),
+                B,
+                b_src + (k0 + uint32(p * B_PASS)) * N,
+            )
+
+    @jit(device=True, forceinline=True)
+    def load_slice(tiles, frag, s, buffer, kk, half, a_row, a_swz, b_row, b_swz, b_chunk0):
+        """ldmatrix the A and B fragments of k slice ``kk`` of ``buffer`` into set ``s`` (swizzled as v05)."""
+        a_at = buffer * uint32(A_TILE) + a_row + ((uint32(kk // CHUNK) + half) ^ a_swz) * uint32(CHUNK)
+        for i in range(MT):
+            f = s * SET + 4 * i
+            frag[f], frag[f + 1], frag[f + 2], frag[f + 3] = ldmatrix_x4(tiles, a_at + uint32(i * 16 * BK))
+        b_at = uint32(B_BASE) + buffer * uint32(B_TILE) + b_row + uint32(kk * BN)
+        for j in range(NT // 2):
+            f = s * SET + A_FRAG + 4 * j
+            frag[f], frag[f + 1], frag[f + 2], frag[f + 3] = ldmatrix_x4_trans(
+                tiles, b_at + ((b_chunk0 + uint32(2 * j)) ^ b_swz) * uint32(CHUNK)
+            )
 
     @jit
     def hgemm_kernel(A, B, out, M, N, K):
         tiles = cuda.shared.array(0, A.dtype, alignment=SHARED_ALIGN)  # STAGES A tiles, then STAGES B tiles
         acc = cuda.local.array(ACC, float32)
-        a_frag = cuda.local.array(A_FRAG, uint32)
-        b_frag = cuda.local.array(B_FRAG, uint32)
+        frag = cuda.local.array(FRAGS, uint32)  # set 0, then set 1
         tid = uint32(cuda.threadIdx.x)
         lane = tid % uint32(32)
         warp = tid // uint32(32)
@@ -134,16 +163,14 @@ def build(tiles):
         col0 = uint32(cuda.blockIdx.x) * uint32(BN)
         warp_row = warp // uint32(WARPS_N) * uint32(WM)  # the warp tile's corner inside the block tile
         warp_col = warp % uint32(WARPS_N) * uint32(WN)
-        # ldmatrix: lanes 0-15 give rows 0-15 at chunk column c, lanes 16-31 the same rows at c + 1.
-        # The rows' offsets within the swizzle period do not depend on warp_row, i or kk (all
-        # multiples of 16), so each lane's XOR is fixed for the whole kernel.
+        # ldmatrix rows as in v05: lanes 16-31 read the chunk after lanes 0-15's; XORs fixed per lane
         half = lane // uint32(16)
         a_swz = (lane % uint32(16)) // uint32(A_DIV) % uint32(A_MOD)
         b_swz = (lane % uint32(16)) // uint32(B_DIV) % uint32(B_MOD)
         a_row = (warp_row + lane % uint32(16)) * uint32(BK)
         b_row = (lane % uint32(16)) * uint32(BN)
-        # this thread's copies: chunk `tid` of each pass, rows_per_pass rows apart (a multiple of the
-        # swizzle period, so every pass lands at the same XORed chunk column)
+        b_chunk0 = warp_col // uint32(CHUNK) + half  # B: the chunk of this lane's first ldmatrix row
+        # this thread's copies, as in v05: chunk `tid` of each pass, swizzled
         a_row_in_tile, a_chunk_in_row = tid // uint32(A_PER_ROW), tid % uint32(A_PER_ROW)  # A: BM rows of BK
         b_row_in_tile, b_chunk_in_row = tid // uint32(B_PER_ROW), tid % uint32(B_PER_ROW)  # B: BK rows of BN
         a_src = (row0 + a_row_in_tile) * K + a_chunk_in_row * uint32(CHUNK)
@@ -156,70 +183,37 @@ def build(tiles):
             + b_row_in_tile * uint32(BN)
             + (b_chunk_in_row ^ (b_row_in_tile // uint32(B_DIV) % uint32(B_MOD))) * uint32(CHUNK)
         )
-        a_rows_per_pass = uint32(THREADS // A_PER_ROW)
-        b_rows_per_pass = uint32(THREADS // B_PER_ROW)
         for i in range(ACC):
             acc[i] = float32(0.0)
 
         steps = K // uint32(BK)
         for s in range(STAGES - 1):  # prologue: steps 0 .. STAGES-2 into buffers 0 .. STAGES-2
             if uint32(s) < steps:
-                k0 = uint32(s * BK)
-                for p in range(A_CHUNKS):
-                    cp_async16(
-                        tiles,
-                        a_dst + uint32(s * A_TILE) + uint32(p) * a_rows_per_pass * uint32(BK),
-                        A,
-                        a_src + k0 + uint32(p) * a_rows_per_pass * K,
-                    )
-                for p in range(B_CHUNKS):
-                    cp_async16(
-                        tiles,
-                        b_dst + uint32(s * B_TILE) + uint32(p) * b_rows_per_pass * uint32(BN),
-                        B,
-                        b_src + k0 * N + uint32(p) * b_rows_per_pass * N,
-                    )
-            cp_async_commit()  # one group per stage, empty or not: the wait below counts groups
+                copy_stage(tiles, A, B, uint32(s), uint32(s * BK), a_src, a_dst, b_src, b_dst, N, K)
+            cp_async_commit()  # one group per stage, empty or not: the waits count groups
+        cp_async_wait_group(IN_FLIGHT)  # step 0 has landed, for this thread ...
+        cuda.syncthreads()  # ... and for everyone
+        load_slice(tiles, frag, 0, uint32(0), 0, half, a_row, a_swz, b_row, b_swz, b_chunk0)
 
-        read = uint32(0)  # the buffer step `step` is in
-        write = uint32(STAGES - 1)  # the buffer step `step + STAGES - 1` goes to
+        read = uint32(0)  # the buffer of step `step`
+        write = uint32(STAGES - 1)  # the buffer of step `step + STAGES - 1`: the one read at step - 1
         for step in range(steps):
             step = uint32(step)
-            cp_async_wait_group(IN_FLIGHT)  # this thread's copies of `step` have landed (later ones may not)
-            cuda.syncthreads()  # everyone's have; and everyone is done with buffer `write` (read at step - 1)
             k_next = (step + uint32(STAGES - 1)) * uint32(BK)
-            if k_next < K:
-                for p in range(A_CHUNKS):
-                    cp_async16(
-                        tiles,
-                        a_dst + write * uint32(A_TILE) + uint32(p) * a_rows_per_pass * uint32(BK),
-                        A,
-                        a_src + k_next + uint32(p) * a_rows_per_pass * K,
-                    )
-                for p in range(B_CHUNKS):
-                    cp_async16(
-                        tiles,
-                        b_dst + write * uint32(B_TILE) + uint32(p) * b_rows_per_pass * uint32(BN),
-                        B,
-                        b_src + k_next * N + uint32(p) * b_rows_per_pass * N,
-                    )
+            if k_next < K:  # every warp finished reading `write` before the last barrier
+                copy_stage(tiles, A, B, write, k_next, a_src, a_dst, b_src, b_dst, N, K)
             cp_async_commit()  # one group per step, empty or not, as in the prologue
-            a_at = read * uint32(A_TILE) + a_row
-            b_at = uint32(B_BASE) + read * uint32(B_TILE) + b_row
-            for kk in range(0, BK, 16):
-                a_col = ((uint32(kk // CHUNK) + half) ^ a_swz) * uint32(CHUNK)  # chunk kk/8 (+1), XORed
-                for i in range(MT):
-                    a_frag[4 * i], a_frag[4 * i + 1], a_frag[4 * i + 2], a_frag[4 * i + 3] = ldmatrix_x4(
-                        tiles, a_at + uint32(i * 16 * BK) + a_col
-                    )
-                for j in range(NT // 2):
-                    chunk = (warp_col + uint32(16 * j)) // uint32(CHUNK) + half
-                    b_frag[4 * j], b_frag[4 * j + 1], b_frag[4 * j + 2], b_frag[4 * j + 3] = ldmatrix_x4_trans(
-                        tiles, b_at + uint32(kk * BN) + (chunk ^ b_swz) * uint32(CHUNK)
-                    )
-                multiply_tile(A.dtype, acc, a_frag, 0, b_frag, 0)
+            for kk in range(SLICES - 1):  # set kk % 2 holds slice kk; load slice kk + 1 into the other
+                load_slice(tiles, frag, (kk + 1) % 2, read, (kk + 1) * 16, half, a_row, a_swz, b_row, b_swz, b_chunk0)
+                multiply_tile(A.dtype, acc, frag, kk % 2 * SET, frag, kk % 2 * SET + A_FRAG)
+            # the last slice: first make the next step's stage ready and start loading its first slice
+            cp_async_wait_group(IN_FLIGHT)  # this thread's copies of step + 1 have landed
+            cuda.syncthreads()  # everyone's have; and everyone has loaded its last fragments of `read`
             read = uint32(0) if read == uint32(STAGES - 1) else read + uint32(1)
             write = uint32(0) if write == uint32(STAGES - 1) else write + uint32(1)
+            if step + uint32(1) < steps:
+                load_slice(tiles, frag, 0, read, 0, half, a_row, a_swz, b_row, b_swz, b_chunk0)
+            multiply_tile(A.dtype, acc, frag, SET, frag, SET + A_FRAG)  # SLICES is even: the last slice is in set 1
 
         store_tile(out, acc, row0 + warp_row, col0 + warp_col, N, g, t)
 

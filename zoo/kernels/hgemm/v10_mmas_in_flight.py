@@ -1,17 +1,17 @@
 """MMAs in flight across steps: each step's wgmma batch runs while the next step is prepared.
 
 Changes:
-    From v10: the end of a step waits with ``wait_group(1)`` instead of
+    From v09: the end of a step waits with ``wait_group(1)`` instead of
     ``wait_group(0)``: only the previous step's MMAs must have retired, and
     the batch just issued runs on through the next step's barrier, copies and
     descriptor arithmetic. A buffer is refilled only after the MMAs that read
     it have retired in both warpgroups, so the copies run AHEAD = STAGES - 2
-    steps ahead (two buffers are under MMAs at any time, against one in v10),
+    steps ahead (two buffers are under MMAs at any time, against one in v09),
     and the refill of step + 2 is issued after this step's MMAs, into the
     buffer of step - 2. Still one barrier a step.
 
 Why it is faster:
-    In v10 the tensor cores idled at every step: ``wait_group(0)`` drained
+    In v09 the tensor cores idled at every step: ``wait_group(0)`` drained
     the four MMAs, then the warps met at the barrier, issued twelve cp.async
     each and only then queued the next batch. A step's MMAs are 1024 cycles
     of tensor work on an SM (2 x 4 m64n256k16, 4.2 MFLOP at 4096 FLOP a

@@ -1,41 +1,38 @@
-"""v13's plan on v14's loop: whole waves and a split last wave, both with the unrolled hot loop.
+"""Unrolled hot loop: v12's kernel with the k slices of each tile pair as straight-line code, on v13's plan.
 
 Changes:
-    v14's kernel gains v12's second flavour (``sliced``: block z takes the z-th
-    slice of K and adds its results with atomics, after a ``beta * C`` pass),
-    and ``launch`` runs v13's plan (``plan.last_wave``) on it: the tile rows
-    that fill whole waves unsplit, the rows below split along K. The hot loop
-    is v14's, unrolled, in both flavours. On sm_90 the slices add four results
-    with one 128-bit atomic (``red_add_float4``: ``REDG.E.ADD.F32x4``), else
-    one (``red_add_flat``); both index the 2-D output by flat index, so a split
-    call builds no reshaped view on the host.
+    From v12's kernel, which v13 launches: the hot loop, the BK k slices that
+    multiply one pair of shared tiles (``make_tile_multiply``), is unrolled
+    with ``zoo.device.jit.unrolled``: BK inlined copies of one k slice, each
+    with ``kk`` a constant. Both flavours get it; in the sliced one the K
+    slices add four results with one 128-bit atomic on sm_90
+    (``red_add_float4``: ``REDG.E.ADD.F32x4``; scalar atomics took four L2
+    requests a float4, 251 us against 211 at 256 x 4096 x 4096 on the H100).
+    ``launch`` is v13's: whole waves unsplit, the last wave split along K.
 
 Why it is faster:
-    The two lessons are independent, so they add up. v14 made every wave
-    shorter (the hot loop as straight-line code); v13 removed most of a wave
-    where the tile count is just past a multiple of the block slots: at 4097^3
-    v14 runs a fifth wave of 33 tiles for 264 slots (81.5% of cuBLAS on the
-    H200), v15 an eighth of one (94.0%). A grid of at most one block an SM
-    with a long K splits too (SUBWAVE_MIN_STEPS): 256 x 4096 x 4096 makes 128
-    tiles of 64 x 128 for 132 SMs, one block of four warps an SM; two slices
-    give each SM two blocks to overlap (H200, no table: 212.6 us against
-    236.7). Scalar atomics would cost four L2 requests per float4 (251 us on
-    the H100), and each numba view ~30 us of host time (1024^3 split: 84 us).
+    numba has no ``#pragma unroll``, and LLVM leaves a loop whose body is 128
+    FMAs rolled: a 64-bit counter, a test and a branch a k slice, addresses
+    recomputed, and every slice waits about 30 cycles for its own shared
+    loads. Unrolled, each address is the tile's base register plus a
+    constant folded into the LDS, and the compiler schedules the whole tile
+    at once: each slice's loads go out among the previous slice's FMAs.
+    Every wave is shorter, so v13's plan still pays: at 4097^3 this kernel
+    unsplit ran 81.5% of cuBLAS on the H200, split on the last wave 94.0%.
 """
 
 import numpy as np
 from numba import cuda, float32, uint32
 
-from zoo import SIMULATOR
 from zoo.device import compute_capability
 from zoo.device.jit import jit, unrolled
 from zoo.device.memory import aligned, load_flat, load_float4, red_add_flat, red_add_float4, store_flat, store_float4
 from zoo.errors import OutOfRange
 from zoo.kernels.sgemm.plan import last_wave, slices
-from zoo.kernels.sgemm.tiles import DEFAULT, SIMULATOR_TILES, tiles_for
+from zoo.kernels.sgemm.tiles import STEP_TILES, pick_tiles
 
 LIMIT = 2**32  # elements per matrix addressable with uint32 indices
-TILES = SIMULATOR_TILES if SIMULATOR else DEFAULT  # the shape of the module-level kernels below
+TILES = STEP_TILES  # the shape of the module-level kernels below (the simulator's are smaller: tiles.py)
 SCALE_THREADS = 256
 VECTOR_ATOMICS = True  # the K slices add four results with one red.global.add.v4.f32 (sm_90 on)
 
@@ -76,13 +73,10 @@ def make_tile_multiply(tiles):
     all_slices = unrolled(BK, k_slice)  # k_slice(0, ...), ..., k_slice(BK - 1, ...) in straight-line code
 
     # Offline for sm_90 at 128 x 128 x 16 tiles (`python -m zoo show sgemm v14 --sass --summary --size 256x256x64`):
-    # one loop per block tile, 2,363 SASS instructions for 2,048 FMAs with the staging included (1.15 per FMA;
-    # v11: 151 for 128 in the slice loop alone), 242 registers (v11: 208), still two blocks per SM, no spills.
-    # Written out by hand instead (slice kk loading slice kk + 1's values into a second register set), it
-    # compiled to the same SASS and ran at the same speed on the H200 (2,881 against 2,882 us at 4096^3).
-    # What still separates it from cuBLAS (about 7% at 4096^3) is mostly outside the FMAs: per block tile, 134
-    # integer and 38 move instructions (staging addresses, the buffer switch, the K-edge test) and 36 loads
-    # and stores that carry the next tiles through 32 registers on their way to shared memory.
+    # one loop per block tile, 2,363 SASS instructions for its 2,048 FMAs with the staging included (1.15 per FMA),
+    # 242 registers (v11: 208), still two blocks per SM, no spills. Double-buffering the slices' registers by hand
+    # compiled to the same SASS. What is left against cuBLAS is mostly outside the FMAs: the staging's integer,
+    # move, load and store instructions.
     @jit(device=True, forceinline=True)
     def multiply_tile(a_tiles, b_tiles, a_base, b_base, acc):
         a_reg = cuda.local.array(REG_M, float32)
@@ -282,7 +276,7 @@ def build_kernel(tiles, vec_a, vec_b, sliced, vec_red=False):
             slice_steps = ((K + uint32(BK - 1)) // uint32(BK) + uint32(cuda.gridDim.z - 1)) // uint32(cuda.gridDim.z)
             k_begin = uint32(cuda.blockIdx.z) * slice_steps * uint32(BK)  # a multiple of BK: float4 alignment kept
             k_end = min(K, k_begin + slice_steps * uint32(BK))  # the launch drops empty slices: k_begin < K
-        else:  # all of K, as in v14
+        else:  # all of K, as in v12's unsliced flavour
             k_begin = uint32(0)
             k_end = K
         steps = (k_end - k_begin + uint32(BK - 1)) // uint32(BK)
@@ -367,14 +361,14 @@ def validate(A, B, C=None, alpha=1.0, beta=0.0):
 
 
 def launch_split(tiles, split, A, B, C, out, alpha, beta):
-    """K in at most ``split`` slices: S = 1 is v14's launch; more write out = beta * C (or 0), then S blocks
-    per tile add into it."""
+    """K in at most ``split`` slices: S = 1 is one launch of the unsliced flavour; more write out = beta * C (or 0),
+    then S blocks per tile add into it."""
     m, k = A.shape
     n = B.shape[1]
     split = slices(k, tiles.BK, split)[1]  # empty slices dropped
     grid = ((n + tiles.BN - 1) // tiles.BN, (m + tiles.BM - 1) // tiles.BM, split)  # z: which slice of K
     vec_a = k % 4 == 0 and aligned(A)  # every row of A starts on 16 bytes
-    if split == 1:  # v14's launch, no atomics, no extra pass
+    if split == 1:  # the unsliced flavour: no atomics, no extra pass
         source = C if (beta != 0 and C is not None) else out  # not read when beta == 0
         vec_b = n % 4 == 0 and aligned(B) and aligned(out) and (beta == 0 or aligned(source))
         kernel = kernel_for(tiles, vec_a, vec_b, False)
@@ -395,11 +389,6 @@ def launch_split(tiles, split, A, B, C, out, alpha, beta):
     kernel[grid, tiles.threads](
         A, B, out, out, np.uint32(m), np.uint32(n), np.uint32(k), np.float32(alpha), np.float32(0.0)
     )
-
-
-def pick_tiles(m, n, k):
-    """The tiles a call of this shape launches with: v10's pick for its class (the simulator's small ones there)."""
-    return SIMULATOR_TILES if SIMULATOR else tiles_for(m, n, k)
 
 
 def launch_plan(p, tiles, A, B, C, out, alpha, beta):
