@@ -204,7 +204,7 @@ def test_tensor_core_points_get_their_own_roof(monkeypatch):
             "hgemm": {
                 "4096": {
                     "baseline": {"gflops": 680000.0, "gbps": 680.0},
-                    "v08_block_swizzle": {"gflops": 380000.0, "gbps": 380.0},
+                    "v07_block_swizzle": {"gflops": 380000.0, "gbps": 380.0},
                 }
             }
         },
@@ -223,7 +223,7 @@ def test_tensor_core_points_get_their_own_roof(monkeypatch):
         lambda: {
             "nvidia-h200": {
                 **data,
-                "families": {"hgemm": {"4096": {"v08_block_swizzle": {"gflops": 380000.0, "gbps": 380.0}}}},
+                "families": {"hgemm": {"4096": {"v07_block_swizzle": {"gflops": 380000.0, "gbps": 380.0}}}},
             }
         },
     )

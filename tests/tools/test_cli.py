@@ -173,9 +173,9 @@ def test_the_progress_line_fits_80_columns():
     from zoo.bench import costs, run
 
     console = Console(width=80, force_terminal=True)
-    estimate = costs.Estimate({("sgemm", "v15_unrolled_split_last_wave"): [("sgemm", "v15", "70x129x31")]}, 2)
+    estimate = costs.Estimate({("sgemm", "v14_unrolled_hot_loop"): [("sgemm", "v14", "70x129x31")]}, 2)
     with run.progress_display(console, estimate) as progress:
-        task = progress.add_task("hgemm v14, sgemm v15_unrolled_split_last_wave, reduce v10", total=1034)
+        task = progress.add_task("hgemm v14, sgemm v14_unrolled_hot_loop, reduce v10", total=1034)
         progress.update(task, completed=851)
         segments = console.render_lines(progress.get_renderable(), console.options)
     lines = ["".join(s.text for s in line).rstrip() for line in segments]
