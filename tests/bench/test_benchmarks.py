@@ -159,6 +159,9 @@ def test_every_benchmark_has_a_version_written_by_hand_and_benchmarks_json_has_i
                 assert isinstance(version, str) and version, f"{key}: no explicit version"
                 assert key in stored, f"{key} is missing from results/asv/benchmarks.json: run .ci/asv-discover"
                 assert stored[key]["version"] == version, f"{key}: benchmarks.json is stale, run .ci/asv-discover"
+                # the variants asv's graphs offer are the registry's: a new, folded or renamed step changes them
+                variants = [repr(name) for name in suite.params[0]]
+                assert stored[key]["params"][0] == variants, f"{key}: its steps changed, run .ci/asv-discover"
 
 
 def test_no_asv_machine_folder_of_a_host_without_a_gpu_is_committed():
