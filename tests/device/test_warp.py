@@ -414,7 +414,7 @@ def k_waits_on_syncthreads(out):
     ],
 )
 def test_errors_do_not_hang(kernel, error, match, monkeypatch):
-    monkeypatch.setattr(zoo.simulator, "DEADLOCK_S", 0.5)
+    monkeypatch.setattr(zoo.simulator.warps, "DEADLOCK_S", 0.5)
     with pytest.raises(error, match=match):
         kernel[1, 8](np.zeros(8, np.int64))
 
@@ -437,7 +437,7 @@ def test_shared_array_is_one_array_even_when_threads_race_to_create_it(monkeypat
 
     from numba.cuda.simulator import kernelapi
 
-    from zoo import simulator
+    from zoo.simulator import threads as simulator_threads
 
     class SlowNumpy:
         def __getattr__(self, name):
@@ -448,7 +448,7 @@ def test_shared_array_is_one_array_even_when_threads_race_to_create_it(monkeypat
             time.sleep(0.05)
             return np.empty(*args, **kwargs)
 
-    monkeypatch.setattr(simulator, "np", SlowNumpy())
+    monkeypatch.setattr(simulator_threads, "np", SlowNumpy())
     shared = kernelapi.FakeCUDAShared(0)
     got = []
 

@@ -220,7 +220,7 @@ def _arrivals_kernel(arrivals, pause_s):
 def test_an_mbarrier_wait_gives_up_only_when_no_arrival_comes(monkeypatch):
     """The wait's deadline (DEADLOCK_S, 0.5 s here) counts from the last arrival: three arrivals 0.3 s apart (0.9 s
     in all) complete the phase; two leave the waiter with no arrival for 0.5 s, and it raises."""
-    monkeypatch.setattr(zoo.simulator, "DEADLOCK_S", 0.5)
+    monkeypatch.setattr(zoo.simulator.warps, "DEADLOCK_S", 0.5)
     out = np.zeros(1, np.int32)
     _arrivals_kernel(3, 0.3)[1, 2](out)
     assert out[0] == 1

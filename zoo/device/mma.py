@@ -178,7 +178,7 @@ if SIMULATOR:
                 arr[i + 2 * j], arr[i + 2 * j + 1] = _unpack(w)
 
     def _warp_exchange(kind, value):
-        from zoo.simulator import _here
+        from zoo.simulator.warps import _here
 
         warp, lane = _here()
         return warp.exchange(lane, FULL_MASK, kind, value), lane

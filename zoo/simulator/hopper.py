@@ -15,8 +15,8 @@ import threading
 
 import numpy as np
 
-from zoo import simulator
-from zoo.simulator import POLL_S
+from zoo.simulator import warps
+from zoo.simulator.warps import POLL_S
 
 # the PTX ISA's figures this model reads descriptors and boxes by (zoo.device.wgmma names them for the kernels)
 TILE_ALIGN = 1024  # bytes: where the 128B swizzle's XOR pattern starts; a TMA box lands on such a boundary
@@ -334,13 +334,13 @@ def mbarrier_wait(bars, i, parity):
     address = space.address(bars, i)
     with space.cond:
         bar = space.barrier(address)
-        patience = simulator.Patience((bar.phase, bar.pending, bar.tx))  # an arrival or bytes landing: progress
+        patience = warps.Patience((bar.phase, bar.pending, bar.tx))  # an arrival or bytes landing: progress
         while not _phase_done(bar, parity):
             if me.abort:
                 raise RuntimeError("mbarrier wait: aborted, another thread raised")
             if patience.exhausted((bar.phase, bar.pending, bar.tx)):
                 raise RuntimeError(
-                    f"mbarrier at {address:#x}: waited {simulator.DEADLOCK_S:.0f} s with no arrival for the phase "
+                    f"mbarrier at {address:#x}: waited {warps.DEADLOCK_S:.0f} s with no arrival for the phase "
                     f"of parity {parity} ({bar.pending} arrivals and {bar.tx} bytes missing; deadlock?)"
                 )
             space.cond.wait(POLL_S)
