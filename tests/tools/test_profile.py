@@ -65,6 +65,17 @@ def test_reduce_strided_tree_has_bank_conflicts_and_the_sequential_one_none():
 
 
 @sim_only
+def test_counting_runs_over_the_exercise_checkers_shared_arrays_too():
+    """One process may hold both patches of cuda.shared.array (a pytest worker that checked an exercise, then counts):
+    the counter calls the checker's with caller_depth, which the checker must take as the simulator's does."""
+    from zoo.exercise import observe
+
+    observe.install()
+    counted = _counted("reduce", "v03", 1024)
+    assert counted["shared_load_conflicts_per_request"] == 0
+
+
+@sim_only
 def test_divergence_parity_branch_diverges_and_the_warp_uniform_one_does_not():
     parity = _counted("divergence", "v01", 256, memory=False, divergence=True)
     uniform = _counted("divergence", "v02", 256, memory=False, divergence=True)

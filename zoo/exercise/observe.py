@@ -224,11 +224,12 @@ def install():
     shared_array = kernelapi.FakeCUDAShared.array
     lock = threading.Lock()
 
-    def observed_shared(self, shape, dtype, alignment=None):
+    def observed_shared(self, shape, dtype, alignment=None, caller_depth=1):
         if alignment is not None or shape == 0:  # refused, or dynamic shared memory: no lookup
             a = shared_array(self, shape, dtype, alignment)
-        else:  # zoo.simulator's lookup, keyed by the kernel's line (a call through it would key by this one)
-            caller = sys._getframe(1)
+        else:  # zoo.simulator's lookup, keyed by the kernel's line (a call through it would key by this one);
+            # caller_depth as zoo.simulator's: the profiler's counting wrapper calls this one from a frame below
+            caller = sys._getframe(caller_depth)
             key = (caller.f_code.co_filename, caller.f_lineno)
             if isinstance(dtype, kernelapi.types.Type):
                 dtype = kernelapi.numpy_support.as_dtype(dtype)
