@@ -14,7 +14,6 @@ as on the GPU when the lanes run the same code; lanes that diverge make that an
 estimate. Only ``zoo.exercise`` uses it, in a process of its own.
 """
 
-import sys
 import threading
 from collections import defaultdict
 from contextlib import contextmanager
@@ -221,22 +220,11 @@ def install():
                 _current.shared_access(t, self, idx)
             return np.ndarray.__setitem__(self, idx, value)
 
-    shared_array = kernelapi.FakeCUDAShared.array
-    lock = threading.Lock()
+    shared_array = kernelapi.FakeCUDAShared.array  # zoo.simulator's locked lookup, installed when zoo was imported
 
     def observed_shared(self, shape, dtype, alignment=None, caller_depth=1):
-        if alignment is not None or shape == 0:  # refused, or dynamic shared memory: no lookup
-            a = shared_array(self, shape, dtype, alignment)
-        else:  # zoo.simulator's lookup, keyed by the kernel's line (a call through it would key by this one);
-            # caller_depth as zoo.simulator's: the profiler's counting wrapper calls this one from a frame below
-            caller = sys._getframe(caller_depth)
-            key = (caller.f_code.co_filename, caller.f_lineno)
-            if isinstance(dtype, kernelapi.types.Type):
-                dtype = kernelapi.numpy_support.as_dtype(dtype)
-            with lock:
-                a = self._allocations.get(key)
-                if a is None:
-                    a = self._allocations[key] = np.empty(shape, dtype)
+        # the lookup keys the array by the kernel's line: one frame further up than whoever called this wrapper
+        a = shared_array(self, shape, dtype, alignment, caller_depth=caller_depth + 1)
         if _current is None or not isinstance(a, np.ndarray):
             return a
         view = a.view(Shared)
