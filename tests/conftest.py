@@ -57,3 +57,23 @@ def tune_with_sizes(monkeypatch, tune_module, family, sizes):
     monkeypatch.setattr(tune_module, "sweep", fake_sweep)
     cli.cmd_tune(argparse.Namespace(family=family, size=list(sizes), save=False))
     return seen[0]
+
+
+@pytest.fixture
+def launch_configs(monkeypatch):
+    """``launch_configs(kernel)``: a list that gathers the launch configuration (``kernel[config]``) of every launch of
+    ``kernel`` while the test runs; watch several kernels by calling it once for each."""
+
+    def watch(kernel):
+        configs = []
+        original = type(kernel).__getitem__
+
+        def spy(self, config):
+            if self is kernel:
+                configs.append(config)
+            return original(self, config)
+
+        monkeypatch.setattr(type(kernel), "__getitem__", spy)
+        return configs
+
+    return watch

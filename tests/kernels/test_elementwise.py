@@ -52,22 +52,9 @@ def test_unrolled_passes_with_a_partial_last_pass(unroll):
     assert np.array_equal(out.copy_to_host(), RELU.reference(x))
 
 
-def _launched(kernel, monkeypatch):
-    calls = []
-    original = type(kernel).__getitem__
-
-    def spy(self, config):
-        if self is kernel:
-            calls.append(config)
-        return original(self, config)
-
-    monkeypatch.setattr(type(kernel), "__getitem__", spy)
-    return calls
-
-
 @pytest.mark.parametrize("step", [v04_float4, v05_unrolled], ids=["v04", "v05"])
-def test_float4_steps_fall_back_on_a_misaligned_view(step, monkeypatch):
-    calls, scalar_calls = _launched(step.relu4_kernel, monkeypatch), _launched(step.relu_kernel, monkeypatch)
+def test_float4_steps_fall_back_on_a_misaligned_view(step, launch_configs):
+    calls, scalar_calls = launch_configs(step.relu4_kernel), launch_configs(step.relu_kernel)
     name = step.__name__.rsplit(".", 1)[-1][:3]
     (x,) = RELU.make_inputs(41, 6)
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x]))

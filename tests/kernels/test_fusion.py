@@ -105,23 +105,10 @@ def test_float4_grid_stride_takes_several_passes(name, monkeypatch):
     assert ok, detail
 
 
-def _launched(kernel, monkeypatch):
-    calls = []
-    original = type(kernel).__getitem__
-
-    def spy(self, config):
-        if self is kernel:
-            calls.append(config)
-        return original(self, config)
-
-    monkeypatch.setattr(type(kernel), "__getitem__", spy)
-    return calls
-
-
 @pytest.mark.parametrize("name", ["v04", "v05"])
-def test_float4_step_falls_back_on_a_misaligned_view(name, monkeypatch):
+def test_float4_step_falls_back_on_a_misaligned_view(name, launch_configs):
     step = FUSION[name].module
-    wide, one_per_thread = _launched(step.fused4_kernel, monkeypatch), _launched(step.fused_kernel, monkeypatch)
+    wide, one_per_thread = launch_configs(step.fused4_kernel), launch_configs(step.fused_kernel)
     (x,) = FUSION.make_inputs(41, 6)
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x]))
     view = backing[1:]  # 4 bytes past a 16-byte boundary

@@ -96,19 +96,6 @@ def test_an_empty_online_state_merges_away_without_nan():
     assert m == v04_online.LOWEST and d == 0.0  # (-inf, 0) here would give -inf - -inf = NaN
 
 
-def _launched(kernel, monkeypatch):
-    calls = []
-    original = type(kernel).__getitem__
-
-    def spy(self, config):
-        if self is kernel:
-            calls.append(config)
-        return original(self, config)
-
-    monkeypatch.setattr(type(kernel), "__getitem__", spy)
-    return calls
-
-
 REGISTER_STEPS = pytest.mark.parametrize("step", ["v05", "v06"])  # v06: v05's kernels on 2-D arrays
 
 
@@ -127,21 +114,21 @@ def test_registers_plan_picks_a_warp_then_a_block_then_nothing(step):
 
 @REGISTER_STEPS
 @pytest.mark.parametrize("size,wide", [((3, 1000), True), ((3, 31), False), ((2, 2044), True), ((2, 1030), False)])
-def test_registers_step_reads_float4_when_rows_allow(step, size, wide, monkeypatch):
+def test_registers_step_reads_float4_when_rows_allow(step, size, wide, launch_configs):
     cols = size[1]
     group, loads = SOFTMAX[step].module.plan(cols, wide)
-    calls = _launched(SOFTMAX[step].module.build(group, loads, wide), monkeypatch)
+    calls = launch_configs(SOFTMAX[step].module.build(group, loads, wide))
     (x,) = SOFTMAX.make_inputs(size, 6)
     np.testing.assert_allclose(_run(SOFTMAX[step], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
     assert calls, f"{size} should run the ({group}, {loads}, wide={wide}) kernel"
 
 
 @REGISTER_STEPS
-def test_registers_step_reads_scalars_from_a_misaligned_view(step, monkeypatch):
+def test_registers_step_reads_scalars_from_a_misaligned_view(step, launch_configs):
     rows, cols = 3, 40
     (x,) = SOFTMAX.make_inputs((rows, cols), 7)
     module = SOFTMAX[step].module
-    scalar = _launched(module.build(*module.plan(cols, False), False), monkeypatch)
+    scalar = launch_configs(module.build(*module.plan(cols, False), False))
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), x.ravel()]))
     view = backing[1:].reshape(rows, cols)  # 4 bytes past a 16-byte boundary
     out = cuda.device_array((rows, cols), np.float32)
@@ -152,10 +139,10 @@ def test_registers_step_reads_scalars_from_a_misaligned_view(step, monkeypatch):
 
 @pytest.mark.skipif(not zoo.SIMULATOR, reason="the launch spy sees the simulator's kernels only")
 @REGISTER_STEPS
-def test_registers_step_falls_back_to_online_past_its_registers(step, monkeypatch):
+def test_registers_step_falls_back_to_online_past_its_registers(step, monkeypatch, launch_configs):
     module = SOFTMAX[step].module
     monkeypatch.setattr(module, "MAX_ELEMENTS", 1)  # 65 columns no longer fit
-    calls = _launched(module.softmax_online, monkeypatch)  # v04's kernel, copied into the step
+    calls = launch_configs(module.softmax_online)  # v04's kernel, copied into the step
     (x,) = SOFTMAX.make_inputs((3, 65), 8, kind="large")
     np.testing.assert_allclose(_run(SOFTMAX[step], x), SOFTMAX.reference(x), rtol=1e-5, atol=1e-7)
     assert calls == [(3, module.BLOCK)]

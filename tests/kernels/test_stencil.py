@@ -209,22 +209,11 @@ def test_separable_factors_rebuild_the_filter():
 
 
 # -- the float4 path ---------------------------------------------------------------------------------------------
-def _launched(kernel, monkeypatch):
-    calls = []
-    original = type(kernel).__getitem__
-
-    def spy(self, config):
-        if self is kernel:
-            calls.append(config)
-        return original(self, config)
-
-    monkeypatch.setattr(type(kernel), "__getitem__", spy)
-    return calls
 
 
 @pytest.mark.parametrize("width,wide", [(68, True), (70, False), (33, False)])
-def test_float4_step_picks_the_width_of_its_accesses(width, wide, monkeypatch):
-    calls = {w: _launched(v06_float4.build(2, 2, w), monkeypatch) for w in (False, True)}
+def test_float4_step_picks_the_width_of_its_accesses(width, wide, launch_configs):
+    calls = {w: launch_configs(v06_float4.build(2, 2, w)) for w in (False, True)}
     image, weights = _image((9, width), 22), _separable(5, 5, seed=23)
     assert _close(_run(STENCIL["v06"], image, weights), image, weights)
     assert [w for w, c in calls.items() if c] == [wide]

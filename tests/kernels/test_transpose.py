@@ -33,37 +33,24 @@ def test_more_row_tiles_than_grid_y_holds(variant, monkeypatch):
         assert _check(variant, a), f"{variant.name} at {size}"
 
 
-def _launched(kernel, monkeypatch):
-    calls = []
-    original = type(kernel).__getitem__
-
-    def spy(self, config):
-        if self is kernel:
-            calls.append(config)
-        return original(self, config)
-
-    monkeypatch.setattr(type(kernel), "__getitem__", spy)
-    return calls
-
-
-def test_float4_path_runs_for_aligned_multiples_of_four(monkeypatch):
-    calls = _launched(v05_float4.transpose4_kernel, monkeypatch)
+def test_float4_path_runs_for_aligned_multiples_of_four(launch_configs):
+    calls = launch_configs(v05_float4.transpose4_kernel)
     (a,) = TRANSPOSE.make_inputs((36, 68), 4)
     assert _check(TRANSPOSE["v05"], a)
     assert calls, "a 36 x 68 matrix should take the float4 kernel"
 
 
 @pytest.mark.parametrize("size", [(36, 66), (34, 68), (1, 70)])
-def test_float4_path_falls_back_when_a_float4_would_straddle_rows(size, monkeypatch):
-    calls = _launched(v05_float4.transpose4_kernel, monkeypatch)
-    scalar_calls = _launched(v05_float4.transpose_kernel, monkeypatch)
+def test_float4_path_falls_back_when_a_float4_would_straddle_rows(size, launch_configs):
+    calls = launch_configs(v05_float4.transpose4_kernel)
+    scalar_calls = launch_configs(v05_float4.transpose_kernel)
     (a,) = TRANSPOSE.make_inputs(size, 6)
     assert _check(TRANSPOSE["v05"], a)
     assert not calls and scalar_calls
 
 
-def test_float4_path_falls_back_on_a_misaligned_view(monkeypatch):
-    calls = _launched(v05_float4.transpose4_kernel, monkeypatch)
+def test_float4_path_falls_back_on_a_misaligned_view(launch_configs):
+    calls = launch_configs(v05_float4.transpose4_kernel)
     rows, cols = 8, 12
     (a,) = TRANSPOSE.make_inputs((rows, cols), 7)
     backing = cuda.to_device(np.concatenate([np.zeros(1, np.float32), a.ravel()]))
@@ -78,10 +65,9 @@ def test_float4_path_falls_back_on_a_misaligned_view(monkeypatch):
     "size,wide",
     [((36, 68), (True, True)), ((36, 66), (False, True)), ((34, 68), (True, False)), ((33, 65), (False, False))],
 )
-def test_any_shape_picks_each_side_width_alone(size, wide, monkeypatch):
+def test_any_shape_picks_each_side_width_alone(size, wide, launch_configs):
     calls = {
-        w: _launched(v06_any_shape.build(*w), monkeypatch)
-        for w in ((False, False), (False, True), (True, False), (True, True))
+        w: launch_configs(v06_any_shape.build(*w)) for w in ((False, False), (False, True), (True, False), (True, True))
     }
     (a,) = TRANSPOSE.make_inputs(size, 8)
     assert _check(TRANSPOSE["v06"], a)
