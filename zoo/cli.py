@@ -269,7 +269,11 @@ def cmd_run(args):
     else:
         fams = _families(args.families)
     steps = {fam.name: _steps(fam, args) for fam in fams}
+    if args.best_step and not args.step:
+        steps = {fam.name: bench_run.best_steps(fam) for fam in fams}
     given = {fam.name: _cases(fam, args.size, None) for fam in fams} if args.size else None
+    if args.smallest:
+        given = {fam.name: (given or {}).get(fam.name, []) + fam.cases([bench_run.smallest_size(fam)]) for fam in fams}
     if zoo.SIMULATOR:
         rest = [] if args.families or args.all else [f for f in zoo.families() if f not in fams]
         what = f"the first path ({', '.join(bench_run.FIRST_PATH)}; --all: every family)" if rest else "each step"
@@ -289,6 +293,7 @@ def cmd_run(args):
         budget=args.budget,
         save=args.save,
         check_processes=args.check_processes or bench_run.CHECK_PROCESSES,
+        cold_l2=args.cold_l2,
     )
 
 
@@ -501,6 +506,22 @@ def build_parser():
                 "--all-sizes",
                 action="store_true",
                 help="time every BENCH size (default: each family's headline size, after a check at GPU test sizes)",
+            )
+            s.add_argument(
+                "--cold-l2",
+                action="store_true",
+                help="flush the L2 cache (write twice its size) before every timed call; saved rows say so",
+            )
+            s.add_argument(
+                "--smallest",
+                action="store_true",
+                help="time each family's smallest BENCH size (where the host's cost of a call shows), with the best "
+                "step's call in a user's loop against the library's",
+            )
+            s.add_argument(
+                "--best-step",
+                action="store_true",
+                help="only each family's best step at its headline size as this GPU's results file records it",
             )
             s.add_argument(
                 "--budget",

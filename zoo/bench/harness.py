@@ -195,6 +195,47 @@ def hold_gpu(us):
     _hold_kernel()(np.uint64(us * 1000))
 
 
+L2_FLUSH_FACTOR = 2  # a cold-L2 flush writes this many times the L2 cache's size
+_flush_buffer = []  # the device buffer a flush writes, made once
+
+
+def flush_l2():
+    """Queue a write of L2_FLUSH_FACTOR times the L2 cache's size (a memset of a buffer kept for it) on the default
+    stream: whatever a later call reads was evicted from L2 by it. nvbench's cold measurement writes one L2's size
+    before each sample the same way."""
+    from numba.cuda.cudadrv import driver
+
+    if not _flush_buffer:
+        nbytes = L2_FLUSH_FACTOR * (properties().get("l2_bytes") or 50 << 20)
+        _flush_buffer.append(cuda.device_array(nbytes, np.uint8))
+    buffer = _flush_buffer[0]
+    driver.device_memset(buffer, 0, buffer.size)
+
+
+_stream_events = {}  # id of a step's stream -> (the stream, its numba form, an event recorded on it): made once
+
+
+def wait_for_side_streams(streams):
+    """Make the default stream wait for the work queued so far on each of ``streams`` (numba or CuPy streams, or
+    raw handles: ``zoo.device.jit.take_side_streams``), so that an event recorded next on it marks the end of all of
+    it. The legacy default stream waits for blocking streams by itself, but not for a non-blocking one (CuPy's
+    ``Stream(non_blocking=True)``), nor in a process built with per-thread default streams: a step's work there would
+    still run after the stop event. Nothing to do, and nothing done, for a step that used none."""
+    for s in streams:
+        found = _stream_events.get(id(s))
+        if found is None or found[0] is not s:
+            if isinstance(s, int):
+                numba_stream = cuda.external_stream(s)
+            elif hasattr(s, "ptr") and not hasattr(s, "handle"):  # a CuPy stream
+                numba_stream = cuda.external_stream(s.ptr)
+            else:
+                numba_stream = s
+            found = _stream_events[id(s)] = (s, numba_stream, cuda.event(timing=False))
+        _, numba_stream, event = found
+        event.record(numba_stream)
+        event.wait()  # the default stream: what is queued on it from now on starts after the event
+
+
 def time_launches(
     launch: Callable[..., Any],
     *,
@@ -203,6 +244,7 @@ def time_launches(
     max_samples: int = 200,
     budget_s: float = 1.0,
     sample_ms: float = 1.0,
+    cold_l2: bool = False,
 ) -> Timing:
     """Median device time of ``launch(i)`` in ms, measured with CUDA events.
 
@@ -228,6 +270,12 @@ def time_launches(
     the start event and the first launch are queued behind it, as
     nvbench's blocking kernel does. Before this, a 370 us kernel timed in
     batches of one read 393 us and in batches of two 372 us.
+
+    The stop event waits for every stream the launches used besides the default one (``wait_for_side_streams``):
+    a step that queues work on a stream of its own is timed to the end of that work, not to the end of its
+    default-stream part. With ``cold_l2`` each sample is one launch after a write of twice the L2 cache's size
+    (``flush_l2``, untimed, as nvbench's cold measurement does): no byte of the inputs or the output is in L2 when
+    the call begins.
     """
     if SIMULATOR:
         raise RuntimeError("timings need a GPU: the simulator measures nothing")
@@ -239,6 +287,9 @@ def time_launches(
     def timed(batch):
         nonlocal calls
         recent = host_us[-8:]
+        if cold_l2:
+            flush_l2()  # before the hold and the start event: not timed
+        zoo_jit.take_side_streams()  # what earlier calls used was waited for by their own stop event
         hold_gpu(
             min(HOLD_MAX_US, max(HOLD_MIN_US, HOLD_FACTOR * statistics.median(recent))) if recent else HOLD_MAX_US
         )  # the device waits here while the host queues what follows
@@ -251,6 +302,7 @@ def time_launches(
                 host_us.append((time.perf_counter() - began) * 1e6)
             calls += 1
         call_us.append((time.perf_counter() - first) * 1e6 / batch)  # the first call is often slower than the rest
+        wait_for_side_streams(zoo_jit.take_side_streams())
         stop.record()
         stop.synchronize()
         return cuda.event_elapsed_time(start, stop) / batch
@@ -268,7 +320,7 @@ def time_launches(
         for _ in range(warmup - 1):
             launch(calls)
             calls += 1
-    batch = max(1, int(sample_ms / estimate))
+    batch = 1 if cold_l2 else max(1, int(sample_ms / estimate))  # cold: every timed call after a flush
     samples: list[float] = []
     while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) * batch < budget_s * 1e3):
         samples.append(timed(batch))
@@ -280,14 +332,19 @@ def time_launches(
 
 
 def time_wall(
-    launch: Callable[..., Any], *, min_samples: int = 10, max_samples: int = 200, budget_s: float = 1.0
+    launch: Callable[..., Any],
+    *,
+    min_samples: int = 10,
+    max_samples: int = 200,
+    budget_s: float = 1.0,
+    cold_l2: bool = False,
 ) -> Timing:
     """Median wall-clock time of ``launch(i)`` in ms as the host sees it: each sample is one call and a
     synchronization, between two ``time.perf_counter`` readings.
 
     For a family whose lesson is the host's cost (WALL_TIME in its spec: a loop of launches too small to
     keep the GPU busy), device time behind a hold would hide exactly what is taught. One call compiles
-    and warms up first.
+    and warms up first. With ``cold_l2`` each call follows a write of twice the L2 cache's size, finished first.
     """
     if SIMULATOR:
         raise RuntimeError("timings need a GPU: the simulator measures nothing")
@@ -296,6 +353,9 @@ def time_wall(
     samples: list[float] = []
     calls = 1
     while len(samples) < max_samples and (len(samples) < min_samples or sum(samples) < budget_s * 1e3):
+        if cold_l2:
+            flush_l2()
+            cuda.synchronize()
         began = time.perf_counter()
         launch(calls)
         cuda.synchronize()
@@ -366,6 +426,9 @@ class Measurement:
     error: float = math.nan
     resources: dict = field(default_factory=dict)
     host_us: float = math.nan  # host time of a launch call: at 80% of ms or more, the host set the pace (host_paced)
+    cold_l2: bool = False  # timed with the L2 cache flushed before every call (zoo run --cold-l2), not warm
+    call_path: str = ""  # the arrays a step's launch was timed on (harness.call_path); '' for a library or CPU row
+    user_loop: dict = field(default_factory=dict)  # the call in a user's loop (zoo.bench.user_loop), where recorded
 
 
 def _rates(fam, size, ms, kind=None):
@@ -498,17 +561,45 @@ def host_copy(a, pinned):
     return b
 
 
+LEAN_CALL = "lean launch, CuPy arrays"  # Measurement.call_path of a step timed as a user's call on CuPy arrays runs
+NUMBA_CALL = "numba device arrays"  # ... of one timed on numba's arrays (no CuPy, or ZOO_LAUNCH=numba)
+HOST_CALL = "host arrays"  # ... of a step that takes host arrays and moves them itself (HOST_INPUTS)
+
+
+def call_path(variant):
+    """How a step's launch gets its arrays when timed: CuPy arrays as they are, the lean launch's cheapest path
+    and the one a user's call on CuPy arrays takes (``zoo.runtime.arrays.CUPY_AS_IS``), where CuPy is installed;
+    else numba device arrays; host arrays for a HOST_INPUTS family."""
+    if variant.family.host_inputs:
+        return HOST_CALL
+    if not arrays.CUPY_AS_IS:
+        return NUMBA_CALL
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return NUMBA_CALL
+    return LEAN_CALL
+
+
 def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None):
     """(input sets, poisoned output) a variant is timed on: device copies rotated past the L2 (``sets`` when
     given), each in the variant's layout (``Variant.packed``), or, for a family whose steps take host arrays, the
-    host arrays (page-locked if the step sets PINNED)."""
+    host arrays (page-locked if the step sets PINNED). On the lean call path (``call_path``) the device arrays are
+    CuPy views of the copies, as a user's call passes them: the small sizes, where a call's host time is the
+    figure, are timed on the path a user's call takes."""
     poison = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     if variant.family.host_inputs:
         pinned = bool(getattr(variant.module, "PINNED", False))
         return [tuple(host_copy(a, pinned) for a in host_inputs)], host_copy(poison, pinned)
     out = cuda.device_array(shape, dtype)
     out.copy_to_device(poison)
-    return [variant.packed(s) for s in (sets if sets is not None else input_sets(host_inputs))], out
+    sets = sets if sets is not None else input_sets(host_inputs)
+    if call_path(variant) == LEAN_CALL:
+        import cupy
+
+        sets = [tuple(None if a is None else cupy.asarray(a) for a in s) for s in sets]  # views: no copies
+        out = cupy.asarray(out)
+    return [variant.packed(s) for s in sets], out
 
 
 BUDGET_S = 1.0  # seconds of samples a row is timed for by default (at least min_samples of them)
@@ -521,9 +612,13 @@ def measure_variant(
     baseline_ms: float | None = None,
     kind: str | None = None,
     budget_s: float = BUDGET_S,
+    cold_l2: bool = False,
     **params: Any,
 ) -> Measurement:
-    """Check on the benchmark inputs, then time for about ``budget_s`` seconds; returns a Measurement."""
+    """Check on the benchmark inputs, then time for about ``budget_s`` seconds (each call after an L2 flush with
+    ``cold_l2``); returns a Measurement. The output is checked twice: after the first call, and as the last timed
+    call left it (``correct`` is False unless both are right), so a step that is right once and wrong when called
+    again (a counter it does not reset, an output it accumulates into, inputs it overwrites) fails."""
     fam = variant.family
     case = (fam.name, size, seed, kind)
     host_inputs = _inputs(*case)
@@ -538,7 +633,12 @@ def measure_variant(
         ref = _reference(fam.name, size, seed, kind) if not given else np.asarray(fam.reference(*host_inputs, **params))
         ok, err, _ = compare(arrays.host(out), ref, variant.tolerance(size))
         correct = ok
-    timing = _timer(fam)(lambda i: variant.launch(sets[i % len(sets)], out, **params), budget_s=budget_s)
+    timing = _timer(fam)(
+        lambda i: variant.launch(sets[i % len(sets)], out, **params), budget_s=budget_s, cold_l2=cold_l2
+    )
+    if not variant.demonstration:  # the output of the last timed call, against the same reference
+        ok, err_last, _ = compare(arrays.host(out), ref, variant.tolerance(size))
+        correct, err = correct and ok, max(err, err_last)
     gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     m = Measurement(
         variant.name,
@@ -551,6 +651,8 @@ def measure_variant(
         error=err,
         resources=resources(variant, since=launches_before),
         host_us=timing.host_us,
+        cold_l2=cold_l2,
+        call_path=call_path(variant),
     )
     if baseline_ms:
         m.ratio = baseline_ms / timing.median_ms
@@ -608,13 +710,14 @@ def measure_baseline(
     name: str = "baseline",
     baseline_ms: float | None = None,
     budget_s: float = BUDGET_S,
+    cold_l2: bool = False,
     **params: Any,
 ) -> Measurement:
     """Time one of the family's library rows (``fam.baselines[name]``) on the same inputs.
 
-    Its first call is checked like a variant's (``check_row``: a ceiling such as a copy of the same bytes against
-    what it must produce, its ROW_REFERENCE); ``ratio`` is relative to ``baseline_ms`` (the family's main baseline)
-    when given.
+    Its first call and its last timed call are checked like a variant's (``check_row``: a ceiling such as a copy of
+    the same bytes against what it must produce, its ROW_REFERENCE); ``ratio`` is relative to ``baseline_ms`` (the
+    family's main baseline) when given.
     """
     import cupy
 
@@ -631,7 +734,17 @@ def measure_baseline(
         out = cupy.full(shape, arrays.poison_value(dtype), dtype)
     result = row_result(fam, name, cupy_sets[0], out, **params)  # a library the machine lacks: Unavailable here
     ok, err, _ = check_row(fam, name, size, host_inputs, result, _reference(*case), **params)
-    timing = _timer(fam)(lambda i: call(*cupy_sets[i % len(cupy_sets)], out, **params), budget_s=budget_s)
+    last = [None]  # what the last timed call returned (a row whose result is not in out returns it)
+
+    def timed_call(i):
+        last[0] = call(*cupy_sets[i % len(cupy_sets)], out, **params)
+
+    timing = _timer(fam)(timed_call, budget_s=budget_s, cold_l2=cold_l2)
+    if ok is not None:  # the output of the last timed call
+        ok_last, err_last, _ = check_row(
+            fam, name, size, host_inputs, out if last[0] is None else last[0], _reference(*case), **params
+        )
+        ok, err = ok and ok_last, max(err, err_last)
     gflops, gbps = _rates(fam, size, timing.median_ms, kind)
     ratio = baseline_ms / timing.median_ms if baseline_ms else 1.0
     return Measurement(
@@ -645,6 +758,7 @@ def measure_baseline(
         correct=ok,
         error=err,
         host_us=timing.host_us,
+        cold_l2=cold_l2,
     )
 
 

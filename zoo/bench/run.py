@@ -6,6 +6,7 @@ arguments and calls ``gpu_job``; the tables and the progress display are printed
 """
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 import time
@@ -14,7 +15,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import zoo
-from zoo.bench import harness, results
+from zoo.bench import harness, results, strongest
 from zoo.errors import OutOfRange, Unavailable, Unsupported
 
 
@@ -87,6 +88,23 @@ def headline_size(fam):
     if wanted is not None:
         return wanted
     return max(fam.BENCH_SIZES, key=lambda s: fam.bytes_moved(s) + fam.flops(s))
+
+
+def smallest_size(fam):
+    """The family's smallest BENCH size (fewest bytes and operations): where the host's cost of a call shows."""
+    return min(fam.BENCH_SIZES, key=lambda s: fam.bytes_moved(s) + fam.flops(s))
+
+
+def best_steps(fam):
+    """[the family's best step at its headline size] as this GPU's results file records it
+    (``strongest.best_step``), or every step where it records none: what ``zoo run --best-step`` times."""
+    from zoo.device import slug
+
+    path = results.path_for(slug())
+    by_size = (results.load(path)["families"].get(fam.name) or {}) if path.exists() else {}
+    entries = by_size.get(results.size_key(headline_size(fam)), {})
+    found = strongest.best_step(fam, entries)
+    return [fam[found[0]]] if found else list(fam)
 
 
 DESCRIPTION_WIDTH = 30  # the progress line's text; with the bar, the count and the times it fits 80 columns
@@ -189,10 +207,14 @@ class NoProgress:
         pass
 
 
-def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, save=False, check_processes=1):
+def gpu_job(
+    fams, steps, console, *, given=None, all_sizes=False, budget=None, save=False, check_processes=1, cold_l2=False
+):
     """Check, then time ``fams`` on the GPU; ``steps`` maps each family's name to the steps to run, ``given`` to
     the (size, kind) cases named with --size (None: each family's headline size, or its BENCH sizes with
-    ``all_sizes``). Prints a table per case as it goes; returns the exit code (1 when a row was wrong)."""
+    ``all_sizes``); ``cold_l2`` flushes the L2 cache before every timed call. At the headline size the best step's
+    call is also timed in a user's loop, and at the smallest BENCH size the library's call too (``user_loops``).
+    Prints a table per case as it goes; returns the exit code (1 when a row was wrong)."""
     from zoo.device import properties, versions
     from zoo.device.jit import quiet_occupancy
 
@@ -223,7 +245,7 @@ def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, s
             checked = check_in_processes(plan, steps, check_processes, shared, progress, task, console)
         for fam, cases, checks in plan:
             family_started, compiled_before = time.perf_counter(), harness.compile_seconds()
-            phases = dict.fromkeys(("check", "inputs wait", "library", "CPU", "steps"), 0.0)  # seconds in each part
+            phases = dict.fromkeys(("check", "inputs wait", "library", "CPU", "steps", "user's loop"), 0.0)  # seconds
             if cases:  # its first case's inputs and reference are made while the checks run
                 harness.prepare_ahead((fam, *cases[0]))
             if checks:
@@ -265,6 +287,7 @@ def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, s
                                 name=name,
                                 baseline_ms=measured[0].ms if measured else None,
                                 budget_s=budget,
+                                cold_l2=cold_l2,
                             )
                         )
                     except OutOfRange:  # an extra row that does not apply to this kind of input
@@ -301,7 +324,9 @@ def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, s
                 for v in steps[fam.name]:
                     progress.update(task, description=f"{fam.name} {key}: {v.name}")
                     try:
-                        m = harness.measure_variant(v, size, baseline_ms=measured[0].ms, kind=kind, budget_s=budget)
+                        m = harness.measure_variant(
+                            v, size, baseline_ms=measured[0].ms, kind=kind, budget_s=budget, cold_l2=cold_l2
+                        )
                     except OutOfRange:
                         m = None
                     except Unsupported as e:  # once per step, not once per size
@@ -313,6 +338,9 @@ def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, s
                     if m is not None:
                         measured.append(m)
                 phases["steps"] += time.perf_counter() - began
+                began = time.perf_counter()
+                any_failed |= user_loops(fam, size, kind, measured, console)
+                phases["user's loop"] += time.perf_counter() - began
                 if wall:
                     harness.prepare_ahead((fam, size, kind), *upcoming)
                 cpu = [m for m in measured if m.name in fam.cpu_rows]
@@ -337,6 +365,37 @@ def gpu_job(fams, steps, console, *, given=None, all_sizes=False, budget=None, s
     if save and runs:
         console.print(f"saved to {path.relative_to(results.ROOT)}; `python -m zoo report` regenerates the pages")
     return 1 if any_failed else 0
+
+
+def user_loops(fam, size, kind, measured, console):
+    """Time the best of ``measured``'s steps in a user's loop where ``size`` is the family's headline size or its
+    smallest BENCH size, and there also the library's call (the baseline row), for the family's first kind of input;
+    each figure goes to its row's ``user_loop``. Returns True when a loop's call raised or left a wrong output."""
+    from zoo.bench import user_loop
+
+    headline, smallest = size == headline_size(fam), size == smallest_size(fam)
+    if not (headline or smallest) or kind not in (None, fam.kinds[0]):
+        return False
+    rows = {m.name: m for m in measured}
+    best = strongest.best_step(fam, {m.name: {"ratio": m.ratio, "correct": m.correct} for m in measured})
+    if best is None:
+        return False
+    key = _key(fam, size, kind)
+    try:
+        rows[best[0]].user_loop = user_loop.step_loop(fam[best[0]], size, kind)
+        if smallest and "baseline" in rows:
+            rows["baseline"].user_loop = user_loop.library_loop(fam, size, kind)
+    except Exception as e:  # the call as a user makes it broke: a failure of the run, not of the other figures
+        console.print(f"[red]{fam.name} {key}: {best[0]} in a user's loop FAILED: {type(e).__name__}: {e}[/]")
+        return True
+    mine = rows[best[0]]
+    line = user_loop.loop_line(best[0], dataclasses.asdict(mine))
+    if smallest and rows.get("baseline") is not None:
+        line += " " + user_loop.call_cost_line(
+            best[0], dataclasses.asdict(mine), dataclasses.asdict(rows["baseline"]), fam.BASELINE
+        )
+    console.print(f"{fam.name} {key}: {line}")
+    return mine.user_loop.get("correct") is False
 
 
 def run_table(fam, key, measured):

@@ -20,6 +20,14 @@ def strongest_row(fam, entries):
     return name, entry
 
 
+def best_step(fam, entries):
+    """(name, entry) of the fastest real step in one size's entries (demonstrations and library rows left out, and a
+    step that was wrong), or None. Their ratio to the family's baseline ranks them: one baseline in one run."""
+    steps = [(v.name, entries[v.name]) for v in fam if v.name in entries and not v.demonstration]
+    steps = [(n, e) for n, e in steps if e.get("ratio") and e.get("correct") is not False]
+    return max(steps, key=lambda s: s[1]["ratio"], default=None)
+
+
 def of_strongest(fam, entries, name):
     """Row ``name``'s speed as a fraction of the strongest row's in the same entries (the strongest row's time over
     its time, both at one size), or None where either is missing."""

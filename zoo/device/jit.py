@@ -120,6 +120,17 @@ def launched_since(count):
     return _latest if _latest is not None and _latest.launch_number > count else None
 
 
+_side_streams = {}  # id -> each stream other than the default one that a zoo kernel was launched on, since taken
+
+
+def take_side_streams():
+    """The streams other than the default one that zoo kernels were launched on since the last call (numba or CuPy
+    streams, or raw handles), forgotten here: a timer makes its stop event wait for each (``zoo.bench.harness``)."""
+    found = list(_side_streams.values())
+    _side_streams.clear()
+    return found
+
+
 class Kernel:
     """A compiled-on-first-launch kernel that records how it was launched."""
 
@@ -152,12 +163,15 @@ class Kernel:
     def _launcher(self, config):
         launch = Launch(*config)
         lean = self.lean
+        side = launch.stream or None  # a stream of the step's own: a timer must wait for it too
 
         def run(*args):
             global _latest
             self.last_launch = launch
             self.launch_number = next(_numbers)
             _latest = self
+            if side is not None:
+                _side_streams[id(side)] = side
             if lean is not None and lean.launch(launch, args):  # the driver launched it: done
                 return None
             if launch.shared_bytes > DEFAULT_SHARED_LIMIT and not SIMULATOR:

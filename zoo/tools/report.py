@@ -159,14 +159,6 @@ def plot(fam, slug, device_name, keys, by_size):
     return changed
 
 
-def best_step(fam, entries):
-    """(name, entry) of the fastest real step in one size's entries (demonstrations and library rows left out),
-    or None."""
-    steps = [(v.name, entries[v.name]) for v in fam if v.name in entries and not v.demonstration]
-    steps = [(n, e) for n, e in steps if e.get("ratio") and e.get("correct") is not False]
-    return max(steps, key=lambda s: s[1]["ratio"], default=None)
-
-
 def headline_rows(all_results):
     """For each family measured anywhere, in teaching order: (family, size key, {slug: (step, entry)}), the best
     step at the family's headline size on each GPU."""
@@ -178,7 +170,7 @@ def headline_rows(all_results):
             continue
         first = next(iter(measured.values()))
         key = headline(fam, first)
-        best = {slug: best_step(fam, by_size[key]) for slug, by_size in measured.items() if key in by_size}
+        best = {slug: strongest.best_step(fam, by_size[key]) for slug, by_size in measured.items() if key in by_size}
         rows.append((fam, key, {slug: b for slug, b in best.items() if b}))
     return rows
 

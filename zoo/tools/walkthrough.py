@@ -16,7 +16,7 @@ import textwrap
 
 import zoo
 from zoo import exercise, registry
-from zoo.bench import results
+from zoo.bench import results, strongest, user_loop
 from zoo.tools import asv_history, mapping, report
 from zoo.tools.profile import counters, prose
 
@@ -92,10 +92,30 @@ def _measured_tables(fam, all_results):
         keys = report.headline_keys(fam, by_size)
         for key in keys:
             parts.append(f"Size {key}:\n\n" + report.family_table(fam, name, key, by_size[key]))
+        parts += _user_loops(fam, by_size, keys[0])
         png = report.family_plot_path(slug, fam)
         if png.exists():
             parts.append(f"![{fam.name} on {name}](plots/{png.name})")
     return parts or ["Not measured on a GPU yet: `python -m zoo run --save`, then `python -m zoo report`."]
+
+
+def _user_loops(fam, by_size, key):
+    """What a user's loop of the best step gives beside the benchmark's figure at the headline size ``key``, and
+    its call against the library's at the smallest BENCH size (``zoo.bench.user_loop``), where ``zoo run --save``
+    recorded them."""
+    from zoo.bench.run import smallest_size
+
+    lines = []
+    best = strongest.best_step(fam, by_size[key])
+    if best is not None and user_loop.loop_line(*best):
+        lines.append(f"The figure a user sees, at {key}: " + user_loop.loop_line(*best))
+    small = results.size_key(smallest_size(fam))
+    entries = by_size.get(small, {})
+    best = strongest.best_step(fam, entries)
+    cost = user_loop.call_cost_line(*best, entries.get("baseline", {}), fam.BASELINE) if best else ""
+    if cost:
+        lines.append(f"The cost of a call at the smallest size, {small}: {cost}")
+    return lines
 
 
 def _mapping(fam, v):
