@@ -272,8 +272,8 @@ def cmd_run(args):
     if args.best_step and not args.step:
         steps = {fam.name: bench_run.best_steps(fam) for fam in fams}
     given = {fam.name: _cases(fam, args.size, None) for fam in fams} if args.size else None
-    if args.smallest:
-        given = {fam.name: (given or {}).get(fam.name, []) + fam.cases([bench_run.smallest_size(fam)]) for fam in fams}
+    if args.smallest:  # the sizes asked for (default: the headline size), then the smallest BENCH size
+        given = {fam.name: bench_run.with_smallest(fam, (given or {}).get(fam.name)) for fam in fams}
     if zoo.SIMULATOR:
         rest = [] if args.families or args.all else [f for f in zoo.families() if f not in fams]
         what = f"the first path ({', '.join(bench_run.FIRST_PATH)}; --all: every family)" if rest else "each step"
@@ -515,8 +515,9 @@ def build_parser():
             s.add_argument(
                 "--smallest",
                 action="store_true",
-                help="time each family's smallest BENCH size (where the host's cost of a call shows), with the best "
-                "step's call in a user's loop against the library's",
+                help="time each family's smallest BENCH size too (where the host's cost of a call shows), after the "
+                "sizes given (default: the headline size), with the best step's call in a user's loop against the "
+                "library's",
             )
             s.add_argument(
                 "--best-step",

@@ -188,3 +188,34 @@ def test_the_smallest_bench_size_is_the_one_that_moves_least():
 def test_call_path_of_a_host_inputs_family_is_the_host():
     pipeline = next(f for f in zoo.families() if f.host_inputs)
     assert harness.call_path(pipeline[1]) == harness.HOST_CALL
+
+
+def test_nvbench_json_gives_each_benchmarks_cold_and_batch_seconds():
+    """NVBench's JSON (values as strings, a summary's value under data's 'value'): the median where given, else the
+    mean; a missing batch measurement is NaN and does not agree."""
+    from zoo.bench import crosscheck
+
+    def summary(tag, value):
+        return {"tag": tag, "data": [{"name": "value", "type": "float64", "value": str(value)}]}
+
+    data = {
+        "benchmarks": [
+            {
+                "name": "a/v01",
+                "states": [
+                    {
+                        "summaries": [
+                            summary("nv/cold/time/gpu/mean", 2e-3),
+                            summary("nv/batch/time/gpu/mean", 1.01e-3),
+                            summary("nv/batch/time/gpu/median", 1.02e-3),
+                        ]
+                    }
+                ],
+            },
+            {"name": "b/baseline", "states": [{"summaries": [summary("nv/cold/time/gpu/mean", 5e-4)]}]},
+        ]
+    }
+    found = crosscheck.parse_nvbench(data)
+    assert found["a/v01"] == (2e-3, 1.02e-3)
+    assert found["b/baseline"][0] == 5e-4 and found["b/baseline"][1] != found["b/baseline"][1]
+    assert crosscheck.agree(1.0, 1.02) and not crosscheck.agree(1.0, 1.06) and not crosscheck.agree(1.0, float("nan"))

@@ -95,6 +95,12 @@ def smallest_size(fam):
     return min(fam.BENCH_SIZES, key=lambda s: fam.bytes_moved(s) + fam.flops(s))
 
 
+def with_smallest(fam, cases=None):
+    """``cases`` (default: the headline size's), then the smallest BENCH size's where it is not among them."""
+    cases = list(cases or fam.cases([headline_size(fam)]))
+    return cases + [c for c in fam.cases([smallest_size(fam)]) if c not in cases]
+
+
 def best_steps(fam):
     """[the family's best step at its headline size] as this GPU's results file records it
     (``strongest.best_step``), or every step where it records none: what ``zoo run --best-step`` times."""

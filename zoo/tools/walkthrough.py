@@ -108,13 +108,13 @@ def _user_loops(fam, by_size, key):
     lines = []
     best = strongest.best_step(fam, by_size[key])
     if best is not None and user_loop.loop_line(*best):
-        lines.append(f"The figure a user sees, at {key}: " + user_loop.loop_line(*best))
+        lines.append(f"**A user's loop at {key}.** " + user_loop.loop_line(*best))
     small = results.size_key(smallest_size(fam))
     entries = by_size.get(small, {})
     best = strongest.best_step(fam, entries)
     cost = user_loop.call_cost_line(*best, entries.get("baseline", {}), fam.BASELINE) if best else ""
     if cost:
-        lines.append(f"The cost of a call at the smallest size, {small}: {cost}")
+        lines.append(f"**A call at the smallest size, {small}.** {cost}")
     return lines
 
 
