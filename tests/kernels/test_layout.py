@@ -14,6 +14,7 @@ import ast
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -165,7 +166,7 @@ def test_a_step_carries_no_generated_figures(variant):
 
 def test_every_barrier_and_fence_has_a_comment():
     bare = []
-    for path in sorted((zoo.registry.Path(zoo.__file__).parent / "kernels").rglob("*.py")):
+    for path in sorted((Path(zoo.__file__).parent / "kernels").rglob("*.py")):
         source = path.read_text()
         prose = set()
         for node in ast.walk(ast.parse(source)):
