@@ -9,6 +9,8 @@
 #      smallest size the library's call too
 #   3. prints the table: user's loop against the benchmark at the headline size (with the reason where they differ by
 #      more than 10%), and a call's cost against the library's at the smallest size (goal: at most 1.3x)
+# RERECORD=1 then re-times every BENCH size of $FAMILIES (every step, --all-sizes): the H200's small-size rows were
+# recorded before the lean launch (commits 9a44317, 370f054, e53d3f8); minutes a family, so a few families a call.
 # Needs cuda-bench's wheel in .whl (.ci/gpu-wheels-extra) and carries .whl; saves into results/<gpu>.json and copies it,
 # the logs and the crosscheck's JSON to $OUT. `python -m zoo report` afterwards puts the figures on the pages.
 set -uo pipefail
@@ -28,6 +30,10 @@ grep -A20 '^class ' "$OUT/gpu-timer-runs.txt" | tee -a "$OUT/gpu-timer.txt"
 echo "crosscheck: $((SECONDS - began)) s" | tee -a "$OUT/gpu-timer.txt"
 python3 -m zoo run ${FAMILIES:-} --best-step --smallest --budget 0.15 --save >> "$OUT/gpu-timer-runs.txt" 2>&1 \
   || { echo "FAILED (or a row wrong): zoo run --best-step --smallest" | tee -a "$OUT/gpu-timer.txt"; status=1; }
+if [ "${RERECORD:-0}" = 1 ]; then  # every BENCH size of $FAMILIES, every step: the small rows timed before the lean launch
+  python3 -m zoo run ${FAMILIES:-} --all-sizes --budget 0.15 --save >> "$OUT/gpu-timer-runs.txt" 2>&1 \
+    || { echo "FAILED (or a row wrong): zoo run --all-sizes" | tee -a "$OUT/gpu-timer.txt"; status=1; }
+fi
 cp "results/$SLUG.json" "$OUT/"
 python3 - "results/$SLUG.json" <<'PY' 2>&1 | tee -a "$OUT/gpu-timer.txt"
 import json

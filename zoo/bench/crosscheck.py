@@ -135,7 +135,7 @@ def nvbench_times(calls, json_path):
 
         def benchmark(state, call=call):
             def launcher(launch):
-                with on_stream(launch.get_stream().addressof()):
+                with on_stream(launch.get_stream().__cuda_stream__()[1]):  # (version, cudaStream_t)
                     call()
 
             state.exec(launcher)

@@ -19,6 +19,7 @@ from numba import cuda
 
 from zoo.device import jit as zoo_jit  # the module: kernels number their launches
 from zoo.device import properties
+from zoo.errors import OutOfRange, Unsupported
 from zoo.registry import Family, Size, Variant, family
 from zoo.runtime import SIMULATOR, arrays
 
@@ -581,12 +582,12 @@ def call_path(variant):
     return LEAN_CALL
 
 
-def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None):
+def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None, path=None):
     """(input sets, poisoned output) a variant is timed on: device copies rotated past the L2 (``sets`` when
     given), each in the variant's layout (``Variant.packed``), or, for a family whose steps take host arrays, the
-    host arrays (page-locked if the step sets PINNED). On the lean call path (``call_path``) the device arrays are
-    CuPy views of the copies, as a user's call passes them: the small sizes, where a call's host time is the
-    figure, are timed on the path a user's call takes."""
+    host arrays (page-locked if the step sets PINNED). On the lean call path (``path``, default ``call_path``) the
+    device arrays are CuPy views of the copies, as a user's call passes them: the small sizes, where a call's host
+    time is the figure, are timed on the path a user's call takes."""
     poison = np.full(shape, arrays.poison_value(dtype), dtype=dtype)
     if variant.family.host_inputs:
         pinned = bool(getattr(variant.module, "PINNED", False))
@@ -594,7 +595,7 @@ def benchmark_buffers(variant, host_inputs, shape, dtype, sets=None):
     out = cuda.device_array(shape, dtype)
     out.copy_to_device(poison)
     sets = sets if sets is not None else input_sets(host_inputs)
-    if call_path(variant) == LEAN_CALL:
+    if (path or call_path(variant)) == LEAN_CALL:
         import cupy
 
         sets = [tuple(None if a is None else cupy.asarray(a) for a in s) for s in sets]  # views: no copies
@@ -625,9 +626,19 @@ def measure_variant(
     given, params = params, {**fam.kind_params(kind), **params}  # a kind may change the computation
     _, (shape, dtype) = variant.validate(*host_inputs, **params)  # OutOfRange before any copy
     device_sets = None if fam.host_inputs else _device_input_sets(case)
-    sets, out = benchmark_buffers(variant, host_inputs, shape, dtype, sets=device_sets)
+    path = call_path(variant)
+    sets, out = benchmark_buffers(variant, host_inputs, shape, dtype, sets=device_sets, path=path)
     launches_before = zoo_jit.launch_count()
-    variant.launch(sets[0], out, **params)
+    try:
+        variant.launch(sets[0], out, **params)
+    except (OutOfRange, Unsupported):
+        raise
+    except Exception as e:  # a step that breaks on CuPy arrays: timed on numba's, and the results say why
+        if path != LEAN_CALL:
+            raise
+        path = f"{NUMBA_CALL} (its launch raised {type(e).__name__} on CuPy arrays: {e})"[:240]
+        sets, out = benchmark_buffers(variant, host_inputs, shape, dtype, sets=device_sets, path=NUMBA_CALL)
+        variant.launch(sets[0], out, **params)
     correct, err = None, math.nan
     if not variant.demonstration:
         ref = _reference(fam.name, size, seed, kind) if not given else np.asarray(fam.reference(*host_inputs, **params))
@@ -652,7 +663,7 @@ def measure_variant(
         resources=resources(variant, since=launches_before),
         host_us=timing.host_us,
         cold_l2=cold_l2,
-        call_path=call_path(variant),
+        call_path=path,
     )
     if baseline_ms:
         m.ratio = baseline_ms / timing.median_ms
