@@ -543,6 +543,11 @@ def case_inputs(fam: Family, size: Size, kind: str | None = None, seed: int = 0)
     return _inputs(fam.name, size, seed, kind)
 
 
+def case_reference(fam: Family, size: Size, kind: str | None = None, seed: int = 0) -> Any:
+    """The float64 reference of a measured case's default call, made once with its inputs (``case_inputs``)."""
+    return _reference(fam.name, size, seed, kind)
+
+
 def _inputs(family_name, size, seed, kind):
     """The host inputs of one case, made once while its rows are measured."""
     return _case(family_name, size, seed, kind)[0]

@@ -80,6 +80,8 @@ def family_table(fam, device_name, size, entries):
         label = m["name"]
         if m["name"] in fam.cpu_rows:  # name the processor and the threads the row ran on
             label = f"{label} (CPU: {r.get('cpu', '?')}, {r.get('threads', '?')} thread(s))"
+        if m.get("cold_l2"):  # timed with L2 flushed before every call (zoo run --cold-l2)
+            label = f"{label} (cold L2)"
         paced = results.host_paced(m.get("host_us"), m["ms"])
         host_paced_rows += paced
         lines.append(
