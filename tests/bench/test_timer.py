@@ -219,3 +219,36 @@ def test_nvbench_json_gives_each_benchmarks_cold_and_batch_seconds():
     assert found["a/v01"] == (2e-3, 1.02e-3)
     assert found["b/baseline"][0] == 5e-4 and found["b/baseline"][1] != found["b/baseline"][1]
     assert crosscheck.agree(1.0, 1.02) and not crosscheck.agree(1.0, 1.06) and not crosscheck.agree(1.0, float("nan"))
+
+
+def test_zoo_run_times_the_best_step_in_a_users_loop_and_the_librarys_call_at_the_smallest_size(monkeypatch):
+    """``run.user_loops`` (what ``zoo run`` calls after a case's rows): the best correct step by its ratio gets the
+    user's loop, the library's row too where the size is also the smallest BENCH size (launch: 4096 is both), and
+    a loop whose output was wrong fails the run."""
+    import io
+
+    from rich.console import Console
+
+    from zoo.bench import run
+
+    fam = zoo.family("launch")
+    monkeypatch.setattr(user_loop, "step_loop", lambda v, size, kind: {"ms": 0.6, "host_us": 5.0, "correct": True})
+    monkeypatch.setattr(user_loop, "library_loop", lambda f, size, kind: {"ms": 1.0})
+
+    def rows():
+        return [
+            harness.Measurement("baseline", 4096, 1.0, 0, 0, 0, ratio=1.0, correct=True),
+            harness.Measurement("v03_lean_launch", 4096, 0.8, 0, 0, 0, ratio=1.25, correct=True),
+            harness.Measurement("v05_fused", 4096, 0.5, 0, 0, 0, ratio=2.0, correct=True),
+        ]
+
+    measured, text = rows(), io.StringIO()
+    assert run.user_loops(fam, 4096, None, measured, Console(file=text)) is False
+    baseline, lean, fused = measured
+    assert fused.user_loop["ms"] == 0.6 and baseline.user_loop["ms"] == 1.0 and not lean.user_loop
+    assert "v05_fused" in text.getvalue() and "within the goal" in text.getvalue()
+    measured = rows()
+    assert run.user_loops(fam, 1 << 20, None, measured, Console(file=io.StringIO())) is False
+    assert not any(m.user_loop for m in measured)  # neither the headline nor the smallest size
+    monkeypatch.setattr(user_loop, "step_loop", lambda v, size, kind: {"ms": 0.6, "correct": False})
+    assert run.user_loops(fam, 4096, None, rows(), Console(file=io.StringIO())) is True

@@ -377,6 +377,8 @@ def user_loops(fam, size, kind, measured, console):
     """Time the best of ``measured``'s steps in a user's loop where ``size`` is the family's headline size or its
     smallest BENCH size, and there also the library's call (the baseline row), for the family's first kind of input;
     each figure goes to its row's ``user_loop``. Returns True when a loop's call raised or left a wrong output."""
+    from rich.markup import escape
+
     from zoo.bench import user_loop
 
     headline, smallest = size == headline_size(fam), size == smallest_size(fam)
@@ -392,7 +394,9 @@ def user_loops(fam, size, kind, measured, console):
         if smallest and "baseline" in rows:
             rows["baseline"].user_loop = user_loop.library_loop(fam, size, kind)
     except Exception as e:  # the call as a user makes it broke: a failure of the run, not of the other figures
-        console.print(f"[red]{fam.name} {key}: {best[0]} in a user's loop FAILED: {type(e).__name__}: {e}[/]")
+        console.print(
+            f"[red]{fam.name} {key}: {best[0]} in a user's loop FAILED: {type(e).__name__}: {escape(str(e))}[/]"
+        )
         return True
     mine = rows[best[0]]
     line = user_loop.loop_line(best[0], dataclasses.asdict(mine))
@@ -400,7 +404,7 @@ def user_loops(fam, size, kind, measured, console):
         line += " " + user_loop.call_cost_line(
             best[0], dataclasses.asdict(mine), dataclasses.asdict(rows["baseline"]), fam.BASELINE
         )
-    console.print(f"{fam.name} {key}: {line}")
+    console.print(f"{fam.name} {key}: {line}", markup=False)
     return mine.user_loop.get("correct") is False
 
 
