@@ -21,6 +21,11 @@ results, the reports, the sweeps or the CLI (``tests/kernels/test_layout.py`` ch
                             launch decisions (``zoo.runtime.gpu``'s, named here for the steps)
 ==========================  ========================================================================
 
+``cuda`` and the scalar types (``float16``, ``float32``, ``int32``, ``uint32``, ...) are the chosen backend's
+(``zoo.runtime.backend``: numba-cuda unless ``ZOO_BACKEND=numba-cuda-mlir``): a step writes
+``from zoo.device import cuda, float32`` where a numba program writes ``from numba import cuda, float32``,
+and its source is the same under both backends.
+
 A step may also call the runtime below (``zoo.runtime``): ``buffers.scratch`` (device buffers a step keeps
 between calls), ``graphs``, the lean ``launch``.
 
@@ -28,6 +33,20 @@ Each works on the GPU and, as Python with the same meaning, in numba's simulator
 """
 
 from zoo import runtime
+from zoo.runtime.backend import (  # noqa: F401 (named here for the steps)
+    cuda,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from zoo.runtime.gpu import (  # noqa: F401 (named here for the steps)
     HOPPER,
     SIM_SM_COUNT,

@@ -43,10 +43,9 @@ import inspect
 import itertools
 import weakref
 
-from numba import cuda
-
-from zoo.runtime import SIMULATOR
+from zoo.runtime import SIMULATOR, backend
 from zoo.runtime import launch as lean_launch
+from zoo.runtime.backend import cuda
 
 if SIMULATOR:
     _SIM_OPTIONS = set(inspect.signature(cuda.jit).parameters) - {"func_or_sig", "link"}
@@ -137,7 +136,8 @@ class Kernel:
     def __init__(self, dispatcher, arch_specific=False, dependent_launch=False):
         self.dispatcher = dispatcher
         self.arch_specific = arch_specific  # compiled for sm_90a and launched by the lean launch only
-        lean = not SIMULATOR and (lean_launch.ENABLED or arch_specific)
+        # the lean launch packs numba-cuda's kernels: under numba-cuda-mlir its own launch runs every kernel
+        lean = not SIMULATOR and not backend.MLIR and (lean_launch.ENABLED or arch_specific)
         self.lean = lean_launch.LeanLauncher(dispatcher, arch_specific, dependent_launch) if lean else None
         self.last_launch = None
         self.launch_number = 0
@@ -303,7 +303,7 @@ def unrolled(count, body):
     """
     if count < 1:
         raise ValueError(f"unrolled needs a count of at least 1, got {count}")
-    from numba import uint32
+    from zoo.runtime.backend import uint32
 
     def link(i, rest):  # body(i, ...) then the rest of the chain: i is a closure constant
         if rest is None:

@@ -30,7 +30,7 @@ All arguments are integers; ``value`` may be int32, int64, float32 or float64.
 They work on the GPU and in the simulator (``zoo.simulator``).
 """
 
-from numba import cuda
+from zoo.runtime.backend import cuda
 
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 

@@ -9,6 +9,8 @@ here.
 
 ==========================  ========================================================================
 ``zoo.runtime.target``      the choice itself: ``ZOO_TARGET``, ``driver_usable()``
+``zoo.runtime.backend``     the CUDA target kernels compile with: ``ZOO_BACKEND``, numba-cuda (the default) or
+                            numba-cuda-mlir; its ``cuda`` and scalar types, which steps get from ``zoo.device``
 ``zoo.runtime.launch``      the lean launch: a kernel launched through the driver, its arguments packed once
                             per layout; the sm_90a (arch-specific) cubins
 ``zoo.runtime.graphs``      ``graph``: a step's calls captured once as a CUDA graph and replayed
@@ -25,12 +27,14 @@ from zoo.runtime import target
 _COMMAND_LINE = sys.argv[:1] == ["-m"] or sys.argv[0].endswith(("/zoo", "\\zoo.exe"))  # `python -m zoo`, `zoo`
 try:
     MODE = target.choose(quiet=_COMMAND_LINE)  # the command line gives the notice itself, not for --help
+    from zoo.runtime import backend  # ZOO_BACKEND, read once; after the target: numba-cuda-mlir has no simulator
 except target.TargetError as e:
     if _COMMAND_LINE:
         print(f"zoo: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     raise
 SIMULATOR = MODE == "sim"
+BACKEND = backend.NAME  # "numba-cuda" or "numba-cuda-mlir"
 
 if SIMULATOR:
     from zoo import simulator

@@ -12,10 +12,11 @@ with less host time than a CuPy object.
 import weakref
 
 import numpy as np
-from numba import cuda
 
 from zoo.runtime import SIMULATOR as _SIMULATOR
+from zoo.runtime import backend
 from zoo.runtime import launch as lean_launch
+from zoo.runtime.backend import cuda  # the backend's device arrays: the kernels' own kind
 
 NUMPY, CUPY, NUMBA = "numpy", "cupy", "numba"
 
@@ -110,8 +111,9 @@ def as_dtype(dtype):
 
 
 # CuPy arrays reach the kernels unwrapped when the lean launch packs them (not in the simulator, whose
-# kernels index NumPy-like arrays, nor under ZOO_LAUNCH=numba)
-CUPY_AS_IS = not _SIMULATOR and lean_launch.ENABLED
+# kernels index NumPy-like arrays, nor under ZOO_LAUNCH=numba), and under numba-cuda-mlir, whose launch
+# reads their __cuda_array_interface__ itself
+CUPY_AS_IS = not _SIMULATOR and (lean_launch.ENABLED or backend.MLIR)
 
 
 def to_device(x):

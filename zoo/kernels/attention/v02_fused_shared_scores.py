@@ -22,10 +22,8 @@ import functools
 import math
 
 import numpy as np
-from numba import cuda, float32
-from numba.core.types import float16
 
-from zoo.device import properties
+from zoo.device import cuda, float16, float32, properties
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange

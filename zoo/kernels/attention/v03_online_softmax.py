@@ -23,9 +23,8 @@ import functools
 import math
 
 import numpy as np
-from numba import cuda, float32
-from numba.core.types import float16
 
+from zoo.device import cuda, float16, float32
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.kernels.attention import ONLINE_BK as BK  # keys per block of keys: a key a thread on the GPU (THREADS)

@@ -23,9 +23,8 @@ import functools
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
-from numba.core.types import float16
 
+from zoo.device import cuda, float16, float32, uint32
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view

@@ -26,10 +26,8 @@ import functools
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
-from numba.core.types import float16
 
-from zoo.device import HOPPER, properties
+from zoo.device import HOPPER, cuda, float16, float32, properties, uint32
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view

@@ -17,8 +17,7 @@ Why it is faster:
     the longest lane of that half is done, the data divergence of v04 and v05.
 """
 
-from numba import cuda, float32, uint32
-
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 

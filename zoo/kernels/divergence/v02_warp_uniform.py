@@ -20,8 +20,7 @@ Why it is faster:
     at up to 512 FMAs per element the loads hardly matter.
 """
 
-from numba import cuda, float32, uint32
-
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 

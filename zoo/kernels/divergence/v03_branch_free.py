@@ -23,8 +23,7 @@ Why it is faster:
     needed 16 steps still issues 512: the yardstick for v04 and v05.
 """
 
-from numba import cuda, float32, uint32
-
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 

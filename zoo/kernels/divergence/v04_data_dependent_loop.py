@@ -16,8 +16,7 @@ Why it is faster:
     tenth: the lanes are free, the warps are not, which is what v05 changes.
 """
 
-from numba import cuda, float32, uint32
-
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 

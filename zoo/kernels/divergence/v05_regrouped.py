@@ -22,8 +22,7 @@ Why it is faster:
     full of long lanes anyway.
 """
 
-from numba import cuda, float32, int32, uint32
-
+from zoo.device import cuda, float32, int32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.divergence import CHUNK, N_CHUNKS, A, B
 

@@ -12,8 +12,7 @@ Why it is faster:
     one line, so no byte is fetched twice and none is wasted.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256

@@ -16,8 +16,7 @@ Why it is faster:
     wait at best, and cost a little at worst.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256  # also the shared buffer's length: a module constant, as numba requires

@@ -19,8 +19,7 @@ Why it is faster:
     needs one.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.device.jit import jit
 from zoo.kernels.fusion import ops
 

@@ -19,8 +19,7 @@ Why it is faster:
     whole chain up to 64/40 = 1.6x faster.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.device.jit import jit
 from zoo.kernels.fusion import ops
 

@@ -17,8 +17,7 @@ Why it is faster:
     CuPy), whose gap to it is launch and indexing overhead, which v04 trims.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.device.jit import jit
 from zoo.kernels.fusion import ops
 

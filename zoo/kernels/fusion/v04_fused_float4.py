@@ -22,9 +22,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, uint32
 
-from zoo.device import sm_count
+from zoo.device import cuda, sm_count, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, store_float4
 from zoo.errors import OutOfRange

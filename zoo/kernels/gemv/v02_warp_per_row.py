@@ -20,9 +20,8 @@ Why it is faster:
 
 import functools
 
-from numba import cuda, float32, int32, uint32
-
 from zoo import SIMULATOR
+from zoo.device import cuda, float32, int32, uint32
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.kernels.gemv import check_index_range, layout

@@ -20,9 +20,8 @@ Why it is faster:
 
 import functools
 
-from numba import cuda, float32, int32, uint32
-
 from zoo import SIMULATOR
+from zoo.device import cuda, float32, int32, uint32
 from zoo.device.bits import unpack_half2
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, load_words4

@@ -28,10 +28,8 @@ Why it is faster:
 
 import functools
 
-from numba import cuda, float32, int64, uint32
-
 from zoo import SIMULATOR
-from zoo.device import sm_count
+from zoo.device import cuda, float32, int64, sm_count, uint32
 from zoo.device.bits import hfma2, lop3, prmt
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_words2

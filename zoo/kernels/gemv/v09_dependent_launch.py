@@ -29,11 +29,8 @@ Why it is faster:
 
 import functools
 
-from numba import cuda, float32, int64, uint8, uint32
-from numba.core.types import float16
-
 from zoo import SIMULATOR
-from zoo.device import sm_count
+from zoo.device import cuda, float16, float32, int64, sm_count, uint8, uint32
 from zoo.device.bits import hfma2, lop3, prmt
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit

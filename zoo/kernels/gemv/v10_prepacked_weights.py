@@ -30,10 +30,9 @@ Why it is faster:
 import functools
 
 import numpy as np
-from numba import cuda, float32, int64, uint8, uint32
 
 from zoo import SIMULATOR
-from zoo.device import sm_count
+from zoo.device import cuda, float32, int64, sm_count, uint8, uint32
 from zoo.device.bits import hfma2, lop3, unpack_half2
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit

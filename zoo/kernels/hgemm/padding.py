@@ -10,9 +10,7 @@ O(M N K) and run inside the step's launch, so its timings include them; at the
 benchmark sizes (multiples of 128) nothing is copied.
 """
 
-from numba import cuda
-from numba.core.types import float16
-
+from zoo.device import cuda, float16
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view
 from zoo.errors import OutOfRange

@@ -12,8 +12,7 @@ columns instead, and the panels it reads fit the L2 together. The last group may
 tile. v07 numbers its blocks by launch order; v15's persistent blocks number the tiles they walk.
 """
 
-from numba import uint32
-
+from zoo.device import uint32
 from zoo.device.jit import jit
 
 

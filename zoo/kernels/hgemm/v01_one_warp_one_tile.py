@@ -20,8 +20,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.mma import load_half2, mma_16bit_f32, pack_half2
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled

@@ -22,8 +22,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.mma import load_half2
 from zoo.kernels.hgemm import warp_tile

@@ -25,8 +25,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, ldmatrix_x4_trans, load_half8, store_half8
 from zoo.kernels.hgemm import warp_tile

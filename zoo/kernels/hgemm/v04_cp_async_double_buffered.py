@@ -24,8 +24,8 @@ Why it is faster:
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.mma import SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_all, ldmatrix_x4, ldmatrix_x4_trans
 from zoo.kernels.hgemm import warp_tile

@@ -24,10 +24,8 @@ Why it is faster:
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, float32, uint32, uint64
-from numba.core.types import float16
 
-from zoo.device import sm_count
+from zoo.device import cuda, float16, float32, sm_count, uint32, uint64
 from zoo.device.jit import jit
 from zoo.device.memory import store_float2
 from zoo.device.wgmma import (

@@ -11,8 +11,7 @@ one (MT, NT), inlined where it is called.
 
 import functools
 
-from numba import uint32
-
+from zoo.device import uint32
 from zoo.device.jit import jit
 from zoo.device.mma import mma_16bit_f32
 

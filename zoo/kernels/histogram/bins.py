@@ -5,9 +5,7 @@ first: ``zero_bins`` is launched before the step's kernel in the same stream
 (ordered after it, no host synchronisation).
 """
 
-from numba import cuda, int32
-
-from zoo.device import sm_count
+from zoo.device import cuda, int32, sm_count
 from zoo.device.jit import jit
 from zoo.device.memory import address
 

@@ -14,8 +14,7 @@ Why it is faster:
     the threads.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.device.jit import jit
 from zoo.kernels.histogram import BLOCK, bins
 

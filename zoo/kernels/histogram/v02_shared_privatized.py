@@ -14,8 +14,7 @@ Why it is faster:
     copy per block spreads that over the 132 SMs working in parallel.
 """
 
-from numba import cuda, int32
-
+from zoo.device import cuda, int32
 from zoo.device.jit import jit
 from zoo.kernels.histogram import BLOCK, bins
 

@@ -16,8 +16,7 @@ Why it is faster:
     bin, once per block.
 """
 
-from numba import cuda, int32
-
+from zoo.device import cuda, int32
 from zoo.device.jit import jit
 from zoo.kernels.histogram import BLOCK, bins
 

@@ -18,8 +18,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, int32, uint32
 
+from zoo.device import cuda, int32, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import load_word
 from zoo.kernels.histogram import BLOCK, bins

@@ -21,8 +21,8 @@ import math
 import numbers
 
 import numpy as np
-from numba import cuda, float32, int32, uint8, uint32
 
+from zoo.device import cuda, float32, int32, uint8, uint32
 from zoo.device.jit import jit
 from zoo.runtime import arrays
 

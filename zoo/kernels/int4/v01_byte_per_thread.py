@@ -16,8 +16,7 @@ Why it is faster:
     arithmetic.
 """
 
-from numba import cuda, int32, uint8, uint32
-
+from zoo.device import cuda, int32, uint8, uint32
 from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256

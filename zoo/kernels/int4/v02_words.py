@@ -21,9 +21,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, int32, uint8, uint32
 
-from zoo.device import sm_count
+from zoo.device import cuda, int32, sm_count, uint8, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import load_word, store_word
 from zoo.kernels.int4 import alignment

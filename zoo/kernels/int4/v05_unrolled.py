@@ -20,9 +20,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, uint8, uint32
 
-from zoo.device import sm_count
+from zoo.device import cuda, sm_count, uint8, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import load_words4, store_words4
 from zoo.kernels.int4 import alignment

@@ -17,8 +17,7 @@ Why it is faster:
     waits on memory with 3/4 of its thread slots empty.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 128

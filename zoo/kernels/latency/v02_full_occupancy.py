@@ -15,8 +15,7 @@ Why it is faster:
     launching blocks rather than waiting on loads.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256

@@ -17,8 +17,7 @@ Why it is faster:
     specialisation and packs the parameters. The loop runs at the host's pace.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.kernels.launch import STEPS, A, B
 
 THREADS_PER_BLOCK = 256  # a multiple of the 32-thread warp; 16 blocks at n = 4096

@@ -17,8 +17,7 @@ Why it is faster:
     arguments, finding the specialisation, packing ctypes parameters.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.kernels.launch import STEPS
 from zoo.kernels.launch import v01_numba_dispatcher as v01
 

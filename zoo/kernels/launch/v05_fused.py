@@ -15,8 +15,7 @@ Why it is faster:
     STEPS launches.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.device.jit import jit
 from zoo.kernels.launch import STEPS, A, B
 

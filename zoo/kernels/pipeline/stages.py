@@ -14,9 +14,9 @@ import weakref
 from contextlib import contextmanager
 
 import numpy as np
-from numba import cuda, float32
 
 from zoo import SIMULATOR
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 WORK = 16 if SIMULATOR else 512  # FMAs per element; the simulator runs each one in Python

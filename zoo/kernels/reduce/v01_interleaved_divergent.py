@@ -15,8 +15,7 @@ Why it is faster:
     rounds and turns each modulo into a bit mask: the PTX has no rem.)
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.kernels.reduce import BLOCK  # threads per block = elements per block
 from zoo.kernels.reduce.passes import until_one

@@ -12,8 +12,7 @@ Why it is faster:
     (word address mod 32) and the access is split into 16- or 32-way conflicts.
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.kernels.reduce import BLOCK  # threads per block = elements per block
 from zoo.kernels.reduce.passes import until_one

@@ -11,8 +11,7 @@ Why it is faster:
     from the first round on: they only loaded one element each.
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.kernels.reduce import BLOCK  # threads per block = elements per block
 from zoo.kernels.reduce.passes import until_one

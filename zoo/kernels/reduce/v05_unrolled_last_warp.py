@@ -18,8 +18,7 @@ Why it is faster:
     no volatile shared memory at all, so ``syncwarp`` is the only option here.
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.kernels.reduce import BLOCK  # threads per block; a block covers 2 BLOCK elements (>= 64)
 from zoo.kernels.reduce.passes import until_one

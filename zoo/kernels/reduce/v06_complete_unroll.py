@@ -14,8 +14,7 @@ Why it is faster:
     making the reduction cheap enough that the loads dominate.
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.kernels.reduce import BLOCK  # threads per block, a power of two >= 64; a block covers 2 BLOCK
 from zoo.kernels.reduce.passes import until_one

@@ -15,9 +15,7 @@ Why it is faster:
     resident to keep many loads in flight.
 """
 
-from numba import cuda, float32, int32
-
-from zoo.device import sm_count
+from zoo.device import cuda, float32, int32, sm_count
 from zoo.device.jit import jit
 from zoo.kernels.reduce import BLOCK  # threads per block, a power of two >= 64
 from zoo.kernels.reduce.passes import until_one

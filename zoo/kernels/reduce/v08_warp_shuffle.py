@@ -14,9 +14,7 @@ Why it is faster:
     32-bit in the loop (n < 2^32 is checked by validate).
 """
 
-from numba import cuda, float32, int32, uint32
-
-from zoo.device import sm_count
+from zoo.device import cuda, float32, int32, sm_count, uint32
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange

@@ -18,9 +18,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, int32, uint32
 
-from zoo.device import sm_count
+from zoo.device import cuda, float32, int32, sm_count, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, load_int4
 from zoo.device.warp import FULL_MASK

@@ -11,8 +11,7 @@ Why it is faster:
     4 n bytes, which leaves more shared memory for other resident blocks.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 from zoo.errors import OutOfRange
 

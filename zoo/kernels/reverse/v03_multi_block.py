@@ -13,8 +13,7 @@ Why it is faster:
     the order of access does not cost a transaction.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 TILE = 256  # elements per block = threads per block

@@ -12,8 +12,7 @@ Why it is faster:
     read-after-write hazard on shared memory every time. The simulator hides it.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 DEMONSTRATION = "the barrier between the shared-memory store and load is missing: a data race"

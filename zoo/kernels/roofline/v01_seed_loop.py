@@ -13,8 +13,7 @@ Why it is faster:
     the next multiply waits for the previous one (one chain per thread).
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 from zoo.kernels.roofline import K_DEFAULT
 

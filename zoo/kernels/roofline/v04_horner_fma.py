@@ -21,8 +21,7 @@ Why it is faster:
 
 import functools
 
-from numba import cuda, float32, uint32
-
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.roofline import K_DEFAULT, check_k
 

@@ -13,8 +13,7 @@ Why it is faster:
     block of at most 1024 threads uses a sliver of one SM.
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.errors import OutOfRange
 

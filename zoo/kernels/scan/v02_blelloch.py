@@ -21,8 +21,7 @@ Why it is faster:
     (at k = 5: banks 31, 1, 3, 5, ...).
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.errors import OutOfRange
 

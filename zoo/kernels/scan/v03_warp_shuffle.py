@@ -15,8 +15,7 @@ Why it is faster:
     round trips. Still one block on one SM, so it is limited to small n.
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.device.warp import warp_inclusive_scan
 from zoo.errors import OutOfRange

@@ -18,8 +18,7 @@ Why it is faster:
     8 n of useful work, plus three launches.
 """
 
-from numba import cuda, float32, int32
-
+from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK, warp_inclusive_scan
 from zoo.runtime.buffers import scratch

@@ -21,8 +21,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, int32, uint64
 
+from zoo.device import cuda, float32, int32, uint64
 from zoo.device.bits import as_uint32, from_uint32
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load4, store4

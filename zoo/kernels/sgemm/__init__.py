@@ -53,7 +53,8 @@ import numbers
 import os
 
 import numpy as np
-from numba import float32
+
+from zoo.device import float32
 
 ORDER = 30
 INPUTS = ("A", "B", "C?")

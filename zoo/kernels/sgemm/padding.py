@@ -10,8 +10,7 @@ against the kernel's O(M N K), and they run inside the variant's launch, so the
 timings include them.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view
 

@@ -16,8 +16,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda
 
+from zoo.device import cuda
 from zoo.device.jit import jit
 from zoo.kernels.sgemm import sgemm_element
 

@@ -15,8 +15,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32
 
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 TILE = 32  # a warp wide: a tile row is one coalesced 128-byte load

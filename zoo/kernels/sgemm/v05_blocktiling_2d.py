@@ -17,8 +17,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32
 
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 BM = 128

@@ -18,8 +18,7 @@ Why it is faster:
     consecutive threads read 128 contiguous bytes, one per bank.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 from zoo.device.memory import load_float4, store_float4
 from zoo.kernels.sgemm.epilogue import store_scaled4

@@ -17,8 +17,7 @@ Why it is faster:
     of v07 stage twice the data per barrier, so barriers per FMA halve too.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 from zoo.device.memory import load_float4, store_float4
 from zoo.kernels.sgemm.epilogue import store_scaled4

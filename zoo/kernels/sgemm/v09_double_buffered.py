@@ -20,8 +20,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import load_float4, store_float4
 from zoo.errors import OutOfRange

@@ -25,8 +25,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, flat_view, load_flat, load_float4, store_flat, store_float4
 from zoo.errors import OutOfRange

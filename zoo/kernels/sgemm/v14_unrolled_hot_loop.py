@@ -22,9 +22,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
-from zoo.device import compute_capability
+from zoo.device import compute_capability, cuda, float32, uint32
 from zoo.device.jit import jit, unrolled
 from zoo.device.memory import aligned, load_flat, load_float4, red_add_flat, red_add_float4, store_flat, store_float4
 from zoo.errors import OutOfRange

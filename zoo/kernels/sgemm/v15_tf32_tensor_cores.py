@@ -26,8 +26,8 @@ Why it is faster:
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.mma import (
     SHARED_ALIGN,

@@ -23,9 +23,8 @@ Why it is faster:
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
 
-from zoo.device import sm_count
+from zoo.device import cuda, float32, sm_count, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view
 from zoo.kernels.softmax import (

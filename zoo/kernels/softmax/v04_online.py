@@ -22,8 +22,8 @@ Why it is faster:
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 from zoo.kernels.softmax import (

@@ -25,8 +25,8 @@ import functools
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, store_float4
 from zoo.device.warp import FULL_MASK

@@ -19,8 +19,7 @@ Why it is faster:
 
 import functools
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 BLOCK_X, BLOCK_Y = 32, 8  # a warp spans 32 columns of one row: its loads and its store are coalesced

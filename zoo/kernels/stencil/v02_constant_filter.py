@@ -24,9 +24,8 @@ Why it is faster:
 import functools
 
 import numpy as np
-from numba import cuda, float32
 
-from zoo.device import constant
+from zoo.device import constant, cuda, float32
 from zoo.device.jit import jit
 
 BLOCK_X, BLOCK_Y = 32, 8  # a warp spans 32 columns of one row: its loads and its store are coalesced

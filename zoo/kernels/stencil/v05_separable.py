@@ -25,9 +25,8 @@ Why it is faster:
 import functools
 
 import numpy as np
-from numba import cuda, float32, int64, uint32
 
-from zoo.device import constant
+from zoo.device import constant, cuda, float32, int64, uint32
 from zoo.device.jit import jit, unrolled
 from zoo.device.memory import load_flat, store_flat
 from zoo.kernels.stencil import check_index_range, check_separable

@@ -15,8 +15,7 @@ Why it is faster:
     bytes it needs on the write side.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.device.jit import jit
 
 BLOCK_X = 32  # a warp spans 32 columns: the reads are whole 128-byte lines

@@ -15,8 +15,7 @@ Why it is faster:
     is served one thread at a time (a 32-way bank conflict).
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 TILE = 32  # one warp per tile row; 32 x 32 = 1024 threads, the most a block may have

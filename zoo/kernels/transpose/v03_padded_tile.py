@@ -12,8 +12,7 @@ Why it is faster:
     tile stays conflict-free. The extra column is 4 KB -> 4.1 KB per block.
 """
 
-from numba import cuda, float32
-
+from zoo.device import cuda, float32
 from zoo.device.jit import jit
 
 TILE = 32

@@ -20,8 +20,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.jit import jit
 from zoo.errors import OutOfRange
 

@@ -13,8 +13,7 @@ Why it is faster:
     transactions: the kernel is limited by memory bandwidth from the start.
 """
 
-from numba import cuda
-
+from zoo.device import cuda
 from zoo.device.jit import jit
 from zoo.kernels.vector_add import add_element
 

@@ -13,9 +13,7 @@ Why it is faster:
     per-thread setup, and it is the one later families reuse.
 """
 
-from numba import cuda
-
-from zoo.device import sm_count
+from zoo.device import cuda, sm_count
 from zoo.device.jit import jit
 
 THREADS_PER_BLOCK = 256
