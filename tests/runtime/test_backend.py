@@ -67,4 +67,4 @@ def test_steps_reach_the_cuda_target_through_zoo_device_only():
                     direct.append(f"{step}: from {node.module} import ...")
             elif isinstance(node, ast.Import) and any(a.name.startswith("numba") for a in node.names):
                 direct.append(f"{step}: import numba...")
-    assert not direct, direct
+    assert not direct, f"write `from zoo.device import cuda, float32` (zoo.runtime.backend): {direct}"

@@ -16,8 +16,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, int32, uint32
 
+from zoo.device import cuda, float32, int32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.argmax import (
     BLOCK,  # threads per row, a power of two (the tree halves it)

@@ -16,8 +16,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, uint32
 
+from zoo.device import cuda, float32, uint32
 from zoo.device.bits import unpack_half2
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, flat_view, load_words4, store_float4

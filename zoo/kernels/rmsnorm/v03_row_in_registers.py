@@ -24,9 +24,8 @@ Why it is faster:
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
-from numba.core.types import float16
 
+from zoo.device import cuda, float16, float32, uint32
 from zoo.device.bits import unpack_half2
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, flat_view, load_float4, load_words2, store_float4, store_word

@@ -19,9 +19,8 @@ Why it is faster:
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
-from numba.core.types import float16
 
+from zoo.device import cuda, float16, float32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.rope import THETA, THREADS, check_index_range
 

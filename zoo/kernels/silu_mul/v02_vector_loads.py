@@ -17,9 +17,8 @@ Why it is faster:
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
-from numba.core.types import float16
 
+from zoo.device import cuda, float16, float32, uint32
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, flat_view, load_float4, store_word
 from zoo.device.mma import pack_half2
