@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.bench import harness, results
+from zoo.bench import cases, checking, harness, results
 from zoo.errors import OutOfRange
 from zoo.tools import report
 
@@ -50,13 +50,13 @@ def test_a_case_made_ahead_in_the_background_is_the_case_made_in_place():
     size, kind = 1000, "float32"
     harness.prepare_ahead((fam, size, kind), (fam, 33, kind))  # two cases, made by background threads
     harness.settle()
-    ahead_inputs, ahead_ref = harness._case(fam.name, size, 0, kind)
+    ahead_inputs, ahead_ref = cases.case_and_reference(fam.name, size, 0, kind)
     inputs = fam.inputs(size, 0, kind)
     assert all(np.array_equal(a, b) for a, b in zip(ahead_inputs, inputs, strict=True))
     assert np.array_equal(ahead_ref, fam.reference(*inputs))
     assert harness.measure_cpu(fam, size, kind=kind, name=next(iter(fam.cpu_rows))).correct
     harness.prepare_ahead((fam, 33, kind))  # the others are forgotten: memory holds what is named
-    assert list(harness._cases) == [(fam.name, 33, 0, kind)]
+    assert list(cases._cases) == [(fam.name, 33, 0, kind)]
 
 
 def test_a_kernel_is_host_bound_once_its_launch_call_takes_half_its_time():
@@ -92,7 +92,7 @@ def test_an_error_made_in_the_background_is_raised_where_the_case_is_used():
     harness.prepare_ahead((fam, 1000, "no such kind"))
     harness.settle()
     with pytest.raises(ValueError, match="no input kind"):
-        harness._inputs(fam.name, 1000, 0, "no such kind")
+        cases.stored_inputs(fam.name, 1000, 0, "no such kind")
     harness.prepare_ahead()
 
 
@@ -100,7 +100,7 @@ def test_an_error_made_in_the_background_is_raised_where_the_case_is_used():
     "fam", [f for f in zoo.families() if getattr(f.module, "ELEMENTWISE_REFERENCE", False)], ids=lambda f: f.name
 )
 def test_a_reference_made_in_slices_is_the_reference_made_whole(fam, monkeypatch):
-    monkeypatch.setattr(harness, "SLICED_ELEMENTS", 1)  # slice even this small case
+    monkeypatch.setattr(checking, "SLICED_ELEMENTS", 1)  # slice even this small case
     size, kind = fam.test_cases()[-1]
     inputs, params = fam.inputs(size, 3, kind), fam.kind_params(kind)
     assert np.array_equal(harness.reference_of(fam, inputs, **params), fam.reference(*inputs, **params))
@@ -114,7 +114,7 @@ def test_a_comparison_made_in_slices_is_the_comparison_made_whole(monkeypatch):
     unwritten[[3, 9_999]] = np.nan
     wrong[[0, 7_000]] += 1
     whole = [harness.compare(*case) for case in ((close, ref, 1e-5), (unwritten, ref, 1e-5), (wrong, ints, 0))]
-    monkeypatch.setattr(harness, "SLICED_ELEMENTS", 1)  # slice even these small arrays
+    monkeypatch.setattr(checking, "SLICED_ELEMENTS", 1)  # slice even these small arrays
     sliced = [harness.compare(*case) for case in ((close, ref, 1e-5), (unwritten, ref, 1e-5), (wrong, ints, 0))]
     assert [s[0] for s in sliced] == [True, False, False]
     assert sliced[1][2] == "2 elements left unwritten (still NaN)" and sliced[2][2].startswith("2 elements differ")

@@ -117,7 +117,7 @@ def test_bytes_may_depend_on_the_kind_of_input(tmp_path, monkeypatch, kinds_fami
     fam = load(tmp_path, "scale_mixed_bytes", {"v01_plain.py": good()}, monkeypatch, spec=MIXED_SPEC)
     assert fam.bytes_moved(100) == fam.bytes_moved(100, "float32") == 400  # None: the first kind
     assert fam.bytes_moved(100, "int32") == 100
-    assert harness._rates(fam, 100, 1e-3, "int32") == pytest.approx((100 / 1e-6 / 1e9, 100 / 1e-6 / 1e9))
+    assert harness.rates(fam, 100, 1e-3, "int32") == pytest.approx((100 / 1e-6 / 1e9, 100 / 1e-6 / 1e9))
     from zoo.tools import report
 
     assert report.metric(fam, "100@int32") == ("GB/s", "gbps")  # flops 100, bytes 100: not more flops
@@ -250,7 +250,7 @@ def test_a_kind_may_add_keyword_arguments_to_every_call(tmp_path, monkeypatch):
     for kind in fam.kinds:  # the check runs each kind with its own arguments, reference and step alike
         assert harness.check(fam[1], 33, seed=2, kind=kind).ok
     assert seen == [{}, {"factor": 3.0}]
-    assert harness._rates(fam, 100, 1.0, "thrice")[0] == pytest.approx(1.5 * harness._rates(fam, 100, 1.0, "twice")[0])
+    assert harness.rates(fam, 100, 1.0, "thrice")[0] == pytest.approx(1.5 * harness.rates(fam, 100, 1.0, "twice")[0])
     assert common._kind_params(fam, "thrice") == {"factor": 3.0} and common._kind_params(fam, None) == {}
 
 

@@ -9,7 +9,7 @@ from numba import cuda
 import zoo
 from tests import tmpfamily
 from zoo import registry
-from zoo.bench import harness, user_loop
+from zoo.bench import harness, timing, user_loop
 from zoo.device.jit import Kernel, take_side_streams
 
 STEP = '''
@@ -90,12 +90,13 @@ class _Events:
 
 
 def _timer_without_gpu(monkeypatch, log):
-    """time_launches made to run here: fake events, no hold, every wait for side streams and flush logged."""
-    monkeypatch.setattr(harness, "SIMULATOR", False)
-    monkeypatch.setattr(harness, "cuda", _Events(log))
-    monkeypatch.setattr(harness, "hold_gpu", lambda us: log.append(("hold",)))
-    monkeypatch.setattr(harness, "wait_for_side_streams", lambda streams: log.append(("wait", tuple(streams))))
-    monkeypatch.setattr(harness, "flush_l2", lambda: log.append(("flush",)))
+    """time_launches (zoo.bench.timing) made to run here: fake events, no hold, every wait for side streams and
+    flush logged."""
+    monkeypatch.setattr(timing, "SIMULATOR", False)
+    monkeypatch.setattr(timing, "cuda", _Events(log))
+    monkeypatch.setattr(timing, "hold_gpu", lambda us: log.append(("hold",)))
+    monkeypatch.setattr(timing, "wait_for_side_streams", lambda streams: log.append(("wait", tuple(streams))))
+    monkeypatch.setattr(timing, "flush_l2", lambda: log.append(("flush",)))
 
 
 def test_the_stop_event_waits_for_every_stream_a_step_used(monkeypatch):
@@ -128,8 +129,8 @@ def test_a_cold_l2_sample_is_one_call_after_a_flush(monkeypatch):
     """With cold_l2 every sample flushes L2 before its hold and start event, and times one call."""
     log = []
     _timer_without_gpu(monkeypatch, log)
-    timing = harness.time_launches(lambda i: log.append(("call",)), min_samples=3, budget_s=0, cold_l2=True)
-    assert timing.launches_per_sample == 1
+    timed = harness.time_launches(lambda i: log.append(("call",)), min_samples=3, budget_s=0, cold_l2=True)
+    assert timed.launches_per_sample == 1
     kinds = [e[0] for e in log]
     starts = [k for k, kind in enumerate(kinds) if kind == "hold"]
     assert all(kinds[k - 1] == "flush" and kinds[k + 1 : k + 3] == ["record", "call"] for k in starts), kinds
@@ -172,9 +173,9 @@ def test_a_step_on_a_non_blocking_stream_is_timed_to_its_end():
     import cupy
 
     side = cupy.cuda.Stream(non_blocking=True)
-    spin = Kernel(harness._hold_kernel().dispatcher)
-    timing = harness.time_launches(lambda i: spin[1, 1, side](np.uint64(2_000_000)), budget_s=0.05)
-    assert timing.median_ms > 1.8, timing
+    spin = Kernel(timing._hold_kernel().dispatcher)
+    timed = harness.time_launches(lambda i: spin[1, 1, side](np.uint64(2_000_000)), budget_s=0.05)
+    assert timed.median_ms > 1.8, timed
     flushed = harness.time_launches(lambda i: spin[1, 1](np.uint64(200_000)), budget_s=0.02, cold_l2=True)
     assert flushed.launches_per_sample == 1 and 0.15 < flushed.median_ms < 0.5, flushed
 
