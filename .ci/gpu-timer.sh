@@ -22,8 +22,8 @@ fi
 OUT=${OUT:-$(mktemp -d)}
 export ZOO_TARGET=gpu PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-150}
 began=$SECONDS
-if [ -z "${ZOO_COMMIT:-}" ] && ! git rev-parse -q --verify HEAD > /dev/null 2>&1; then  # saved rows name their commit
-  echo "set ZOO_COMMIT=<the commit this tree is> (this copy has no git history): saved rows would name none"; exit 2
+if [ -z "${ZOO_COMMIT:-}" ]; then  # saved rows name their commit; a device copy's git, if any, is an older commit's
+  echo "set ZOO_COMMIT=<the commit of this tree> (git rev-parse --short HEAD, here): the saved rows name it"; exit 2
 fi
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu-timer.txt"
 SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())" 2>/dev/null)
