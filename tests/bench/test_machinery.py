@@ -171,7 +171,7 @@ def test_a_library_row_may_have_its_own_tolerance(tmp_path, monkeypatch):
 def test_baselines_list_the_main_one_first(kinds_family):
     assert list(kinds_family.baselines) == ["baseline", "other_library", "copy"]
     assert list(kinds_family.ceilings) == ["copy"]
-    assert list(zoo.family("vector_add").baselines) == ["baseline", "triton", "copy_ceiling"]
+    assert list(zoo.family("vector_add").baselines) == ["baseline", "triton", "cuda_c", "copy_ceiling"]
 
 
 @pytest.mark.parametrize(

@@ -101,6 +101,32 @@ def triton_rows():
     return triton_rows
 
 
+def _missing(error):
+    """What a failed import of an optional library says: 'torch not installed', or why it could not load."""
+    name = getattr(error, "name", None)
+    return f"{name} not installed" if isinstance(error, ModuleNotFoundError) and name else f"cannot load: {error}"
+
+
+def torch_rows():
+    """``zoo.bench.torch_rows``, the PyTorch eager and ``torch.compile`` rows; Unavailable where PyTorch (or CuPy,
+    which hands it the arrays) is missing or cannot load."""
+    try:
+        from zoo.bench import torch_rows
+    except (ImportError, OSError) as e:
+        raise Unavailable(f"{_missing(e)}: PyTorch runs these rows, on arrays CuPy hands it") from None
+    return torch_rows
+
+
+def cuda_c_rows():
+    """``zoo.bench.cuda_c_rows``, the CUDA C kernels compiled by NVRTC through CuPy's RawModule; Unavailable where
+    CuPy is missing."""
+    try:
+        from zoo.bench import cuda_c_rows
+    except (ImportError, OSError) as e:
+        raise Unavailable(f"{_missing(e)}: CuPy's RawModule compiles these rows with NVRTC") from None
+    return cuda_c_rows
+
+
 # -- a copy of the bytes a call must move ---------------------------------------------------------------------------
 _COPY_DESTINATION = {}  # nbytes -> a CuPy buffer the copy rows write into, one size at a time
 

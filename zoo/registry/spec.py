@@ -75,6 +75,9 @@ OPTIONAL_SPEC = {
     "ROW_TOLERANCE": "{row name: tolerance or tolerance(size)}: a library or CPU row whose arithmetic is coarser "
     "than the family's (cuBLAS in TF32 beside a float32 family, a ceiling's float16 result) is checked against this "
     "instead of TOLERANCE",
+    "ROW_CODE": "{row name: 'module.function'}: the code a user writes for a library row (a Triton kernel and its "
+    "launch, a torch function, CUDA C and its RawModule call), whose lines of code the tables give "
+    "(``zoo.bench.code_lines``); a row not named here counts the spec's own row function",
     "HOST_INPUTS": "True: the steps take NumPy arrays and move them to the GPU and back themselves "
     "(transfer lessons); launch and the baseline get host arrays, and a step that sets "
     "PINNED = True is timed on page-locked ones",

@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 
 import zoo
-from zoo.bench import figures, results, strongest, sweeps
+from zoo.bench import code_lines, figures, results, strongest, sweeps
 from zoo.tools import asv_history, mapping
 
 README = results.ROOT / "README.md"
@@ -66,9 +66,9 @@ def family_table(fam, device_name, size, entries):
     unit, key = metric(fam, size)
     cpu_rows = [n for n in fam.cpu_rows if n in entries]
     lines = [
-        f"| variant | ms | {unit} | % of {fam.BASELINE} | % of the strongest, {fam.strongest} | x over CPU | registers "
-        "| occupancy bound | correct |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        f"| variant | ms | {unit} | % of {fam.BASELINE} | % of the strongest, {fam.strongest} | lines | x over CPU "
+        "| registers | occupancy bound | correct |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     names = [n for n in fam.baselines if n in entries] + cpu_rows + [v.name for v in fam if v.name in entries]
     host_paced_rows = 0
@@ -86,13 +86,14 @@ def family_table(fam, device_name, size, entries):
         host_paced_rows += paced
         lines.append(
             f"| {label} | {m['ms']:.4f}{HOST_MARK if paced else ''} | {_num(m[key])} | {_pct(m.get('ratio'))} | "
-            f"{_of_strongest(fam, entries, m['name'], step=not library)} | "
+            f"{_of_strongest(fam, entries, m['name'], step=not library)} | {_lines(fam, m['name'])} | "
             f"{_times(m.get('over_cpu'))} | {r.get('registers', '-')} | {'-' if occ is None else f'{occ:.0%}'} | "
             f"{correct} |"
         )
     missing = strongest.missing_note(fam, entries)
     if missing:
         lines += ["", missing]
+    lines += ["", LINES_NOTE]
     if host_paced_rows:
         lines += ["", HOST_NOTE]
     return "\n".join(lines)
@@ -105,6 +106,18 @@ def _of_strongest(fam, entries, name, step=True):
         return "-"
     return _pct(fraction) + (" **behind**" if step and strongest.behind(fraction) else "")
 
+
+def _lines(fam, name):
+    """A row's lines of code (``zoo.bench.code_lines``), '-' where they cannot be counted."""
+    found = code_lines.lines(fam, name)
+    return "-" if found is None else str(found)
+
+
+LINES_NOTE = (
+    "lines: the lines of code a row takes (`zoo.bench.code_lines`): a step's file (and its base's), a library row's "
+    "call as the spec writes it, or the Triton, torch or CUDA C code its ROW_CODE names; blank lines, comments, "
+    "docstrings and imports left out, and the zoo's device helpers a step calls not counted."
+)
 
 HOST_MARK = " \N{DAGGER}"
 HOST_NOTE = (

@@ -225,7 +225,17 @@ def torch_sdpa(Q, K, V, out, causal=False):
     torch.from_dlpack(out).copy_(F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))[0])
 
 
-EXTRA_BASELINES = {"torch sdpa": torch_sdpa}
+def triton_attention(Q, K, V, out, causal=False):
+    """FlashAttention-2's forward pass as a Triton kernel (``zoo.bench.triton_rows.attention``): a program a block of
+    query rows, block pointers to walk the keys, both products on ``tl.dot``, the online softmax in exp2, the causal
+    mask's upper blocks skipped. Needs Triton and PyTorch (the row says so where they are missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.triton_rows().attention(Q, K, V, out, causal=causal)
+
+
+EXTRA_BASELINES = {"torch sdpa": torch_sdpa, "triton": triton_attention}
+ROW_CODE = {"triton": "zoo.bench.triton_rows.attention"}
 STRONGEST = "torch sdpa"  # FlashAttention-style fused kernels, 4-D inputs: what a model calls
 
 

@@ -67,6 +67,30 @@ def copy_ceiling(x, out):
     ceilings.device_copy(x, out)
 
 
+def torch_relu(x):
+    """What a PyTorch user calls: ``torch.relu``."""
+    import torch
+
+    return torch.relu(x)
+
+
+def torch_eager(x, out):
+    """``torch.relu``, eager (``zoo.bench.torch_rows``); its result is returned. Needs PyTorch (the row says so
+    where it is missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call(torch_relu, x)
+
+
+def torch_compiled(x, out):
+    """``torch.relu`` under ``torch.compile``: a kernel TorchInductor generates; its result is returned. Needs
+    PyTorch."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call_compiled(torch_relu, x)
+
+
+EXTRA_BASELINES = {"torch eager": torch_eager, "torch.compile": torch_compiled}
 CEILINGS = {"copy_ceiling": copy_ceiling}  # a copy of the same bytes
 ROW_REFERENCE = {"copy_ceiling": lambda x: x}  # what the copy must hold: x
 STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand

@@ -146,7 +146,30 @@ def copy_ceiling(x, out):
     ceilings.device_copy(x, out)
 
 
-EXTRA_BASELINES = {"cupy_fuse": cupy_fuse}
+def torch_chain(x):
+    """The chain as a PyTorch user writes it: the CuPy rows' chain on torch tensors (``torch.clip`` for the clamp)."""
+    import torch
+
+    return torch.clip(_gelu_chain(x, torch), LO, HI)
+
+
+def torch_eager(x, out):
+    """The chain in PyTorch ops, eager: a kernel and a temporary an op, as the baseline (``zoo.bench.torch_rows``);
+    its result is returned. Needs PyTorch (the row says so where it is missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call(torch_chain, x)
+
+
+def torch_compiled(x, out):
+    """The same chain under ``torch.compile``: TorchInductor fuses it into one generated Triton kernel; its result is
+    returned. Needs PyTorch."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call_compiled(torch_chain, x)
+
+
+EXTRA_BASELINES = {"cupy_fuse": cupy_fuse, "torch eager": torch_eager, "torch.compile": torch_compiled}
 CEILINGS = {"copy_ceiling": copy_ceiling}  # a copy of the same bytes
 ROW_REFERENCE = {"copy_ceiling": lambda x: x}  # what the copy must hold: x
 STRONGEST = "copy_ceiling"  # a memory-bound call: a copy of its bytes is the ceiling a user can understand

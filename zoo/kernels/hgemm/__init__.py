@@ -287,6 +287,17 @@ def matmul_fp16_out(A, B, out):
     return cupy.matmul(A, B)  # checked: a float16 result, within ROW_TOLERANCE
 
 
+def triton_matmul(A, B, out):
+    """The product as a Triton kernel (``zoo.bench.triton_rows.matmul``): block pointers and ``tl.dot`` on the tensor
+    cores, float16 or bfloat16 in, float32 accumulated and out, tiles chosen by Triton's autotuner from three (wgmma
+    with TMA on Hopper, as Triton picks). Needs Triton and PyTorch (the row says so where they are missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.triton_rows().matmul(A, B, out)
+
+
+EXTRA_BASELINES = {"triton": triton_matmul}
+ROW_CODE = {"triton": "zoo.bench.triton_rows.matmul"}
 CEILINGS = {"cupy.matmul fp16 out": matmul_fp16_out}  # timed; its output is float16
 ROW_TOLERANCE = {"cupy.matmul fp16 out": 2e-3}  # float16 rounding of the result: about 3e-4 relative
 

@@ -87,7 +87,36 @@ def cupy_graph(x, out):
     libraries.graph_of(baseline, x, out)
 
 
-EXTRA_BASELINES = {"cupy graph": cupy_graph}
+def torch_loop(x):
+    """The loop as a PyTorch user writes it: ``y = A * y + B``, STEPS times (two kernels a step, eager)."""
+    a, b = float(A), float(B)  # Python numbers: scalars PyTorch folds into its kernels
+    y = x
+    for _ in range(STEPS):
+        y = a * y + b
+    return y
+
+
+def torch_eager(x, out):
+    """The loop in PyTorch ops, eager: two kernels a step, 512 launches (``zoo.bench.torch_rows``); its result is
+    returned. Needs PyTorch (the row says so where it is missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call(torch_loop, x)
+
+
+def torch_reduce_overhead(x, out):
+    """The same loop under ``torch.compile(mode="reduce-overhead")``: TorchInductor fuses the unrolled loop into one
+    kernel and replays it as a CUDA graph; its result, the graph's output buffer, is returned. Needs PyTorch."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call_compiled(torch_loop, x, mode="reduce-overhead")
+
+
+EXTRA_BASELINES = {
+    "cupy graph": cupy_graph,
+    "torch eager": torch_eager,
+    "torch.compile reduce-overhead": torch_reduce_overhead,
+}
 STRONGEST = "cupy graph"
 
 

@@ -98,6 +98,18 @@ def baseline(a, out, k=K_DEFAULT):
     _CUPY_KERNEL(a, np.int32(k), out)
 
 
+def cuda_c(a, out, k=K_DEFAULT):
+    """v05's arithmetic in CUDA C (Horner's FMA chains, eight elements a thread as two float4, k a template
+    argument), compiled by NVRTC through CuPy's RawModule (``zoo.bench.cuda_c_rows``). Needs CuPy."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.cuda_c_rows().roofline(a, out, check_k(k))
+
+
+EXTRA_BASELINES = {"cuda_c": cuda_c}
+ROW_CODE = {"cuda_c": "zoo.bench.cuda_c_rows.roofline"}  # the kernel and its launch: the row's lines
+
+
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
 def cpu_numpy(a, k=K_DEFAULT):
     """The same polynomial by Horner's rule in NumPy float32, k ufunc passes over the array (one core)."""

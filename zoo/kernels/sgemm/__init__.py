@@ -155,9 +155,27 @@ def cublas_tf32(A, B, out):
         linalg.set_compute_type(np.float32, previous)
 
 
-EXTRA_BASELINES = {"cublas_tf32": cublas_tf32}
+def triton_fp32(A, B, out):
+    """The product as a Triton kernel (``zoo.bench.triton_rows.matmul``): block pointers and ``tl.dot`` on float32
+    FMAs (input_precision "ieee"), tiles and stages chosen by Triton's autotuner from three. Needs Triton and
+    PyTorch (the row says so where they are missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.triton_rows().matmul(A, B, out, precision="ieee")
+
+
+def triton_tf32(A, B, out):
+    """The same Triton kernel with ``tl.dot`` on TF32 tensor cores (input_precision "tf32"), as v15 and cuBLAS TF32."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.triton_rows().matmul(A, B, out, precision="tf32")
+
+
+EXTRA_BASELINES = {"cublas_tf32": cublas_tf32, "triton": triton_fp32, "triton tf32": triton_tf32}
 STRONGEST = "cublas_tf32"  # the best step runs on TF32 tensor cores: cuBLAS in the same precision
-ROW_TOLERANCE = {"cublas_tf32": 1e-3}  # TF32 inputs, as v15's TOLERANCE (cuBLAS may truncate them: ~7.7e-4)
+ROW_TOLERANCE = {"cublas_tf32": 1e-3, "triton tf32": 1e-3}  # TF32 inputs, as v15's TOLERANCE (cuBLAS may truncate
+# them: ~7.7e-4)
+ROW_CODE = {"triton": "zoo.bench.triton_rows.matmul", "triton tf32": "zoo.bench.triton_rows.matmul"}
 
 
 # -- the CPU beside the GPU: NumPy's BLAS, and the same Python as v01 compiled for the CPU -------------------------

@@ -167,7 +167,31 @@ def triton_softmax(x, out):
     libraries.triton_rows().softmax(x, out)
 
 
-EXTRA_BASELINES = {"triton": triton_softmax}
+def torch_softmax(x):
+    """What a PyTorch user calls: ``torch.softmax`` along the rows."""
+    import torch
+
+    return torch.softmax(x, dim=1)
+
+
+def torch_eager(x, out):
+    """``torch.softmax``, eager: PyTorch's own fused softmax kernel (``zoo.bench.torch_rows``); its result is
+    returned. Needs PyTorch (the row says so where it is missing)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call(torch_softmax, x)
+
+
+def torch_compiled(x, out):
+    """``torch.softmax`` under ``torch.compile``: TorchInductor's generated reduction kernel; its result is returned.
+    Needs PyTorch."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    return libraries.torch_rows().call_compiled(torch_softmax, x)
+
+
+EXTRA_BASELINES = {"triton": triton_softmax, "torch eager": torch_eager, "torch.compile": torch_compiled}
+ROW_CODE = {"triton": "zoo.bench.triton_rows.softmax"}  # the Triton kernel and its launch: the row's lines
 
 
 def copy_ceiling(x, out):

@@ -65,7 +65,19 @@ def triton_add(a, b, out):
     libraries.triton_rows().vector_add(a, b, out)
 
 
-EXTRA_BASELINES = {"triton": triton_add}
+def cuda_c(a, b, out):
+    """v01's kernel in CUDA C, compiled by NVRTC through CuPy's RawModule (``zoo.bench.cuda_c_rows``): the seeds'
+    entry path. Needs CuPy."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.cuda_c_rows().vector_add(a, b, out)
+
+
+EXTRA_BASELINES = {"triton": triton_add, "cuda_c": cuda_c}
+ROW_CODE = {  # the kernel and its launch: the row's lines
+    "triton": "zoo.bench.triton_rows.vector_add",
+    "cuda_c": "zoo.bench.cuda_c_rows.vector_add",
+}
 
 
 def copy_ceiling(a, b, out):
