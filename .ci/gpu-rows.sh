@@ -8,12 +8,12 @@
 #      why it is unavailable;
 #   2. compute-sanitizer memcheck of the CUDA C and Triton rows at small irregular sizes (racecheck is left out:
 #      Triton's shared memory is the compiler's, filled by TMA and cp.async, which racecheck does not model);
-#   3. time: `zoo run` of those families at their headline size only (the rows are checked again there, on the
-#      headline inputs, before they are timed), with each family's best step (from results/<gpu>.json), saved;
+#   3. time: `zoo run --best-step --save` of those families at their headline size only (the rows are checked again
+#      there, on the headline inputs, before they are timed), each family's best step (results/<gpu>.json) beside;
 #   4. the table family | size | row | us | % of the strongest | lines | correct.
 # Writes logs and the results file under $OUT. About 5 minutes on an H100 (torch.compile and Triton's autotuner
 # compile on first use: most of it); `python -m zoo report` afterwards puts the rows on the pages.
-# Arguments: family names (default: every family with such rows).
+# Arguments: family names (default: the nine above).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ls .whl/*.whl >/dev/null 2>&1; then  # as .ci/gpu-session sets Python up (docs/DEVELOPING.md, "Python on the lent GPU")
@@ -28,12 +28,12 @@ python3 -c "import torch, triton, cupy; print(f'torch {torch.__version__}, trito
 SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())" 2>/dev/null)
 cp "results/$SLUG.json" "$OUT/before-$SLUG.json" 2>/dev/null || echo "{}" > "$OUT/before-$SLUG.json"
 status=0
+FAMILIES=("$@")
+[ ${#FAMILIES[@]} -gt 0 ] || FAMILIES=(vector_add roofline launch elementwise fusion sgemm hgemm softmax attention)
 
 # The rows written in another tool's idiom, and the families that have them (one definition for every phase).
 COMMON=$(mktemp -d)
 cat > "$COMMON/gpu_rows_common.py" <<'PY'
-import sys
-
 import zoo
 
 TOOLS = ("triton", "torch", "cuda_c")  # a row named for its tool: "triton tf32", "torch.compile", "cuda_c"
@@ -44,7 +44,7 @@ def tool_rows(fam):
 
 
 def families(names):
-    return [f for f in zoo.families() if tool_rows(f) and (not names or f.name in names)]
+    return [zoo.family(name) for name in names]
 
 
 def small_sizes(fam):
@@ -60,7 +60,7 @@ PY
 export PYTHONPATH=$COMMON:${PYTHONPATH:-$PWD}
 
 echo "== 1. every row at small sizes" | tee -a "$OUT/gpu-rows.txt"
-python3 - "$@" <<'PY' 2>&1 | tee -a "$OUT/gpu-rows.txt"
+python3 - "${FAMILIES[@]}" <<'PY' 2>&1 | tee -a "$OUT/gpu-rows.txt"
 import sys
 import time
 
@@ -122,35 +122,13 @@ grep -E "^(vector_add|roofline|softmax|sgemm|hgemm|attention) |ERROR SUMMARY" "$
 [ "$code" = 0 ] || { echo "memcheck exit $code (9: errors found, 124: cut off)" | tee -a "$OUT/gpu-rows.txt"; status=1; }
 
 echo "== 3. zoo run at each family's headline size, its best step beside the rows" | tee -a "$OUT/gpu-rows.txt"
-python3 - "$SLUG" "$@" <<'PY' > "$OUT/gpu-rows-runs.txt" 2>&1
-import json
-import sys
-from pathlib import Path
-
-from gpu_rows_common import families
-from rich.console import Console
-
-from zoo.bench import run as bench_run
-from zoo.tools import report
-
-slug, names = sys.argv[1], sys.argv[2:]
-saved = Path(f"results/{slug}.json")
-measured = json.loads(saved.read_text()).get("families", {}) if saved.exists() else {}
-fams = families(names)
-steps = {}
-for fam in fams:
-    by_size = measured.get(fam.name)
-    best = report.best_step(fam, by_size[report.headline(fam, by_size)]) if by_size else None
-    steps[fam.name] = [fam[best[0]] if best else list(fam)[-1]]
-    print(f"{fam.name}: timing {steps[fam.name][0].name} beside the rows")
-sys.exit(bench_run.gpu_job(fams, steps, Console(width=160), save=True, check_processes=bench_run.CHECK_PROCESSES))
-PY
-[ "$?" = 0 ] || { echo "FAILED: the timing run (see gpu-rows-runs.txt)" | tee -a "$OUT/gpu-rows.txt"; status=1; }
+python3 -m zoo run "${FAMILIES[@]}" --best-step --save > "$OUT/gpu-rows-runs.txt" 2>&1 \
+  || { echo "FAILED: the timing run (see gpu-rows-runs.txt)" | tee -a "$OUT/gpu-rows.txt"; status=1; }
 grep -E "no .* row:|FAILED|WRONG|Error" "$OUT/gpu-rows-runs.txt" | tee -a "$OUT/gpu-rows.txt"
 cp "results/$SLUG.json" "$OUT/"
 
 echo "== 4. the rows beside the strongest" | tee -a "$OUT/gpu-rows.txt"
-python3 - "$SLUG" "$@" <<'PY' 2>&1 | tee -a "$OUT/gpu-rows.txt"
+python3 - "$SLUG" "${FAMILIES[@]}" <<'PY' 2>&1 | tee -a "$OUT/gpu-rows.txt"
 import json
 import sys
 
@@ -168,7 +146,7 @@ for fam in families(names):
         continue
     for key in report.headline_keys(fam, by_size):
         entries = by_size[key]
-        best = report.best_step(fam, entries)
+        best = strongest.best_step(fam, entries)
         shown = [fam.strongest] + ([best[0]] if best else []) + tool_rows(fam)
         for name in shown:
             e = entries.get(name)
