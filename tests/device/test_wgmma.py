@@ -21,6 +21,7 @@ from tests.conftest import ROOT, run_zoo
 from zoo.bench import harness
 from zoo.device.jit import jit
 from zoo.device.wgmma import (
+    ELEMENT,
     SWIZZLE_128B,
     SWIZZLE_ALIGN,
     TILE_ALIGN,
@@ -42,7 +43,9 @@ from zoo.device.wgmma import (
     tma_load_2d,
     wait_group,
 )
+from zoo.kernels.hgemm import bfloat16_values, to_bfloat16
 from zoo.runtime import launch as lean_launch
+from zoo.simulator.hopper import E4M3
 from zoo.tools import machine_code
 
 HGEMM = zoo.family("hgemm")
@@ -53,34 +56,42 @@ B_BYTES = 128 * 128  # B: 64 x 128, N-major as two 64-column blocks of 64 rows, 
 TILE_HALVES = (TILE_ALIGN + A_BYTES + B_BYTES) // 2
 
 
-def one_stage_kernel(n_major=True, swizzled=True, a_stride=1024, aligned=True):
-    """A 64 x 64 x 128 product through four m64n128k16 MMAs on one stage, every tile laid out as the
-    descriptors say (or, with the other arguments, not): out[i, j] = (A @ B)[i, j] by the fragment table."""
+SIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1}  # bytes of an element of each kind
+
+
+def one_stage_kernel(n_major=True, swizzled=True, a_stride=1024, aligned=True, kind="f16"):
+    """A 64 x 128-byte x 128 product (K = 64 f16 or bf16, 32 tf32, 128 e4m3) through four m64n128 MMAs on one
+    stage, every tile laid out as the descriptors say (or, with the other arguments, not): out[i, j] = (A @ B)[i, j]
+    by the fragment table."""
 
     def place(offset):  # a byte offset inside a 1024-byte-aligned tile, as it is stored
         return swizzle_128b(offset) if swizzled else offset
 
     place = jit(device=True, forceinline=True)(place) if GPU else place
     b_lead, b_stride, b_trans = (8192, 1024, 1) if n_major else (16, 1024, 0)
+    size = SIZE[kind]
+    row_k = 128 // size  # K of the stage: one 128-byte row of A
+    elements, a_elements = (TILE_ALIGN + A_BYTES + B_BYTES) // size, A_BYTES // size
+    element = ELEMENT[kind]
 
     @jit(arch_specific=True)
     def kernel(A, B, out):
-        tiles = cuda.shared.array(TILE_HALVES, np.float16, alignment=SWIZZLE_ALIGN)
+        tiles = cuda.shared.array(elements, element, alignment=SWIZZLE_ALIGN)
         acc = cuda.local.array(64, float32)
         tid = uint32(cuda.threadIdx.x)
         tile0, base = first_tile(tiles)
         if not aligned:  # the array's own start, wherever the pattern is
             tile0, base = uint32(0), shared_address(tiles, 0)
-        for e in range(tid, 64 * 64, 128):  # A[r, k]: row r at r * 128 bytes, k contiguous
-            r, k = uint32(e) // uint32(64), uint32(e) % uint32(64)
-            tiles[tile0 + place(r * uint32(128) + k * uint32(2)) // uint32(2)] = A[r, k]
-        for e in range(tid, 64 * 128, 128):
+        for e in range(tid, 64 * row_k, 128):  # A[r, k]: row r at r * 128 bytes, k contiguous
+            r, k = uint32(e) // uint32(row_k), uint32(e) % uint32(row_k)
+            tiles[tile0 + place(r * uint32(128) + k * uint32(size)) // uint32(size)] = A[r, k]
+        for e in range(tid, row_k * 128, 128):
             k, n = uint32(e) // uint32(128), uint32(e) % uint32(128)
             if n_major:  # column block n // 64 (8 KiB each), then row k of 128 bytes
                 at = n // uint32(64) * uint32(8192) + k * uint32(128) + n % uint32(64) * uint32(2)
             else:  # B^T: row n at n * 128 bytes, k contiguous
-                at = n * uint32(128) + k * uint32(2)
-            tiles[tile0 + uint32(A_BYTES // 2) + place(at) // uint32(2)] = B[k, n]
+                at = n * uint32(128) + k * uint32(size)
+            tiles[tile0 + uint32(a_elements) + place(at) // uint32(size)] = B[k, n]
         fence_proxy_async()  # the stores above are visible to the tensor cores
         cuda.syncthreads()  # everyone's stores are
         for i in range(64):
@@ -90,7 +101,7 @@ def one_stage_kernel(n_major=True, swizzled=True, a_stride=1024, aligned=True):
         fence(acc, 64)  # the zeros are written before the MMAs read them
         for kk in range(4):  # A: 32 bytes on; B: 16 rows (2048 bytes) on when N-major, 32 bytes when K-major
             b_step = 128 if n_major else 2
-            mma_async(acc, 0, 128, a_desc + np.uint64(2 * kk), b_desc + np.uint64(b_step * kk), 1, 0, b_trans)
+            mma_async(acc, 0, 128, a_desc + np.uint64(2 * kk), b_desc + np.uint64(b_step * kk), 1, 0, b_trans, kind)
         commit_group()
         wait_group(0, acc, 64)  # the MMAs have retired
         lane, warp = tid % uint32(32), tid // uint32(32)
@@ -103,19 +114,52 @@ def one_stage_kernel(n_major=True, swizzled=True, a_stride=1024, aligned=True):
     return kernel
 
 
-def _one_stage(kernel, seed=0):
+def operands(kind, shape, rng):
+    """(an operand of this kind as the kernels take it, its values as float64): tf32 without the 13 low mantissa
+    bits (exact whether the tensor core truncates or rounds them), e4m3 any bit pattern but NaN."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    if kind == "bf16":
+        bits = to_bfloat16(x)
+        return bits, bfloat16_values(bits).astype(np.float64)
+    if kind == "tf32":
+        x = (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+        return x, x.astype(np.float64)
+    if kind == "e4m3":
+        bits = rng.integers(0, 256, shape).astype(np.uint8)
+        bits[(bits & 0x7F) == 0x7F] = 0x38  # NaN -> 1.0
+        return bits, E4M3[bits]
+    return x.astype(np.float16), x.astype(np.float16).astype(np.float64)
+
+
+def _one_stage(kernel, seed=0, kind="f16"):
     rng = np.random.default_rng(seed)
-    A = rng.standard_normal((64, 64)).astype(np.float16)
-    B = rng.standard_normal((64, 128)).astype(np.float16)
+    (A, a), (B, b) = operands(kind, (64, 128 // SIZE[kind]), rng), operands(kind, (128 // SIZE[kind], 128), rng)
     out = cuda.to_device(np.full((64, 128), np.nan, np.float32))
     kernel[1, 128](cuda.to_device(A), cuda.to_device(B), out)
-    return out.copy_to_host(), A.astype(np.float64) @ B.astype(np.float64)
+    return out.copy_to_host(), a @ b
 
 
 @pytest.mark.parametrize("n_major", [True, False], ids=["B-n-major", "B-k-major"])
 def test_wgmma_reads_the_swizzled_tiles_the_descriptors_name(n_major):
     out, ref = _one_stage(one_stage_kernel(n_major=n_major))
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kind,n_major", [("bf16", True), ("tf32", False), ("e4m3", False)], ids=["bf16-n-major", "tf32", "e4m3"]
+)
+def test_each_kind_reads_its_own_elements(kind, n_major):
+    """The .bf16, .tf32 and .e4m3 forms (K 16, 8, 32 an instruction: always 32 bytes of a row) on the same
+    128-byte-swizzled bytes; tf32 and e4m3 read B K-major, the only layout they take. Read as another kind the
+    bytes give another product."""
+    out, ref = _one_stage(one_stage_kernel(n_major=n_major, kind=kind), seed=3, kind=kind)
+    assert np.linalg.norm(out - ref) <= 1e-6 * np.linalg.norm(ref)  # float32 sums of exact products
+
+
+@pytest.mark.skipif(GPU, reason="the simulator's checks")
+def test_tf32_and_e4m3_refuse_an_mn_major_operand():
+    with pytest.raises(Exception, match="K-major only"):
+        _one_stage(one_stage_kernel(n_major=True, kind="tf32"), kind="tf32")
 
 
 @pytest.mark.skipif(GPU, reason="checks the simulator's reading of the layout (wrong on a GPU too, but slowly)")
@@ -145,7 +189,7 @@ if zoo.SIMULATOR:
             acc[i] = float32(0.0)
         if fenced:
             fence(acc, 64)  # the zeros come before the MMA
-        mma_async(acc, 0, 128, descriptor(base, 16, 1024, 1), descriptor(base + A_BYTES, 8192, 1024, 1), 1, 0, 1)
+        mma_async(acc, 0, 128, descriptor(base, 16, 1024, 1), descriptor(base + A_BYTES, 8192, 1024, 1), 1, 0, 1, "f16")
         commit_group()
         cuda.syncthreads()  # every thread has issued
         if refill and tid == 0:
@@ -285,7 +329,7 @@ def test_a_last_group_of_fewer_block_rows_is_walked_too(monkeypatch):
     """v15 in groups of 2 block rows at 300 x 257 x 60: 3 x 2 tiles of one k step, a full group and a last one of one
     row."""
     module = HGEMM["v15"].module
-    monkeypatch.setattr(module, "hgemm_kernel", module.build(module.TILES, 2))
+    monkeypatch.setitem(module.hgemm_kernels, np.dtype(np.float16), module.build(module.TILES, "f16", 2))
     result = harness.check(HGEMM["v15"], (300, 257, 60), seed=12)
     assert result.ok, result.detail
 
@@ -344,6 +388,15 @@ def test_the_sass_for_sm90a_shows_hgmma(step, wanted):
     assert "LDL" not in r.stdout and "STL" not in r.stdout, f"{step}: local memory (spills or a local array)"
 
 
+@TOOLS
+def test_the_bfloat16_kind_compiles_to_hgmma_bf16():
+    """v15 built for uint16 inputs issues wgmma's .bf16 form (HGMMA ... .BF16 in the SASS), from the same source."""
+    r = run_zoo("show", "hgemm", "v15", "--sass", "--size", "128@bfloat16")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "HGMMA.64x256x16.F32.BF16" in r.stdout
+    assert "LDL" not in r.stdout and "STL" not in r.stdout
+
+
 PLAIN_SM90 = """
 import subprocess, sys, tempfile
 import zoo  # chooses the target (GPU mode: ZOO_TARGET=gpu) before numba.cuda is imported
@@ -360,7 +413,8 @@ dispatcher.get_current_device = lambda: Hopper()  # device functions ask for the
 from zoo.kernels.hgemm import v08_wgmma as v08
 
 sig = (types.float16[::1], types.float16[::1], types.float32[::1], types.uint32, types.uint32, types.uint32)
-ptx, _ = cuda.compile_ptx(v08.hgemm_kernel.dispatcher.py_func, sig, cc=(9, 0))  # what numba writes for sm_90
+kernel = v08.hgemm_kernels[v08.np.dtype(v08.np.float16)]
+ptx, _ = cuda.compile_ptx(kernel.dispatcher.py_func, sig, cc=(9, 0))  # what numba writes for sm_90
 assert ".target sm_90\\n" in ptx
 with tempfile.TemporaryDirectory() as tmp:
     with open(tmp + "/k.ptx", "w") as f:
@@ -410,6 +464,7 @@ def test_arch_specific_kernels_launch_from_their_own_sm90a_module():
 
     A, B = HGEMM.make_inputs((128, 256, 128), seed=2)
     assert harness.compare(HGEMM["v08"](A, B), HGEMM.reference(A, B), HGEMM.tolerance(128))[0]
-    plans = [p for p in v08.hgemm_kernel.lean._plans.values() if p is not None]
-    assert plans and v08.hgemm_kernel.arch_specific
+    kernel = v08.hgemm_kernels[np.dtype(np.float16)]
+    plans = [p for p in kernel.lean._plans.values() if p is not None]
+    assert plans and kernel.arch_specific
     assert any(isinstance(f, lean_launch.ArchSpecificFunction) for f in lean_launch._arch_specific_functions.values())

@@ -15,15 +15,17 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
 ===========================================================  =============================================
 ``shared_address(arr, i)``                                    the 32-bit shared-window address of arr[i]
 ``first_tile(tiles)``                                         (index, address) of the first element of a
-                                                              float16 shared array on a 1024-byte boundary
+                                                              shared array on a 1024-byte boundary
 ``descriptor(address, leading, stride, swizzle)``             a matrix descriptor (uint64), fields below
 ``swizzle_128b(offset)``                                      a byte offset in a 1024-byte-aligned tile,
                                                               swizzled as SWIZZLE_128B stores it
 ``fence(acc, count)``                                         ``wgmma.fence.sync.aligned``
-``mma_async(acc, first, N, desc_a, desc_b, accumulate,``      ``wgmma.mma_async.sync.aligned.m64nNk16``
-``          trans_a, trans_b)``                               ``.f32.f16.f16``: acc[first .. first + N/2)
-                                                              += A (64 x 16) @ B (16 x N); accumulate 0
-                                                              drops the old acc; trans_x 0 = K-major
+``mma_async(acc, first, N, desc_a, desc_b, accumulate,``      ``wgmma.mma_async.sync.aligned.m64nNkK``
+``          trans_a, trans_b, kind)``                         ``.f32.kind.kind``: acc[first .. first + N/2)
+                                                              += A (64 x K) @ B (K x N); accumulate 0
+                                                              drops the old acc; trans_x 0 = K-major;
+                                                              kind "f16", "bf16" (K 16), "tf32" (K 8) or
+                                                              "e4m3" (K 32), a literal (K_OF)
 ``commit_group()``, ``wait_group(n, acc, count)``             ``wgmma.commit_group`` / ``wait_group n``
 ``fence_proxy_async()``                                       ``fence.proxy.async.shared::cta``: generic
                                                               writes to shared memory (st.shared,
@@ -58,7 +60,7 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
 registers; ``fence`` and ``wait_group`` tie the first ``count`` of them to the
 instruction, so that no read or write of an accumulator is scheduled across it
 (what CUTLASS's ``warpgroup_fence_operand`` does). ``bars`` is a ``uint64`` shared
-array; ``tile`` a float16 shared array whose tiles start at ``first_tile``'s index
+array; ``tile`` a shared array (ELEMENT[kind]) whose tiles start at ``first_tile``'s index
 (CUDA aligns dynamic shared memory to 16 bytes only; the swizzle needs 1024).
 
 The tensor map: in global memory, not a ``__grid_constant__`` parameter
@@ -95,6 +97,9 @@ so K-major: row r at (r % 8) * 128 bytes + (r // 8) * SBO, k contiguous (LBO unu
 MN-major: 64 MN-elements contiguous (128 bytes), the next 64 at LBO, k rows 128
 bytes apart, the next 8 k at SBO. Swizzling then XORs address bits 4-6 with bits
 7-9 (``Swizzle<3,4,3>``) of the *absolute* shared address, hence 1024-byte tiles.
+In bytes the K-major layout is the same for every kind: a 128-byte row holds 64
+f16 or bf16, 32 tf32 or 128 e4m3, and an instruction's k slice is 32 bytes of it
+(K_OF), so the descriptors of tf32 and e4m3 tiles are those of f16 K-major tiles.
 
 The accumulator fragment of m64nNk16: thread t of the warpgroup (warp w = t // 32,
 g = lane // 4, q = lane % 4) holds acc[4 j + 2 h + c] = D[16 w + g + 8 h, 8 j + 2 q + c]
@@ -107,8 +112,9 @@ The same names are Python with the instructions' meaning, so the steps run in
 numba's simulator and their index arithmetic, descriptors and swizzles are checked
 there. ``shared_address`` gives each shared array of a block a made-up address
 (below 256 KiB, 16-byte aligned but never 1024: see ``first_tile``), and ``mma_async`` decodes the descriptors
-exactly as above, reads the float16 bits from those addresses (swizzle applied),
-and computes its thread's fragment (float64 products rounded to float32, as
+exactly as above, reads the elements of its kind from those addresses (swizzle
+applied; a tf32 without the 13 low mantissa bits its tensor core ignores), and
+computes its thread's fragment (float64 products rounded to float32, as
 ``zoo.device.mma`` does). It is deferred as on the GPU: the accumulators change at
 the ``wait_group`` that retires the MMA, where the shared bytes it read are read
 again and must not have changed (a tile refilled too early raises). Each thread
@@ -122,13 +128,23 @@ check is that the hardware agrees with this reading of the PTX ISA:
 ``tests/device/test_wgmma.py`` runs one MMA of each layout on a GPU too.
 """
 
-from numba import uint32, uint64
+from numba import float32, uint8, uint16, uint32, uint64
+from numba.core.types import float16
 
 from zoo.device.jit import jit
 from zoo.runtime import SIMULATOR
 from zoo.runtime.tensor_map import TENSOR_MAP_WORDS, tensor_map_2d  # noqa: F401 (the host side, for the steps)
 
 SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3  # the descriptor's bits 62-63
+# The input types mma_async's ``kind`` names (PTX's), each with K of one instruction: always 32 bytes of a row of A
+# (16 f16 or bf16, 8 tf32, 32 e4m3), so a k slice is 32 bytes whatever the kind. Only the 16-bit kinds may be read
+# MN-major (trans 1): tf32 and e4m3 take A and B K-major (PTX ISA, wgmma.mma_async: "The transpose operation is only
+# supported for the .f16/.bf16 types"). ELEMENT is the dtype a kernel's shared tiles hold for each kind: bfloat16 and
+# e4m3 travel as their bits (uint16, uint8), tf32 as the float32 it is read from (the tensor core ignores the low 13
+# bits of its mantissa).
+K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32}
+TRANSPOSABLE = ("f16", "bf16")
+ELEMENT = {"f16": float16, "bf16": uint16, "tf32": float32, "e4m3": uint8}
 SWIZZLE_BYTES = {SWIZZLE_NONE: 16, SWIZZLE_128B: 128, SWIZZLE_64B: 64, SWIZZLE_32B: 32}  # a row of the pattern
 TILE_ALIGN = 1024  # bytes: a 128B-swizzled tile starts where the XOR pattern (8 rows of 128 bytes) starts
 # cuda.shared.array(0, ..., alignment=SWIZZLE_ALIGN) promises the compiler a 1024-byte-aligned dynamic array, so
@@ -155,14 +171,14 @@ def swizzle_128b(offset):
 
 
 def first_tile(tiles):
-    """(element index, shared address) of the first 1024-byte boundary in the float16 shared array ``tiles``.
+    """(element index, shared address) of the first 1024-byte boundary in the shared array ``tiles``.
 
     The swizzle is a function of the absolute address, so a tile stored with ``swizzle_128b`` of offsets from
     its start must start where the pattern does. CUDA promises dynamic shared memory 16-byte alignment, not
     the 1024 an array may declare: a kernel asks for TILE_ALIGN bytes more and starts its tiles here."""
     address = shared_address(tiles, 0)
     skew = (uint32(TILE_ALIGN) - address % uint32(TILE_ALIGN)) % uint32(TILE_ALIGN)
-    return skew // uint32(2), address + skew
+    return skew // uint32(tiles.itemsize), address + skew
 
 
 if not SIMULATOR:  # device functions on the GPU; in the simulator plain Python (a device-function call costs more)
@@ -260,23 +276,28 @@ else:
         return types.void(n, acc, count), codegen
 
     @intrinsic
-    def mma_async(typingctx, acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b):
-        if not _literal(first, n, trans_a, trans_b):
+    def mma_async(typingctx, acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b, kind):
+        if not (_literal(first, n, trans_a, trans_b) and isinstance(kind, types.StringLiteral)):
             return None
         _check_acc(acc, "wgmma.mma_async")
-        N = n.literal_value
+        N, form = n.literal_value, kind.literal_value
+        if form not in K_OF:
+            raise TypeError(f"wgmma.mma_async: kind is one of {', '.join(K_OF)}, not {form!r}")
         if N % 8 or not 8 <= N <= 256:
-            raise TypeError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {N}")
+            raise TypeError(f"wgmma m64nNk{K_OF[form]} takes N = 8, 16, ..., 256, not {N}")
         count = N // 2
         start = first.literal_value
         ta, tb = trans_a.literal_value, trans_b.literal_value
-        sig = types.void(acc, first, n, types.uint64, types.uint64, types.uint32, trans_a, trans_b)
+        if form not in TRANSPOSABLE and (ta or tb):
+            raise TypeError(f"wgmma .{form} reads A and B K-major only: trans_a and trans_b must be 0")
+        sig = types.void(acc, first, n, types.uint64, types.uint64, types.uint32, trans_a, trans_b, kind)
         registers = ", ".join(f"${i}" for i in range(count))
+        transposes = f", {ta}, {tb}" if form in TRANSPOSABLE else ""  # the other forms take no imm-trans operands
         text = (
             "{\n.reg .pred p;\n"
             f"setp.ne.b32 p, ${count + 2}, 0;\n"  # accumulate: D = A B + D, else D = A B
-            f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.f16.f16 {{{registers}}}, ${count}, ${count + 1}, "
-            f"p, 1, 1, {ta}, {tb};\n}}"
+            f"wgmma.mma_async.sync.aligned.m64n{N}k{K_OF[form]}.f32.{form}.{form} {{{registers}}}, ${count}, "
+            f"${count + 1}, p, 1, 1{transposes};\n}}"
         )
         constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)]) + ",~{memory}"
 

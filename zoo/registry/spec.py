@@ -60,6 +60,8 @@ OPTIONAL_SPEC = {
     "KIND_TEST_SIZES": "{kind: sizes}: fewer simulator test sizes for a kind (the first one too), each one "
     "of TEST_SIZES (the same code on other data need not pay for every size twice); "
     "`zoo check` and the GPU tests still check every kind at every size",
+    "KIND_TEST_SKIPS": "{kind: step names}: steps the simulator's tests leave that kind out for, where another step "
+    "runs the same code on it (the kernel source compiled with another literal); the GPU tests check every step",
     "HEADLINE_SIZE": "the size the README table, the plot and each step's measured line quote",
     "SIZE_DIMS": "how many numbers a size may have, e.g. (1, 3) for n or MxNxK (default (1,))",
     "CPU": "{row name: (fn(*host_inputs) -> result, threads)}: the computation as a user would run it on the host "

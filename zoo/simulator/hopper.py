@@ -1,12 +1,13 @@
 """Hopper's asynchronous machinery as Python, for the simulator: ``zoo.device.wgmma``'s names in numba's simulator.
 
 A block's shared arrays get made-up addresses in a 256 KiB window (16 bytes past a 1024-byte boundary, as CUDA
-promises only 16), which the matrix descriptors name; ``mma_async`` decodes a descriptor as the PTX ISA's
-"Matrix Descriptor Format" says (swizzle included), reads the float16 bits there, and computes its thread's
-fragment of the product, deferred as on the GPU: the accumulators change at the ``wait_group`` that retires the
-MMA, where the bytes it read must not have changed. mbarriers keep their phase, pending arrivals and transaction
-bytes; ``tma_load_2d`` copies a box at once, swizzled, and completes its bytes on the barrier; a tensor map is a
-key to the matrix (``tensor_map``). ``zoo.device.wgmma``'s docstring says what each name means on the GPU.
+promises only 16), which the matrix descriptors name; ``mma_async`` decodes a descriptor as the PTX ISA's "Matrix
+Descriptor Format" says (swizzle included), reads the elements of its kind there (f16, bf16, tf32, e4m3), and
+computes its thread's fragment of the product, deferred as on the GPU: the accumulators change at the
+``wait_group`` that retires the MMA, where the bytes it read must not have changed. mbarriers keep their phase,
+pending arrivals and transaction bytes; ``tma_load_2d`` copies a box at once, swizzled, and completes its bytes on
+the barrier; a tensor map is a key to the matrix (``tensor_map``). ``zoo.device.wgmma``'s docstring says what each
+name means on the GPU.
 """
 
 import functools
@@ -77,17 +78,21 @@ class _SharedSpace:
                 return r
         raise IndexError(f"{what} reaches shared bytes {lo:#x}..{hi:#x}, outside every shared array")
 
-    def read_bits(self, addresses, what):
-        """The float16 bits (uint16) at these byte addresses."""
-        r = self.region(int(addresses.min()), int(addresses.max()) + 2, what)
+    def read_bits(self, addresses, what, nbytes=2):
+        """The bits of the ``nbytes``-byte elements (little-endian, as uint32) at these byte addresses."""
+        r = self.region(int(addresses.min()), int(addresses.max()) + nbytes, what)
         at = addresses - r.address
-        return r.raw[at].astype(np.uint16) | r.raw[at + 1].astype(np.uint16) << np.uint16(8)
+        bits = r.raw[at].astype(np.uint32)
+        for b in range(1, nbytes):
+            bits |= r.raw[at + b].astype(np.uint32) << np.uint32(8 * b)
+        return bits
 
-    def write_bits(self, addresses, bits, what):
-        r = self.region(int(addresses.min()), int(addresses.max()) + 2, what)
+    def write_bytes(self, addresses, data, what):
+        """data (uint8, one row of bytes per address) written from each address on."""
+        r = self.region(int(addresses.min()), int(addresses.max()) + data.shape[-1], what)
         at = addresses - r.address
-        r.raw[at] = (bits & 0xFF).astype(np.uint8)
-        r.raw[at + 1] = (bits >> 8).astype(np.uint8)
+        for b in range(data.shape[-1]):
+            r.raw[at + b] = data[..., b]
 
     def barrier(self, address):
         found = self.barriers.get(address)
@@ -157,8 +162,9 @@ def _swizzled(address, width):
 
 
 @functools.lru_cache(maxsize=4096)
-def operand_addresses(desc, rows, trans):
-    """Byte addresses of an MN x 16 operand (rows = MN) that ``desc`` describes; trans 0 is K-major."""
+def operand_addresses(desc, rows, trans, nbytes=2):
+    """Byte addresses of an MN x K operand (rows = MN, K = 32 bytes of ``nbytes``-byte elements) that ``desc``
+    describes; trans 0 is K-major (the only layout of 4- and 1-byte elements)."""
     desc = int(desc)
     start = (desc & 0x3FFF) << 4
     leading = ((desc >> 16) & 0x3FFF) << 4
@@ -167,12 +173,15 @@ def operand_addresses(desc, rows, trans):
         raise NotImplementedError("a descriptor with a non-zero base offset (a tile not 1024-byte aligned)")
     width = SWIZZLE_BYTES[(desc >> 62) & 3]
     mn = np.arange(rows, dtype=np.int64)[:, None]
-    k = np.arange(16, dtype=np.int64)[None, :]
+    k = np.arange(32 // nbytes, dtype=np.int64)[None, :]
     if not trans:  # K-major: rows of `width` bytes (16 without swizzle), groups of 8 rows SBO apart
-        if width == 16:  # core matrices 8 x 16 bytes: k halves LBO apart
-            offset = (mn % 8) * 16 + (mn // 8) * stride + (k % 8) * 2 + (k // 8) * leading
+        kb = k * nbytes  # k's byte in the row: an instruction reads 32 bytes of each row
+        if width == 16:  # core matrices 8 x 16 bytes: the two 16-byte halves of k LBO apart
+            offset = (mn % 8) * 16 + (mn // 8) * stride + kb % 16 + (kb // 16) * leading
         else:
-            offset = (mn % 8) * width + (mn // 8) * stride + k * 2
+            offset = (mn % 8) * width + (mn // 8) * stride + kb
+    elif nbytes != 2:
+        raise ValueError("only 16-bit operands may be MN-major (trans 1)")
     elif width == 16:  # MN-major, no swizzle: 8 MN-elements contiguous, SBO to the next 8, k rows 16 B, LBO
         offset = (mn % 8) * 2 + (mn // 8) * stride + (k % 8) * 16 + (k // 8) * leading
     else:  # MN-major: width bytes of MN contiguous, LBO to the next; k rows `width` bytes apart, SBO per 8
@@ -202,33 +211,53 @@ def _fragment_rows_cols(thread_id, n):
     return rows, cols
 
 
-def _halves(bits):
-    return bits.view(np.float16).astype(np.float64)
+def _e4m3_table():
+    """The 256 values of float8 e4m3 (OCP's E4M3FN: bias 7, no infinities, S.1111.111 NaN), by bit pattern."""
+    bits = np.arange(256)
+    exponent, mantissa = bits >> 3 & 15, bits & 7
+    magnitude = np.where(exponent == 0, mantissa / 8 * 2.0**-6, (1 + mantissa / 8) * 2.0 ** (exponent - 7))
+    magnitude[(bits & 0x7F) == 0x7F] = np.nan
+    return np.where(bits & 0x80, -magnitude, magnitude)
+
+
+E4M3 = _e4m3_table()
+# mma_async's kinds: (bytes of an element, its value as float64 from its bits (uint32))
+KINDS = {
+    "f16": (2, lambda bits: bits.astype(np.uint16).view(np.float16).astype(np.float64)),
+    "bf16": (2, lambda bits: (bits << np.uint32(16)).view(np.float32).astype(np.float64)),
+    "tf32": (4, lambda bits: (bits & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)),  # low 13 ignored
+    "e4m3": (1, lambda bits: E4M3[bits]),
+}
 
 
 def fence(acc, count):
     _thread()[1].fenced = True
 
 
-def mma_async(acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b):
+def mma_async(acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b, kind):
     t, state = _thread()
     if not state.fenced:
         raise RuntimeError("wgmma.mma_async without a wgmma.fence since this thread's last wait_group")
+    if kind not in KINDS:
+        raise ValueError(f"wgmma.mma_async: kind is one of {', '.join(KINDS)}, not {kind!r}")
+    nbytes, decode = KINDS[kind]
     if n % 8 or not 8 <= n <= 256:
-        raise ValueError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {n}")
+        raise ValueError(f"wgmma m64nNk{32 // nbytes} takes N = 8, 16, ..., 256, not {n}")
+    if nbytes != 2 and (trans_a or trans_b):
+        raise ValueError(f"wgmma .{kind} reads A and B K-major only: trans_a and trans_b must be 0")
     space = _space()
-    issued = (int(first), int(n), int(desc_a), int(desc_b), bool(accumulate), int(trans_a), int(trans_b))
+    issued = (int(first), int(n), int(desc_a), int(desc_b), bool(accumulate), int(trans_a), int(trans_b), kind)
     key = (t.thread_id // 128, state.issued)  # the warpgroup's n-th MMA
     state.issued += 1
     with space.cond:
         seen = space.issued.get(key)
         if seen is None:  # the first thread of the warpgroup here reads the operands for all of them
-            a_at = operand_addresses(int(desc_a), 64, int(trans_a))
-            b_at = operand_addresses(int(desc_b), int(n), int(trans_b))
-            a_bits = space.read_bits(a_at, "wgmma operand A")
-            b_bits = space.read_bits(b_at, "wgmma operand B")
-            product = _halves(a_bits) @ _halves(b_bits).T  # D = A B, 64 x N, in float64
-            seen = space.issued[key] = (issued, ((a_at, a_bits), (b_at, b_bits)), product)
+            a_at = operand_addresses(int(desc_a), 64, int(trans_a), nbytes)
+            b_at = operand_addresses(int(desc_b), int(n), int(trans_b), nbytes)
+            a_bits = space.read_bits(a_at, "wgmma operand A", nbytes)
+            b_bits = space.read_bits(b_at, "wgmma operand B", nbytes)
+            product = decode(a_bits) @ decode(b_bits).T  # D = A B, 64 x N, in float64
+            seen = space.issued[key] = (issued, ((a_at, a_bits, nbytes), (b_at, b_bits, nbytes)), product)
     if seen[0] != issued:
         raise RuntimeError(
             f"thread {t.thread_id}: its warpgroup issued wgmma {seen[0]}, this thread {issued} "
@@ -259,8 +288,8 @@ def wait_group(n, acc, count):
     space = _space()
     while len(state.groups) > int(n):
         for op in state.groups.pop(0):
-            for at, bits in op.reads:
-                if not np.array_equal(space.read_bits(at, "wgmma operand"), bits):
+            for at, bits, nbytes in op.reads:
+                if not np.array_equal(space.read_bits(at, "wgmma operand", nbytes), bits):
                     raise RuntimeError(
                         "shared memory that a wgmma.mma_async reads changed before the wait_group that "
                         "retires it (a tile overwritten while the tensor cores may still read it)"
@@ -374,13 +403,14 @@ def tma_load_2d(tile, index, tmap, col, row, bars, b):
     if dst % TILE_ALIGN:
         raise ValueError(f"a 128B-swizzled TMA box must land on a 1024-byte boundary, not {dst:#x}")
     row, col = int(row), int(col)
-    box = np.zeros((box_rows, box_cols), np.float16)  # TMA fills what lies outside the matrix with zeros
+    box = np.zeros((box_rows, box_cols), matrix.dtype)  # TMA fills what lies outside the matrix with zeros
     inside = matrix[max(row, 0) : row + box_rows, max(col, 0) : col + box_cols]
     box[max(-row, 0) : max(-row, 0) + inside.shape[0], max(-col, 0) : max(-col, 0) + inside.shape[1]] = inside
+    size = box.itemsize
     r = np.arange(box_rows)[:, None]
     c = np.arange(box_cols)[None, :]
-    at = _swizzled(dst + r * (box_cols * 2) + c * 2, 128)
-    space.write_bits(at.reshape(-1), box.reshape(-1).view(np.uint16), "tma_load_2d")
+    at = _swizzled(dst + r * (box_cols * size) + c * size, 128)  # an element never straddles a 16-byte chunk
+    space.write_bytes(at.reshape(-1), box.reshape(-1, 1).view(np.uint8), "tma_load_2d")
     bar_address = space.address(bars, b)
     with space.cond:
         space.complete(space.barrier(bar_address), 0, -box.nbytes)

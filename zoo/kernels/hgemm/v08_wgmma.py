@@ -9,7 +9,8 @@ Changes:
     128-byte rows swizzled by ``swizzle_128b`` (the XOR of v05, now the
     hardware's). Four stages of ``cp.async`` as in v05, then a proxy fence;
     each step issues four MMAs, commits them and waits for them. The kernel is
-    compiled for sm_90a (``jit(arch_specific=True)``).
+    compiled for sm_90a (``jit(arch_specific=True)``), once per kind: the .f16
+    or .bf16 form is part of the instruction (``build(tiles, kind)``).
 
 Why it is faster:
     The tensor cores fetch their own operands: the ``ldmatrix`` and
@@ -24,10 +25,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zoo.device import cuda, float16, float32, uint32, uint64
+from zoo.device import cuda, float32, uint32, uint64
 from zoo.device.jit import jit
 from zoo.device.mma import cp_async16, cp_async_commit, cp_async_wait_group
 from zoo.device.wgmma import (
+    ELEMENT,
     SWIZZLE_128B,
     SWIZZLE_ALIGN,
     TILE_ALIGN,
@@ -40,14 +42,14 @@ from zoo.device.wgmma import (
     swizzle_128b,
     wait_group,
 )
-from zoo.errors import OutOfRange
+from zoo.kernels.hgemm import WGMMA_KIND
 from zoo.kernels.hgemm.padding import check_uint32, run_tiled
 
 MIN_CC = (9, 0)  # wgmma.mma_async needs sm_90a, Hopper's arch-specific target (H100, H200)
 MAX_CC = (9, 0)  # sm_90a code is arch-specific: it runs on 9.0 GPUs only, not on later ones
 
-CHUNK = 8  # float16 elements in 16 bytes: one cp.async
-ROW_BYTES = 128  # a swizzled row: 64 float16, the width of the 128-byte swizzle pattern
+CHUNK = 8  # 16-bit elements in 16 bytes: one cp.async
+ROW_BYTES = 128  # a swizzled row: 64 16-bit elements, the width of the 128-byte swizzle pattern
 GROUP_BYTES = 8 * ROW_BYTES  # 8 rows: one turn of the pattern, the descriptors' stride byte offset
 
 
@@ -66,12 +68,14 @@ class Tiles(NamedTuple):
         return TILE_ALIGN + 2 * self.STAGES * (self.BM * self.BK + self.BK * self.BN)
 
 
-def build(tiles):
-    """The kernel for one tile shape (closure variables are compile-time constants to numba)."""
+def build(tiles, kind):
+    """The kernel for one tile shape and kind of input, "f16" or "bf16" (WGMMA_KIND; closure variables are
+    compile-time constants to numba)."""
     BM, BN, BK, STAGES = tiles
     if BK != 64 or BM != 64 or BN % 64 or not 64 <= BN <= 256 or STAGES < 2:
         raise ValueError(f"tile shape {tiles} is not valid for this kernel")
     THREADS = tiles.threads
+    element = ELEMENT[kind]  # the shared tiles' dtype: float16, or uint16 holding bfloat16
     ACC = BN // 2  # m64nBNk16: each of 128 threads holds 64 x BN / 128 float32
     A_TILE = BM * BK  # elements
     B_TILE = BK * BN
@@ -99,7 +103,7 @@ def build(tiles):
 
     @jit(arch_specific=True)
     def hgemm_kernel(A, B, out, M, N, K):
-        tiles = cuda.shared.array(0, float16, alignment=SWIZZLE_ALIGN)  # STAGES x (A tile, B tile) from tiles[tile0]
+        tiles = cuda.shared.array(0, element, alignment=SWIZZLE_ALIGN)  # STAGES x (A tile, B tile) from tiles[tile0]
         tile0, base = first_tile(tiles)  # stage 0 starts at tiles[tile0], shared address base
         acc = cuda.local.array(ACC, float32)
         tid = uint32(cuda.threadIdx.x)
@@ -145,7 +149,7 @@ def build(tiles):
             stage = uint64(read * uint32(STAGE_BYTES) >> uint32(4))
             fence(acc, ACC)  # wgmma.fence: the accumulators' last writes come before the MMAs read them
             for kk in range(SLICES):  # k slice kk: A 32 bytes further along its rows, B 16 rows (2048 B) down
-                mma_async(acc, 0, BN, a_desc + stage + uint64(kk * 2), b_desc + stage + uint64(kk * 128), 1, 0, 1)
+                mma_async(acc, 0, BN, a_desc + stage + uint64(kk * 2), b_desc + stage + uint64(kk * 128), 1, 0, 1, kind)
             commit_group()
             wait_group(0, acc, ACC)  # the MMAs have retired: acc holds their sums, `read` may be refilled
             read = uint32(0) if read == uint32(STAGES - 1) else read + uint32(1)
@@ -164,19 +168,17 @@ def build(tiles):
 
 
 TILES = Tiles()
-hgemm_kernel = build(TILES)
+hgemm_kernels = {dtype: build(TILES, kind) for dtype, kind in WGMMA_KIND.items()}  # one compiled kernel a kind
 
 
 def validate(A, B):
-    if A.dtype == np.uint16:  # the bfloat16 kind: wgmma has a .bf16 form, but these steps issue .f16 only
-        raise OutOfRange(f"{__name__.rsplit('.', 1)[-1]} takes float16 only (its wgmma is .f16), not bfloat16")
     check_uint32(__name__, A, B, TILES.BM, TILES.BN, TILES.BK)
 
 
 def launch(A, B, out):
     def launch_tiles(a, b, result, M, N, K):
         grid = (N // TILES.BN, M // TILES.BM)
-        hgemm_kernel[grid, TILES.threads, 0, TILES.shared_bytes()](
+        hgemm_kernels[a.dtype][grid, TILES.threads, 0, TILES.shared_bytes()](
             a, b, result, np.uint32(M), np.uint32(N), np.uint32(K)
         )
 
