@@ -91,6 +91,28 @@ def cub_histogram_even(data, out, bins):
     _call(key, lambda: compute.make_histogram_even(**arguments), **arguments)
 
 
+_SORT_KEYS = {}  # n, dtype -> a CuPy buffer for the sorted keys of a pairs sort, whose out holds the values
+
+
+def cub_radix_sort(keys, values, out):
+    """``cub::DeviceRadixSort`` ascending: the keys into out, or (values given) the values into out and the sorted
+    keys into a scratch buffer. CUB sorts float keys by their bits mapped as a float's order, -0.0 as +0.0."""
+    import cupy
+
+    compute = cuda_compute()
+    if values is None:
+        built = dict(d_in_keys=keys, d_out_keys=out, d_in_values=None, d_out_values=None)
+    else:
+        key = (keys.size, keys.dtype.str)
+        if key not in _SORT_KEYS:
+            _SORT_KEYS.clear()
+            _SORT_KEYS[key] = cupy.empty(keys.size, keys.dtype)
+        built = dict(d_in_keys=keys, d_out_keys=_SORT_KEYS[key], d_in_values=values, d_out_values=out)
+    kind = ("radix_sort", keys.dtype.str, None if values is None else values.dtype.str, keys.size)
+    make = lambda: compute.make_radix_sort(**built, order=compute.SortOrder.ASCENDING)  # noqa: E731
+    _call(kind, make, num_items=keys.size, **built)
+
+
 def triton_rows():
     """``zoo.bench.triton_rows``, the Triton kernels of the Triton rows; Unavailable where Triton or PyTorch (which
     hands it the arrays) is missing."""

@@ -1,0 +1,167 @@
+"""Sort float32 or uint32 keys, alone or with int32 values: from a sorting network in one block to onesweep.
+
+out = the keys in ascending order (``numpy.sort``), or, given int32 values, the values in
+the keys' stable order (``values[numpy.argsort(keys, kind="stable")]``: with values = 0, 1, 2 ...
+the permutation itself). The first two steps are a bitonic network: compare-exchange in
+shared memory inside one block, then across blocks with one launch per merge stride, O(n
+log^2 n) work. The rest are an LSD radix sort, O(n) work in a few passes, one per digit of
+the key, each pass a histogram of the digits (the histogram family), an exclusive scan of
+the counts (the scan family) and a stable scatter: three kernels per digit, then a block-local
+ranking that writes each digit's keys as one coalesced run, then fewer, wider digits with the
+scan of the counts fused into the upsweep, and finally onesweep (Adinets and Merrill 2022),
+one kernel per digit whose tiles learn their offsets by the scan family's decoupled look-back.
+
+The order of float keys (stated, and what every step does): a radix sort compares unsigned
+32-bit words, so a float32's bits are first mapped to a word whose unsigned order is the
+float's order, ``order.float_key``: a positive float gets its sign bit set (it sorts above
+every negative one), a negative float has all its bits flipped (a larger magnitude sorts
+lower). Two values more are made equal first: -0.0 sorts as +0.0 (IEEE calls them equal, so
+zeros keep their input order), and every NaN, of either sign and any payload, sorts as the
+largest word, after +inf, in input order. The keys themselves are moved unchanged: only the
+digits are read through the map. (CUB maps -0.0 to +0.0 the same way but sorts a NaN by its
+bits, a negative NaN first; the inputs here hold positive NaNs only, so CUB's rows are checked
+on the same data.) uint32 keys are their own word. The bitonic steps compare (word, index)
+pairs, which makes them stable too.
+
+Inputs: ``keys`` (float32 or uint32), and for the ``pairs`` kind ``values`` (int32, as many).
+Three kinds are checked and timed: ``float32`` keys, ``uint32`` keys, ``pairs`` (float32 keys,
+int32 values). Float keys are normal-distributed with a sixteenth drawn from a pool of 64
+values (duplicates), and a few of each of -0.0, +0.0, +inf, -inf and NaN (one payload,
+``NAN_BITS``, so an unwritten output, which the checks poison with NumPy's own NaN, cannot
+pass for a sorted NaN); uint32 keys are uniform over all 2^32 words with the same share of
+duplicates. Results must be exact: keys compare by value and NaN by its bits, values exactly.
+
+Bytes moved: the fewest one call must read and write, 8 n for keys (read once, written
+once) and 16 n for pairs. A radix pass moves that much by itself, so a sort of d digits
+moves about d times the fewest bytes (plus a read of the keys per histogram): the page's
+GB/s is against the fewest, and keys per second is n / time. The copy ceiling copies the
+fewest bytes once: a pass cannot beat it. Strongest row: CUB's radix sort through
+``cuda.compute`` (``cub::DeviceRadixSort``, onesweep on this GPU); ``cupy.sort`` (CUB under
+the hood, with a gather for pairs) is the baseline.
+"""
+
+import numpy as np
+
+from zoo import SIMULATOR
+
+ORDER = 65  # after histogram (60) and scan (50): a radix sort is both, pass after pass
+INPUTS = ("keys", "values?")
+DTYPE = {"keys": (np.float32, np.uint32), "values": np.int32}
+NDIM = 1
+INPUT_KINDS = ("float32", "uint32", "pairs")
+TOLERANCE = 0  # a permutation: exact
+TEST_SIZES = (1, 33, 300)
+# The simulator's seconds: the same kernels on each kind (tests/kernels/test_sort.py adds 40 edge keys per step); the
+# GPU checks every kind at every size.
+KIND_TEST_SIZES = {"float32": (1, 300), "uint32": (33,), "pairs": (300,)}
+GPU_TEST_SIZES = (1, 31, 33, 1000, 4099, 1_000_003, 1 << 24)
+BENCH_SIZES = (2048, 1 << 24, 1 << 28)  # 2048: one bitonic block (v01) has a figure too
+HEADLINE_SIZE = 1 << 28
+BASELINE = "cupy.sort"
+
+# Sizes the steps share; the simulator runs every CUDA thread in Python, so its blocks are smaller (same code paths).
+BITONIC_THREADS = 64 if SIMULATOR else 1024  # threads of a bitonic block; each holds two keys
+TILE_THREADS = 64 if SIMULATOR else 256  # threads of a radix tile
+TILE_ITEMS = 2 if SIMULATOR else 16  # keys per thread of a radix tile
+CHUNKS_PER_SM = 2 if SIMULATOR else 4  # v05: blocks a multiprocessor, each walking a chunk of tiles
+NAN_BITS = 0x7FC0D1CE  # the one NaN the inputs hold: a quiet NaN, not NumPy's (0x7FC00000, the checks' poison)
+SPECIALS = (-0.0, 0.0, np.inf, -np.inf)
+
+
+def _with_duplicates(rng, keys, pool):
+    """A sixteenth of the keys replaced by draws from ``pool``: equal keys, whose order the stable sort keeps."""
+    picked = rng.random(keys.size) < 1 / 16
+    keys[picked] = rng.choice(pool, int(picked.sum()))
+    return keys
+
+
+def _float_keys(rng, n):
+    keys = _with_duplicates(rng, rng.standard_normal(n, dtype=np.float32) * 100, rng.standard_normal(64) * 100)
+    specials = np.array([*SPECIALS, np.uint32(NAN_BITS).view(np.float32)], np.float32)
+    each = max(1, n // 256)  # a few of each special value (n >= 5: at least one of each)
+    places = rng.permutation(n)[: each * specials.size]
+    keys[places] = np.resize(specials, places.size)
+    return keys
+
+
+def make_inputs(size, seed, kind="float32"):
+    rng = np.random.default_rng(seed)
+    n = int(size)
+    if kind == "uint32":
+        pool = rng.integers(0, 1 << 32, 64, dtype=np.uint32)
+        pool[:2] = 0, 0xFFFFFFFF  # the smallest and largest words
+        return (_with_duplicates(rng, rng.integers(0, 1 << 32, n, dtype=np.uint32), pool),)
+    keys = _float_keys(rng, n)
+    if kind == "pairs":
+        return keys, rng.permutation(n).astype(np.int32)  # distinct values: any unstable swap shows
+    return (keys,)
+
+
+def reference(keys, values=None):
+    order = np.argsort(keys, kind="stable")  # NaN last, -0.0 == +0.0: the order stated above
+    return keys[order] if values is None else values[order]
+
+
+def output_for(keys, values=None):
+    if keys.size >= 1 << 31:
+        raise ValueError(f"sort: at most 2**31 - 1 keys (int32 positions), got {keys.size}")
+    if values is None:
+        return keys.shape, keys.dtype
+    if values.shape != keys.shape:
+        raise ValueError(f"values must match keys: keys {tuple(keys.shape)}, values {tuple(values.shape)}")
+    return values.shape, np.int32
+
+
+def flops(size):
+    return 0  # no arithmetic: the page shows GB/s
+
+
+def bytes_moved(size, kind="float32"):
+    return (16 if kind == "pairs" else 8) * int(size)  # read keys (and values) once, write them once
+
+
+def baseline(keys, *rest):
+    """cupy.sort of the keys (CUB's radix sort), or for pairs the values gathered by cupy.argsort (stable)."""
+    import cupy
+
+    out = rest[-1]
+    if len(rest) == 1:
+        cupy.copyto(out, cupy.sort(keys))
+    else:
+        cupy.take(rest[0], cupy.argsort(keys), out=out)
+
+
+def cub_radix_sort(keys, *rest):
+    """CUB's device-wide radix sort (``cub::DeviceRadixSort``, onesweep) through cuda.compute: keys into out, or
+    the pairs' values into out and their keys into a scratch buffer (``pip install "zoo[baselines]"``)."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    libraries.cub_radix_sort(keys, rest[0] if len(rest) == 2 else None, rest[-1])
+
+
+def copy_ceiling(keys, *rest):
+    """The fewest bytes a sort moves (keys, and values, read once and written once) as one copy: a radix pass
+    moves at least this much, so a sort of d passes takes at least d times its time. Checked as a copy."""
+    from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
+
+    inputs = (keys,) if len(rest) == 1 else (keys, rest[0])
+    return libraries.copy_leading_bytes(inputs, sum(a.nbytes for a in inputs))
+
+
+def _copied(keys, values=None):
+    return np.concatenate([a.view(np.uint8) for a in (keys, values) if a is not None])
+
+
+EXTRA_BASELINES = {"cub radix_sort": cub_radix_sort}
+CEILINGS = {"copy_ceiling": copy_ceiling}
+ROW_REFERENCE = {"copy_ceiling": _copied}
+STRONGEST = "cub radix_sort"
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(keys, values=None):
+    """numpy.sort of the keys (one core), or for pairs the values gathered by a stable argsort."""
+    return np.sort(keys) if values is None else values[np.argsort(keys, kind="stable")]
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}
