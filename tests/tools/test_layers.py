@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("errors", "simulator", "runtime", "device", "kernels", "registry", "bench", "tools", "cli")
+LAYERS = ("errors", "simulator", "runtime", "device", "kernels", "registry", "llm", "bench", "tools", "cli")
 FACE = {  # what ``zoo`` (zoo/__init__.py) hands on, and where it is defined
     "SIMULATOR": "zoo.runtime",
     "MODE": "zoo.runtime",

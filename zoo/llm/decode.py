@@ -1,0 +1,307 @@
+"""The decoder: a token from the families' kernels, with the few kernels of the model's own, lever by lever.
+
+A token at position p (``position``, on the GPU) reads its id (``token``, on the GPU: the
+argmax of the token before) and leaves the next one's there, so a token is a sequence
+of launches that never waits for the host and can be captured as one CUDA graph.
+
+The model's own kernels: ``append_kv`` writes the token's rotated key and its value
+into the float16 KV cache at p; ``decode_attention`` is a plain attention of one query
+over the cache, a block a query head, grouped KV heads read by the heads they serve
+(the attention family's issue brings the fast one); ``advance`` moves p on and records
+the new token.
+
+A ``Lever`` names what a token runs: which step of each family (the first, the last),
+whether the projections that share an input are fused into one GEMV (Q, K and V;
+gate and up), whether the residual add is fused into the norm, whether the token is
+replayed as a CUDA graph, and whether the linear layers are int4.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32, int32, uint32
+from numba.core.types import float16
+
+import zoo
+from zoo import SIMULATOR
+from zoo.device.jit import jit
+from zoo.device.warp import FULL_MASK
+
+ATTENTION_THREADS = 32 if SIMULATOR else 128  # a block a query head: warps of 32 lanes, a lane 4 of a head's 128
+ATTENTION_WARPS = ATTENTION_THREADS // 32
+MAX_CONTEXT = 8192  # a head's scores in shared memory: 32 KB
+
+
+@jit
+def append_kv(qk, qkv, k_cache, v_cache, layer, position, heads, kv_heads, head_size):
+    """K (rotated, float16) and V (float32, rounded here) of the token into the cache at its position."""
+    i = uint32(cuda.grid(1))
+    if i < kv_heads * head_size:
+        head, d = i // head_size, i % head_size
+        p = position[0]
+        k_cache[layer, head, p, d] = qk[(heads + head) * head_size + d]
+        v_cache[layer, head, p, d] = float16(qkv[(heads + kv_heads + head) * head_size + d])
+
+
+@jit
+def decode_attention(qk, k_cache, v_cache, layer, position, out, group, head_size, scale):
+    """One query head (a block) against its KV head's p + 1 keys: scores, softmax, the weighted sum of values."""
+    scores = cuda.shared.array(MAX_CONTEXT, float32)
+    reduce = cuda.shared.array(ATTENTION_THREADS, float32)
+    t = uint32(cuda.threadIdx.x)
+    lane, warp = t % uint32(32), t // uint32(32)
+    head = uint32(cuda.blockIdx.x)
+    kv = head // group  # grouped-query attention: `group` query heads share a KV head
+    length = uint32(position[0]) + uint32(1)
+    q_at = head * head_size
+    # Scores: a warp a key, each lane 4 of its elements, summed by shuffles
+    j = warp
+    while j < length:
+        s = float32(0)
+        for k in range(4):
+            d = lane + uint32(32 * k)
+            if d < head_size:
+                s += float32(qk[q_at + d]) * float32(k_cache[layer, kv, j, d])
+        for k in range(5):
+            s += cuda.shfl_xor_sync(FULL_MASK, s, 16 >> k)
+        if lane == uint32(0):
+            scores[j] = s * scale
+        j += uint32(ATTENTION_WARPS)
+    cuda.syncthreads()  # every score is in shared memory
+    # Softmax: the maximum, then the sum of exp(s - max), each by a tree over the block
+    m = float32(-3.4e38)
+    j = t
+    while j < length:
+        m = max(m, scores[j])
+        j += uint32(ATTENTION_THREADS)
+    reduce[t] = m
+    cuda.syncthreads()  # partial maxima in
+    half = uint32(ATTENTION_THREADS // 2)
+    while half > uint32(0):
+        if t < half:
+            reduce[t] = max(reduce[t], reduce[t + half])
+        cuda.syncthreads()  # this round lands before the next reads it
+        half >>= uint32(1)
+    m = reduce[0]
+    cuda.syncthreads()  # everyone has the maximum before reduce is reused
+    total = float32(0)
+    j = t
+    while j < length:
+        e = math.exp(scores[j] - m)
+        scores[j] = e
+        total += e
+        j += uint32(ATTENTION_THREADS)
+    reduce[t] = total
+    cuda.syncthreads()  # partial sums in, and every exponential written
+    half = uint32(ATTENTION_THREADS // 2)
+    while half > uint32(0):
+        if t < half:
+            reduce[t] += reduce[t + half]
+        cuda.syncthreads()  # this round lands before the next reads it
+        half >>= uint32(1)
+    inverse = float32(1) / reduce[0]
+    # Output: thread d sums p_j V[j, d] over the keys (consecutive threads, consecutive elements of a value)
+    if t < head_size:
+        acc = float32(0)
+        for j in range(length):
+            acc += scores[j] * float32(v_cache[layer, kv, j, t])
+        out[q_at + t] = float16(acc * inverse)
+
+
+@jit
+def advance(token, position, tokens):
+    """The next position, and the token chosen for it recorded there."""
+    if cuda.grid(1) == 0:
+        p = position[0] + int32(1)
+        position[0] = p
+        if p < tokens.size:
+            tokens[p] = token[0]
+
+
+@dataclass(frozen=True)
+class Lever:
+    """What a token runs (see the module docstring)."""
+
+    name: str
+    step: str  # "first" or "last": which step of each family
+    fused_projections: bool
+    fused_norm: bool  # the residual add inside the norm (the rmsnorm family from its fused step on)
+    graph: bool
+    int4: bool
+    about: str
+
+
+LEVERS = (
+    Lever(
+        "naive",
+        "first",
+        False,
+        False,
+        False,
+        False,
+        "each family's first step, Q K V and gate up apart, launched one by one",
+    ),
+    Lever("fused", "first", True, True, False, False, "Q K V in one GEMV, gate and up in one, the add inside the norm"),
+    Lever(
+        "fast steps", "last", True, True, False, False, "each family's last step (gemv's split-k, float4 loads, ...)"
+    ),
+    Lever("CUDA graph", "last", True, True, True, False, "the whole token captured once, replayed as one graph"),
+    Lever(
+        "int4", "last", True, True, True, True, "int4 weights (a scale per 128) through gemv's packed tensor-core ring"
+    ),
+)
+
+
+def lever(name):
+    for choice in LEVERS:
+        if choice.name == name:
+            return choice
+    raise ValueError(f"no lever {name!r}: {', '.join(choice.name for choice in LEVERS)}")
+
+
+def _steps(which):
+    """{family: the step module a token launches}: each family's first or last step."""
+    steps = {}
+    for name in ("embedding", "rmsnorm", "gemv", "rope", "silu_mul", "argmax"):
+        fam = zoo.family(name)
+        steps[name] = fam[1 if which == "first" else len(fam)].module
+    if which == "first":  # the first rmsnorm step is unfused: the fused lever names its next
+        steps["rmsnorm_fused"] = zoo.family("rmsnorm")[2].module
+    else:
+        steps["rmsnorm_fused"] = steps["rmsnorm"]
+    return steps
+
+
+class Decoder:
+    """The model's buffers on the GPU and a token's launches under a lever; ``generate`` runs tokens."""
+
+    def __init__(self, weights, max_context=None):
+        self.weights = weights
+        self.config = c = weights.config
+        self.max_context = max_context or c.max_context
+        if not 1 <= self.max_context <= min(MAX_CONTEXT, c.max_context):
+            raise ValueError(
+                f"the cache holds up to {min(MAX_CONTEXT, c.max_context)} positions, asked {self.max_context}"
+            )
+        zeros = lambda shape, dtype: cuda.to_device(np.zeros(shape, dtype))  # noqa: E731
+        self.token = zeros(1, np.int32)
+        self.position = zeros(1, np.int32)
+        self.tokens = zeros(self.max_context, np.int32)
+        self.residual = zeros((1, c.hidden), np.float32)
+        self.nothing = zeros((1, c.hidden), np.float32)  # layer 0's sublayer output: the stream is the embedding
+        self.normed = zeros((1, c.hidden), np.float16)
+        self.qkv = zeros(c.qkv_size, np.float32)
+        self.qk = zeros((1, c.heads + c.kv_heads, c.head_size), np.float16)
+        cache = (c.layers, c.kv_heads, self.max_context, c.head_size)
+        self.k_cache, self.v_cache = zeros(cache, np.float16), zeros(cache, np.float16)
+        self.attention = zeros(c.q_size, np.float16)
+        self.o = zeros((1, c.hidden), np.float32)
+        self.gate_up = zeros((1, 2 * c.intermediate), np.float32)
+        self.act = zeros((1, c.intermediate), np.float16)
+        self.down = zeros((1, c.hidden), np.float32)
+        self.logits = zeros((1, c.vocab), np.float32)
+        # views made once: numba's reshape costs host time at every call
+        self.normed_flat = self.normed.reshape(c.hidden)
+        self.qk_in = self.qkv[: (c.heads + c.kv_heads) * c.head_size].reshape(1, c.heads + c.kv_heads, c.head_size)
+        self.qk_flat = self.qk.reshape(self.qk.size)
+        self.act_flat = self.act.reshape(c.intermediate)
+        self.flat = {id(a): a.reshape(a.size) for a in (self.o, self.gate_up, self.down, self.logits)}
+        self._graphs = {}
+
+    # -- one token ---------------------------------------------------------------------------------------------
+    def _linear(self, linear, x, out, lever, steps):
+        out_flat = self.flat[id(out)] if id(out) in self.flat else out
+        if lever.int4:
+            steps["gemv"].launch(linear.packed[0], x, linear.packed[1], out_flat)
+        elif lever.fused_projections:
+            steps["gemv"].launch(linear.W, x, None, out_flat)
+        else:
+            for first, last in linear.slices():  # a GEMV a projection, on its rows of the fused matrix
+                steps["gemv"].launch(linear.W[first:last], x, None, out_flat[first:last])
+
+    def _norm(self, delta, weight, lever, steps):
+        norm = steps["rmsnorm_fused" if lever.fused_norm else "rmsnorm"]
+        norm.launch(delta, self.residual, weight, self.normed)
+
+    def token_step(self, lever, steps=None):
+        """Launch one token's kernels: the token at ``position`` in, the next token's id in ``token``."""
+        c, w = self.config, self.weights
+        steps = steps or _steps(lever.step)
+        steps["embedding"].launch(w.embedding, self.token, self.residual)
+        delta = self.nothing
+        group, scale = c.heads // c.kv_heads, np.float32(1 / np.sqrt(c.head_size))
+        kv_threads = c.kv_heads * c.head_size
+        for i, layer in enumerate(w.layers):
+            self._norm(delta, layer.attn_norm, lever, steps)
+            self._linear(layer.qkv, self.normed_flat, self.qkv, lever, steps)
+            steps["rope"].launch(self.qk_in, self.position, self.qk)
+            append_kv[(kv_threads + 127) // 128, 128](
+                self.qk_flat, self.qkv, self.k_cache, self.v_cache, np.int32(i), self.position,
+                np.uint32(c.heads), np.uint32(c.kv_heads), np.uint32(c.head_size),
+            )  # fmt: skip
+            decode_attention[c.heads, ATTENTION_THREADS](
+                self.qk_flat, self.k_cache, self.v_cache, np.int32(i), self.position, self.attention,
+                np.uint32(group), np.uint32(c.head_size), scale,
+            )  # fmt: skip
+            self._linear(layer.o, self.attention, self.o, lever, steps)
+            self._norm(self.o, layer.mlp_norm, lever, steps)
+            self._linear(layer.gate_up, self.normed_flat, self.gate_up, lever, steps)
+            steps["silu_mul"].launch(self.gate_up, self.act)
+            self._linear(layer.down, self.act_flat, self.down, lever, steps)
+            delta = self.down
+        self._norm(delta, w.final_norm, lever, steps)
+        self._linear(w.lm_head, self.normed_flat, self.logits, lever, steps)
+        steps["argmax"].launch(self.logits, self.token)
+        advance[1, 32](self.token, self.position, self.tokens)
+
+    # -- a sequence --------------------------------------------------------------------------------------------
+    def start(self, first_token, position=0):
+        """Begin at ``position`` with ``first_token``: the cache's first ``position`` entries are taken as they are
+        (a prompt's, or ``fill_context``'s stand-in)."""
+        if not 0 <= position < self.max_context:
+            raise ValueError(f"position {position} is outside the cache's {self.max_context}")
+        if not 0 <= first_token < self.config.vocab:
+            raise ValueError(f"token {first_token} is outside the vocabulary of {self.config.vocab}")
+        self.position.copy_to_device(np.array([position], np.int32))
+        self.token.copy_to_device(np.array([first_token], np.int32))
+        tokens = np.zeros(self.max_context, np.int32)
+        tokens[position] = first_token
+        self.tokens.copy_to_device(tokens)
+
+    def fill_context(self, length, seed=0):
+        """Random keys and values at the cache's first ``length`` positions: a stand-in for a prompt's, whose
+        values do not change what a decode step reads or costs."""
+        from zoo.llm.weights import fill_uniform
+
+        for cache, salt in ((self.k_cache, 1), (self.v_cache, 2)):
+            for layer in range(self.config.layers):
+                for head in range(self.config.kv_heads):
+                    block = cache[layer, head, :length, :].reshape(length * self.config.head_size)
+                    fill_uniform[(block.size + 255) // 256, 256](
+                        block, np.uint32(seed * 7919 + salt * 104729 + layer * 131 + head), np.float32(0), np.float32(1)
+                    )
+
+    def generate(self, count, lever):
+        """Run ``count`` tokens under ``lever``; the tokens so far stay in ``tokens`` (read with ``sequence``)."""
+        if int(self.position.copy_to_host()[0]) + count >= self.max_context:
+            raise ValueError(f"{count} more tokens pass the cache's {self.max_context} positions")
+        if lever.int4 and not self.weights.quantized:
+            raise ValueError("the int4 lever needs the weights quantized first (Weights.quantize)")
+        steps = _steps(lever.step)
+        if lever.graph:
+            graph = self._graphs.get(lever)
+            if graph is None:  # captured once (after one eager token, which compiles and allocates): a token
+                # run eagerly first moves the position on, so the capture starts where it stands
+                graph = self._graphs[lever] = zoo.graph(lambda: self.token_step(lever, steps))
+                count -= 1  # the eager run of zoo.graph made one token
+            for _ in range(count):
+                graph()
+        else:
+            for _ in range(count):
+                self.token_step(lever, steps)
+
+    def sequence(self):
+        """(the tokens so far on the host, the position)."""
+        p = int(self.position.copy_to_host()[0])
+        return self.tokens.copy_to_host()[: p + 1], p
