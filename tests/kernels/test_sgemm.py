@@ -12,12 +12,14 @@ from zoo.bench import harness
 from zoo.device.bits import as_uint32
 from zoo.device.jit import jit
 from zoo.device.mma import SHARED_ALIGN, ldmatrix_x4, mma_tf32_f32, to_tf32
+from zoo.errors import OutOfRange
 from zoo.kernels.sgemm import padding, plan, tiles
 from zoo.kernels.sgemm import v11_edges_in_kernel as v11
 from zoo.kernels.sgemm import v12_split_k as v12
 from zoo.kernels.sgemm import v13_split_last_wave as v13
 from zoo.kernels.sgemm import v14_unrolled_hot_loop as v14
 from zoo.kernels.sgemm import v15_tf32_tensor_cores as v15
+from zoo.kernels.sgemm import v16_tf32_wgmma as v16
 from zoo.kernels.sgemm.sweeps import tune
 from zoo.kernels.sgemm.tiles import DEFAULT
 from zoo.kernels.sgemm.v09_double_buffered import build_kernel, launch_with
@@ -788,6 +790,54 @@ def test_v15_at_large_irregular_shapes_on_the_gpu(size):
     A, B, C = operands(size, seed=sum(size) % 1000)
     got = SGEMM["v15"](A, B, C, alpha=1.0, beta=0.5)
     ok, err, detail = harness.compare(got, SGEMM.reference(A, B, C, alpha=1.0, beta=0.5), v15.TOLERANCE)
+    assert ok, detail
+
+
+# -- v16: TF32 on wgmma ------------------------------------------------------------------------------------------
+def test_v16_packs_b_transposed_into_whole_tiles_once():
+    """pack: B^T (N x K) zero-padded to whole BN x BK tiles, A and C as they are; a plain call packs on its first
+    call with a B and reuses the copy after (Variant.prepared)."""
+    A, B, C = operands((33, 40, 50), seed=5)
+    a, b_t, c = v16.pack(A, B, C)
+    assert a is A and c is C and b_t.shape == (256, 64) and b_t.flags.c_contiguous
+    np.testing.assert_array_equal(b_t[:40, :50], B.T)
+    assert not b_t[40:].any() and not b_t[:, 50:].any()
+    prepared = SGEMM["v16"].prepared
+    prepared.clear()
+    misses, hits = prepared.misses, prepared.hits
+    for _ in range(2):
+        SGEMM["v16"](A, B)
+    assert (prepared.misses - misses, prepared.hits - hits) == (1, 1)
+
+
+def test_v16_truncates_to_tf32_where_v15_rounds():
+    """wgmma reads float32 words and ignores their 13 low bits: v16 is the product of the truncated inputs, to float32
+    accumulation, where v15 (cvt.rna) is that of the rounded ones; both are TF32's error off float64, under v16's
+    own tolerance."""
+    A, B, C = operands(SMALL, seed=22)
+    got = SGEMM["v16"](A, B, C, alpha=0.5, beta=-1.0)
+
+    def truncated(x):
+        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+    ok, err, detail = harness.compare(got, 0.5 * (truncated(A) @ truncated(B)) - C, 1e-5)
+    assert ok, detail
+    exact_err = harness.relative_error(got, SGEMM.reference(A, B, C, alpha=0.5, beta=-1.0))
+    assert 5e-5 < exact_err < v16.TOLERANCE == SGEMM["v16"].tolerance(4096)
+
+
+def test_v16_refuses_what_its_uint32_indices_cannot_reach():
+    A, B = np.empty((65536, 1), np.float32), np.empty((1, 65536), np.float32)  # out: 2^32 elements
+    with pytest.raises(OutOfRange, match="2\\^32"):
+        SGEMM["v16"].validate(A, B)
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="large shapes need the GPU")
+@pytest.mark.parametrize("size", [(1, 1, 1), (1025, 2047, 1029), (129, 4099, 257), (4096, 4096, 4096)])
+def test_v16_at_large_irregular_shapes_on_the_gpu(size):
+    A, B, C = operands(size, seed=sum(size) % 1000)
+    got = SGEMM["v16"](A, B, C, alpha=1.0, beta=0.5)
+    ok, err, detail = harness.compare(got, SGEMM.reference(A, B, C, alpha=1.0, beta=0.5), v16.TOLERANCE)
     assert ok, detail
 
 

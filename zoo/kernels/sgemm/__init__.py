@@ -29,6 +29,20 @@ its time, so v15's accuracy stands next to v14's. The row ``cublas_tf32`` is
 ``CUBLAS_COMPUTE_32F_FAST_TF32``), set for that call only: the baseline and
 every other row stay true float32. Its tolerance is v15's (``ROW_TOLERANCE``).
 
+TF32 on Hopper's wgmma (v16)
+----------------------------
+v16 takes TF32 where a learner with float32 matrices looks for it, here rather
+than in hgemm: its inputs and output are float32, its strongest row is cuBLAS TF32
+and v15 is the step it beats. Its kernel is hgemm v15's (TMA, a producer
+warpgroup, persistent tiles in groups) issuing ``wgmma...m64n256k8.f32.tf32.tf32``
+(K = 8 a instruction: 32 bytes of a row, as hgemm's 16 halves). wgmma reads tf32
+operands K-major only (PTX ISA: the transposes are for .f16 and .bf16), and B here
+is K x N row-major, N-major, so v16 packs B once as B^T (its ``pack``: made before
+the timing and reused by a plain call on the same B, ``Variant.prepared``). The
+tensor core ignores the 13 low mantissa bits of each float32 word, so v16
+truncates where v15 rounds (``cvt.rna``): about 7.7e-4 against float64 where v15
+gives 2.9e-4 and v14, true float32, 5e-6; ``zoo run`` prints each beside its time.
+
 Each of the 32 lanes of a warp holds fixed elements of every tile (PTX ISA,
 "Matrix Fragments for mma.m16n8k8", .tf32); with ``g = lane // 4`` and
 ``t = lane % 4``, every register one element (a float32 whose low 13 bits the
