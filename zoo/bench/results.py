@@ -118,7 +118,8 @@ def load(path):
 
 
 def load_all():
-    return {p.stem: load(p) for p in sorted(RESULTS_DIR.glob("*.json"))}
+    """Every GPU's results file by slug (not results/mlir-*.json: zoo.tools.backends' numba-cuda-mlir survey)."""
+    return {p.stem: load(p) for p in sorted(RESULTS_DIR.glob("*.json")) if not p.name.startswith("mlir-")}
 
 
 def _clean(value):
