@@ -12,8 +12,8 @@ sorted output holds the input's very bits (-0.0 stays -0.0, a NaN keeps its payl
 """
 
 import numpy as np
-from numba import cuda
 
+from zoo.device import cuda
 from zoo.device.bits import as_uint32
 
 SIGN = np.uint32(0x80000000)

@@ -18,8 +18,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, uint64
 
+from zoo.device import cuda, uint64
 from zoo.device.jit import jit
 from zoo.errors import OutOfRange
 from zoo.kernels.sort import BITONIC_THREADS

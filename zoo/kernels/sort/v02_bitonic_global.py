@@ -22,8 +22,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, uint64
 
+from zoo.device import cuda, uint64
 from zoo.device.jit import jit
 from zoo.kernels.sort import BITONIC_THREADS
 from zoo.kernels.sort.order import float_word, uint_word

@@ -22,8 +22,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, int32, uint8, uint32
 
+from zoo.device import cuda, float32, int32, uint8, uint32
 from zoo.device.jit import jit
 from zoo.device.warp import warp_inclusive_scan
 from zoo.kernels.sort import TILE_ITEMS, TILE_THREADS

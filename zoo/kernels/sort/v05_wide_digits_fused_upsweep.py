@@ -22,9 +22,8 @@ Why it is faster:
 """
 
 import numpy as np
-from numba import cuda, float32, int32, uint32
 
-from zoo.device import sm_count
+from zoo.device import cuda, float32, int32, sm_count, uint32
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK, warp_inclusive_scan
 from zoo.kernels.sort import CHUNKS_PER_SM, TILE_ITEMS, TILE_THREADS
