@@ -10,6 +10,7 @@ import pytest
 import zoo
 from zoo.bench import harness
 from zoo.errors import OutOfRange
+from zoo.kernels import sort as sort_spec
 from zoo.kernels.sort import v01_bitonic_block
 
 SORT = zoo.family("sort")
@@ -30,6 +31,13 @@ def _edge_keys():
     edges = [nan, -0.0, 0.0, np.inf, -np.inf, negative_nan, smallest, -smallest, -0.0, 0.0, 1.5, -1.5, nan]
     keys = np.array(edges + [2.5] * 14 + edges, np.float32)
     return keys
+
+
+@pytest.mark.parametrize("kind", SORT.kinds)
+def test_the_reference_order_is_numpys_stable_argsort(kind):
+    # The spec sorts unique (word, index) pairs for speed; NumPy's own stable argsort is the order it must give.
+    for keys in (_edge_keys(), SORT.inputs(5000, 3, kind)[0]):
+        assert np.array_equal(sort_spec.stable_order(keys), np.argsort(keys, kind="stable"))
 
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
