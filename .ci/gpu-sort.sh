@@ -8,8 +8,9 @@
 #      kernels do, and the values' too) at 4099 keys and one size where v05's blocks walk several tiles and v06's
 #      look-back crosses hundreds (memcheck 2,200,001; racecheck 70,001), v01 at its one block;
 #   3. the table step | kind | keys | ms | Gkeys/s | GB/s | x copy | % of CUB from results/<gpu>.json.
-# Logs and the results file go to $OUT. About 4 minutes on an H100 (the three kinds' 2^28 inputs and references take
-# about 40 s of host time of it; compiling each step's kernels about 1 s each, in each of the three processes).
+# Logs and the results file go to $OUT. About 4 to 5 minutes on an H100: of it, host time for the 2^28 inputs and
+# references (about 20 s), the CPU row's one call of numpy.argsort(kind="stable") on 2^28 pairs (about 40 s), and
+# each step's kernels compiled in each of the three processes (about 1 s a kernel).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ls .whl/*.whl >/dev/null 2>&1; then  # as .ci/gpu-session sets Python up (docs/DEVELOPING.md, "Python on the lent GPU")

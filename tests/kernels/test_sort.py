@@ -96,4 +96,4 @@ def test_a_million_edge_keys_twice(variant):
     keys = np.resize(_edge_keys(), 1_000_003)
     for values in (np.arange(keys.size, dtype=np.int32), np.arange(keys.size, dtype=np.int32)[::-1].copy()):
         _expect(variant, keys, values)
-    _expect(variant, keys)
+    _expect(variant, keys)  # bit for bit where the NaNs with payloads belong

@@ -26,10 +26,12 @@ pairs, which makes them stable too.
 Inputs: ``keys`` (float32 or uint32), and for the ``pairs`` kind ``values`` (int32, as many).
 Three kinds are checked and timed: ``float32`` keys, ``uint32`` keys, ``pairs`` (float32 keys,
 int32 values). Float keys are normal-distributed with a sixteenth drawn from a pool of 64
-values (duplicates), and a few of each of -0.0, +0.0, +inf, -inf and NaN (one payload,
-``NAN_BITS``, so an unwritten output, which the checks poison with NumPy's own NaN, cannot
-pass for a sorted NaN); uint32 keys are uniform over all 2^32 words with the same share of
-duplicates. Results must be exact: keys compare by value and NaN by its bits, values exactly.
+values (duplicates), and a few of each of -0.0, +0.0, +inf, -inf and NaN (NumPy's, as
+``numpy.sort`` writes it back); uint32 keys are uniform over all 2^32 words with the same
+share of duplicates. Results must be exact: keys compare by value and a NaN by its bits,
+values exactly. The checks poison an output with NumPy's NaN, so a keys-only check cannot
+see an unwritten slot where a NaN belongs: the pairs kind (int32 out) and the edge keys of
+tests/kernels/test_sort.py (NaNs with payloads, compared bit for bit) see every slot.
 
 Bytes moved: the fewest one call must read and write, 8 n for keys (read once, written
 once) and 16 n for pairs. A radix pass moves that much by itself, so a sort of d digits
@@ -64,8 +66,7 @@ BITONIC_THREADS = 64 if SIMULATOR else 1024  # threads of a bitonic block; each 
 TILE_THREADS = 64 if SIMULATOR else 256  # threads of a radix tile
 TILE_ITEMS = 2 if SIMULATOR else 16  # keys per thread of a radix tile
 CHUNKS_PER_SM = 2 if SIMULATOR else 4  # v05: blocks a multiprocessor, each walking a chunk of tiles
-NAN_BITS = 0x7FC0D1CE  # the one NaN the inputs hold: a quiet NaN, not NumPy's (0x7FC00000, the checks' poison)
-SPECIALS = (-0.0, 0.0, np.inf, -np.inf)
+SPECIALS = (-0.0, 0.0, np.inf, -np.inf, np.nan)
 
 
 def _with_duplicates(rng, keys, pool):
@@ -77,7 +78,7 @@ def _with_duplicates(rng, keys, pool):
 
 def _float_keys(rng, n):
     keys = _with_duplicates(rng, rng.standard_normal(n, dtype=np.float32) * 100, rng.standard_normal(64) * 100)
-    specials = np.array([*SPECIALS, np.uint32(NAN_BITS).view(np.float32)], np.float32)
+    specials = np.array(SPECIALS, np.float32)
     each = max(1, n // 256)  # a few of each special value (n >= 5: at least one of each)
     places = rng.choice(n, each * specials.size, replace=False)
     keys[places] = np.resize(specials, places.size)
@@ -172,3 +173,12 @@ EXTRA_BASELINES = {"cub radix_sort": cub_radix_sort}
 CEILINGS = {"copy_ceiling": copy_ceiling}
 ROW_REFERENCE = {"copy_ceiling": _copied}
 STRONGEST = "cub radix_sort"
+
+
+# -- the CPU beside the GPU --------------------------------------------------------------------------------------
+def cpu_numpy(keys, values=None):
+    """numpy.sort of the keys (one core), or for pairs the values gathered by numpy.argsort(kind="stable")."""
+    return np.sort(keys) if values is None else values[np.argsort(keys, kind="stable")]
+
+
+CPU = {"cpu_numpy": (cpu_numpy, "one")}
