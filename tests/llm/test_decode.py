@@ -89,3 +89,22 @@ def test_a_context_beyond_the_cache_is_refused(tiny):
         decoder.generate(3, decode.lever("naive"))
     with pytest.raises(ValueError, match="cache holds up to"):
         decode.Decoder(tiny, max_context=17)
+
+
+def test_decode_sweep_findings_and_plot_read_its_rows():
+    from zoo.kernels.argmax.sweeps import decode as sweep
+
+    rows = [
+        {"lever": "CUDA graph", "tokens_per_s": 150.0, "pct_of_limit": 80.0, "limit_tokens_per_s": 187.5,
+         "gb_per_token": 16.1, "vs_torch_eager": 1.4},
+        {"lever": "int4", "tokens_per_s": 450.0, "pct_of_limit": 75.0, "limit_tokens_per_s": 600.0,
+         "gb_per_token": 4.4, "vs_torch_eager": 4.2},
+        {"lever": "torch.compile (60 s to compile)", "tokens_per_s": 140.0, "pct_of_limit": 75.0,
+         "limit_tokens_per_s": 187.5, "gb_per_token": 16.1, "vs_torch_eager": 1.3},
+        {"lever": "naive, tiny model: tokens same as float64 NumPy's", "tokens_per_s": None},
+    ]  # fmt: skip
+    found = sweep.findings(rows)
+    assert found[0].startswith("CUDA graph: 150.0 tokens/s, 80% of its bandwidth limit")
+    assert "4.20x PyTorch fp16 eager" in found[1] and "1.07x" in found[2]
+    pytest.importorskip("matplotlib")
+    assert len(sweep.plot(rows, "GPU").axes[0].patches) == 3

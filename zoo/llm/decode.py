@@ -274,6 +274,10 @@ class Decoder:
         values do not change what a decode step reads or costs."""
         from zoo.llm.weights import fill_uniform
 
+        if not 0 <= length <= self.max_context:
+            raise ValueError(f"a context of {length} is outside the cache's {self.max_context} positions")
+        if length == 0:
+            return
         for cache, salt in ((self.k_cache, 1), (self.v_cache, 2)):
             for layer in range(self.config.layers):
                 for head in range(self.config.kv_heads):

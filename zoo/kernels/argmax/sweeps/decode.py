@@ -1,0 +1,203 @@
+"""Greedy decoding of a Llama-style model built from the zoo's kernels: tokens a second, lever by lever (issue 66).
+
+``zoo.llm`` composes the families (embedding, rmsnorm, gemv, rope, silu_mul, argmax) and a
+decode attention of its own into Llama-3-8B's decoder, with random weights made on the
+GPU from a seed. This command generates ``--tokens`` tokens greedily at batch 1 after a
+context of ``--context`` positions (random keys and values stand in for a prompt's:
+what a decode step reads does not depend on their values), once per lever:
+
+    naive        each family's first step, Q K V and gate up as separate GEMVs, one launch at a time
+    fused        Q K V in one GEMV, gate and up in one, the residual add inside the norm
+    fast steps   each family's last step (gemv's split-k fp16 kernel, float4 loads, ...)
+    CUDA graph   the whole token (about 450 launches) captured once and replayed as one graph
+    int4         the linear layers in int4 with a scale per 128, gemv's packed tensor-core ring
+
+and the same model in PyTorch float16 on the same weights and cache, eager and (``--compile``)
+with ``torch.compile(mode="reduce-overhead")``. Each row gives tokens a second, and the
+share of the bandwidth limit: the bytes a token must read (every weight once, the KV cache
+up to the token) over the measured device-to-device copy bandwidth. The tokens each row
+generated are compared with the fp16 PyTorch model's, and the first token's logits with its
+logits (relative norm error). In the simulator the tiny model runs two tokens of the
+naive lever and checks them against the float64 NumPy reference: correctness only.
+"""
+
+import time
+
+import numpy as np
+
+from zoo.bench.sweeps import is_number
+
+COMMAND = "decode"
+HELP = "greedy decoding of Llama-3-8B from the zoo's kernels, lever by lever: tokens/s, % of the bandwidth limit"
+COLUMNS = (
+    "lever",
+    "tokens_per_s",
+    "ms_per_token",
+    "pct_of_limit",
+    "vs_torch_eager",
+    "gb_per_token",
+    "limit_tokens_per_s",
+    "same_tokens_as_torch",
+    "logits_error",
+    "tokens",
+)
+TOKENS_SHOWN = 8
+
+
+def add_arguments(parser):
+    parser.add_argument("--tokens", type=int, default=32, help="tokens generated a lever (default 32)")
+    parser.add_argument("--context", type=int, default=1024, help="positions already in the cache (default 1024)")
+    parser.add_argument("--naive-tokens", type=int, default=4, help="tokens of the two first-step levers (default 4)")
+    parser.add_argument("--levers", default="all", help="comma-separated lever names, or all")
+    parser.add_argument("--seed", type=int, default=0, help="the weights' seed")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile(mode='reduce-overhead')")
+
+
+def _tiny_check(args):
+    """The simulator's row: two tokens of the tiny model's naive lever against the float64 NumPy reference."""
+    from zoo.llm import config, decode, reference
+    from zoo.llm.weights import Weights
+
+    weights = Weights(config.TINY, seed=args.seed)
+    decoder = decode.Decoder(weights)
+    decoder.start(3)
+    decoder.generate(2, decode.lever("naive"))
+    ours, _ = decoder.sequence()
+    theirs, _ = reference.Reference(weights).generate(3, 2)
+    verdict = "same as" if ours.tolist() == theirs else "DIFFERENT from"
+    return [{"lever": f"naive, tiny model: tokens {verdict} float64 NumPy's", "tokens": " ".join(map(str, ours))}]
+
+
+def _timed(run, count):
+    from numba import cuda
+
+    cuda.synchronize()
+    start = time.perf_counter()
+    run(count)
+    cuda.synchronize()
+    return (time.perf_counter() - start) / count
+
+
+def measure(args):
+    if args.simulator:
+        return _tiny_check(args)
+    from numba import cuda
+
+    from zoo.bench import ceilings
+    from zoo.llm import config, decode
+    from zoo.llm.weights import Weights
+
+    c = config.LLAMA3_8B
+    first_token = 128_000  # Llama 3's <|begin_of_text|>: any id would do
+    weights = Weights(c, seed=args.seed)
+    weights.quantize()
+    decoder = decode.Decoder(weights, max_context=args.context + args.tokens + 4)
+    decoder.fill_context(args.context, seed=args.seed)
+    copy_gbs = ceilings.copy_bandwidth()
+    kv_bytes = 2 * c.layers * c.kv_size * 2 * (args.context + args.tokens / 2)  # K and V, float16, the mean context
+
+    def row(name, seconds, int4, tokens):
+        gb = (weights.bytes_per_token(int4) + kv_bytes) / 1e9
+        limit = copy_gbs / gb
+        return {
+            "lever": name,
+            "tokens_per_s": 1 / seconds,
+            "ms_per_token": 1e3 * seconds,
+            "pct_of_limit": 100 / seconds / limit,
+            "gb_per_token": gb,
+            "limit_tokens_per_s": limit,
+            "tokens": " ".join(map(str, tokens[:TOKENS_SHOWN])),
+            "_tokens": tokens,
+        }
+
+    rows = []
+    # PyTorch first: its tokens and first logits are what every lever is compared with (its writes of the cache
+    # past the context are overwritten by each run)
+    torch_rows, torch_tokens, torch_logits = _torch_rows(decoder, first_token, args, row)
+    chosen = decode.LEVERS if args.levers == "all" else [decode.lever(n.strip()) for n in args.levers.split(",")]
+    for lever in chosen:
+        count = args.naive_tokens if lever.step == "first" else args.tokens
+        decoder.start(first_token, args.context)
+        decoder.generate(2, lever)  # compiles every kernel, captures the graph
+        decoder.start(first_token, args.context)
+        decoder.generate(1, lever)
+        ours = decoder.logits.copy_to_host()[0]
+        error = float(np.linalg.norm(ours - torch_logits) / np.linalg.norm(torch_logits))
+        decoder.start(first_token, args.context)
+        seconds = _timed(lambda n, lever=lever: decoder.generate(n, lever), count)
+        tokens, _ = decoder.sequence()
+        tokens = tokens[args.context :].tolist()
+        r = row(lever.name, seconds, lever.int4, tokens)
+        r["logits_error"] = error
+        rows.append(r)
+        cuda.synchronize()
+    rows += torch_rows
+    eager = next((r["tokens_per_s"] for r in torch_rows if r["lever"] == "torch eager"), None)
+    for r in rows:
+        r["vs_torch_eager"] = r["tokens_per_s"] / eager if eager else None
+        n = min(len(r["_tokens"]), len(torch_tokens))
+        r["same_tokens_as_torch"] = (
+            f"{sum(a == b for a, b in zip(r['_tokens'][:n], torch_tokens[:n], strict=True))}/{n}"
+        )
+        del r["_tokens"]
+    return rows
+
+
+def _torch_rows(decoder, first_token, args, row):
+    """PyTorch's rows: eager, and torch.compile with --compile; its tokens and first logits."""
+    import torch
+
+    from zoo.llm.torch_model import TorchModel
+
+    model = TorchModel(decoder)
+    with torch.no_grad():
+        _, logits = model(torch.tensor([first_token], device="cuda"), torch.tensor([args.context], device="cuda"))
+        first_logits = logits[0].cpu().numpy()
+        model.generate(first_token, args.context, 2)  # warm: cuBLAS's handles, the kernels' first loads
+        seconds = _timed(lambda n: model.generate(first_token, args.context, n), args.tokens)
+        tokens = model.generate(first_token, args.context, args.tokens)
+        rows = [row("torch eager", seconds, False, tokens) | {"logits_error": 0.0}]
+        if args.compile:
+            start = time.perf_counter()
+            compiled = model.compiled()
+            model.generate(first_token, args.context, 3, step=compiled)  # compiles, records the graphs
+            compile_s = time.perf_counter() - start
+            seconds = _timed(lambda n: model.generate(first_token, args.context, n, step=compiled), args.tokens)
+            found = model.generate(first_token, args.context, args.tokens, step=compiled)
+            rows.append(row(f"torch.compile ({compile_s:.0f} s to compile)", seconds, False, found))
+    return rows, tokens, first_logits
+
+
+def findings(rows):
+    by = {r["lever"]: r for r in rows if is_number(r.get("tokens_per_s"))}
+    out = []
+    for name in ("CUDA graph", "int4"):
+        r = by.get(name)
+        if r:
+            out.append(
+                f"{name}: {r['tokens_per_s']:.1f} tokens/s, {r['pct_of_limit']:.0f}% of its bandwidth limit "
+                f"({r['limit_tokens_per_s']:.1f} tokens/s at {r['gb_per_token']:.2f} GB a token), "
+                f"{r['vs_torch_eager']:.2f}x PyTorch fp16 eager"
+            )
+    compiled = [r for n, r in by.items() if n.startswith("torch.compile")]
+    if compiled and "CUDA graph" in by:
+        ratio = by["CUDA graph"]["tokens_per_s"] / compiled[0]["tokens_per_s"]
+        out.append(f"fp16 zoo (CUDA graph) against torch.compile: {ratio:.2f}x its tokens a second")
+    return out
+
+
+def plot(rows, device_name):
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if is_number(r.get("tokens_per_s"))]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(shown) + 1.5))
+    names = [r["lever"] for r in shown]
+    ax.barh(names, [r["tokens_per_s"] for r in shown], color="tab:blue")
+    for i, r in enumerate(shown):
+        if is_number(r.get("limit_tokens_per_s")):
+            ax.plot([r["limit_tokens_per_s"]] * 2, [i - 0.4, i + 0.4], color="black", lw=2)
+    ax.invert_yaxis()
+    ax.set_xlabel("tokens per second (black: the bandwidth limit of the row's bytes)")
+    ax.set_title(f"Llama-3-8B decode at batch 1, {device_name}")
+    fig.tight_layout()
+    return fig
