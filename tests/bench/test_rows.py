@@ -161,3 +161,14 @@ def test_the_torch_code_in_the_specs_computes_the_reference(monkeypatch):
         result = getattr(fam.module, function)(*(a.astype(np.float64) for a in inputs))
         reference = fam.reference(*inputs)
         assert np.allclose(result, reference, rtol=1e-12, atol=1e-12), name
+
+
+def test_the_plots_give_each_row_as_a_share_of_the_strongest_row_or_say_it_is_of_the_baseline():
+    fam = zoo.family("reduce")
+    entries = _entries(**{"baseline": 2.0, "cub reduce_into": 1.0, "v10_vector_loads": 0.8})
+    entries["v10_vector_loads"]["ratio"] = 2.5
+    fractions, of = report.shares(fam, entries, ["baseline", "v10_vector_loads"])
+    assert fractions == pytest.approx([0.5, 1.25]) and of == "the strongest row, cub reduce_into"
+    entries.pop("cub reduce_into")
+    fractions, of = report.shares(fam, entries, ["v10_vector_loads"])
+    assert fractions == [2.5] and "not measured" in of
