@@ -4,10 +4,11 @@
 # softmax, elementwise; launch's loop with mode="reduce-overhead") and CUDA C through CuPy's RawModule (vector_add,
 # roofline), each beside its family's strongest row.
 #   1. check: every such row once on fresh inputs at two small sizes of its family (the first GPU test size and the
-#      largest that moves at most 8 MB, every kind), checked like a step (harness.check_library_row): ok, WRONG, or
-#      why it is unavailable;
-#   2. compute-sanitizer memcheck of the CUDA C and Triton rows at small irregular sizes (racecheck is left out:
-#      Triton's shared memory is the compiler's, filled by TMA and cp.async, which racecheck does not model);
+#      largest that moves at most 8 MB, every kind; a torch row at the second only), checked like a step
+#      (harness.check_library_row): ok, WRONG, or why it is unavailable;
+#   2. compute-sanitizer memcheck of the CUDA C and Triton rows (Triton's first tiling) at small irregular sizes
+#      (racecheck is left out: the CUDA C kernels use no shared memory, and Triton's is the compiler's, filled by
+#      TMA and cp.async, which racecheck does not model);
 #   3. time: `zoo run --best-step --save` of those families at their headline size only (the rows are checked again
 #      there, on the headline inputs, before they are timed), each family's best step (results/<gpu>.json) beside;
 #   4. the table family | size | row | us | % of the strongest | lines | correct.
@@ -47,9 +48,12 @@ def families(names):
     return [zoo.family(name) for name in names]
 
 
-def small_sizes(fam):
+def small_sizes(fam, row):
+    """The family's first GPU test size and its largest that moves at most 8 MB; the largest alone for a torch row
+    (PyTorch's own kernels take every shape; each shape is a compilation of its own, seconds)."""
     small = [s for s in fam.GPU_TEST_SIZES if max(fam.bytes_moved(s, k) for k in fam.kinds) <= 8 << 20]
-    return list(dict.fromkeys((fam.GPU_TEST_SIZES[0], small[-1] if small else fam.GPU_TEST_SIZES[0])))
+    sizes = list(dict.fromkeys((fam.GPU_TEST_SIZES[0], small[-1] if small else fam.GPU_TEST_SIZES[0])))
+    return sizes[-1:] if row.startswith("torch") else sizes
 
 
 try:
@@ -71,7 +75,7 @@ from zoo.errors import OutOfRange, Unavailable, Unsupported
 failed = False
 for fam in families(sys.argv[1:]):
     for row in tool_rows(fam):
-        for size, kind in fam.cases(small_sizes(fam)):
+        for size, kind in fam.cases(small_sizes(fam, row)):
             case = f"{fam.name:12s} {row:30s} {size!s:18s} {kind or '':9s}"
             began = time.perf_counter()
             try:
@@ -96,7 +100,15 @@ timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9
 import zoo
 from gpu_rows_common import harness
 
+from zoo.bench import libraries
 from zoo.errors import OutOfRange, Unavailable
+
+try:  # the first tiling only: the autotuner would time every one, slowly under memcheck (same bounds checks)
+    triton_rows = libraries.triton_rows()
+    for tuned in (triton_rows._matmul_32bit, triton_rows._matmul_16bit, triton_rows._attention_kernel):
+        tuned.configs = tuned.configs[:1]
+except Unavailable as e:
+    print(f"triton: {e}")
 
 CASES = [  # (family, row, size, kind): tails, partial tiles, a partial block of keys
     ("vector_add", "cuda_c", 1023, None),
