@@ -172,3 +172,22 @@ def test_the_plots_give_each_row_as_a_share_of_the_strongest_row_or_say_it_is_of
     entries.pop("cub reduce_into")
     fractions, of = report.shares(fam, entries, ["v10_vector_loads"])
     assert fractions == [2.5] and "not measured" in of
+
+
+def test_zoo_runs_table_gives_each_row_its_lines():
+    from rich.console import Console
+
+    from zoo.bench import run
+    from zoo.bench.harness import Measurement
+
+    fam = zoo.family("vector_add")
+    measured = [
+        Measurement(name, 1 << 20, ms, 0.0, 1.0, 1.0, correct=True)
+        for name, ms in (("baseline", 1.0), ("cuda_c", 0.9), ("copy_ceiling", 0.8))
+    ]
+    console = Console(width=250, record=True)
+    console.print(run.run_table(fam, str(1 << 20), measured))
+    text = console.export_text()
+    assert "lines" in text
+    line = next(row for row in text.splitlines() if "cuda_c" in row)
+    assert f" {code_lines.lines(fam, 'cuda_c')} " in line and "88.9" in line  # 0.8 / 0.9 of the copy

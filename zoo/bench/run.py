@@ -15,7 +15,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import zoo
-from zoo.bench import harness, results, strongest
+from zoo.bench import code_lines, harness, results, strongest
 from zoo.errors import OutOfRange, Unavailable, Unsupported
 
 
@@ -418,6 +418,7 @@ def run_table(fam, key, measured):
         "GB/s",
         f"% of {fam.BASELINE}",
         f"% of {fam.strongest} (strongest)",
+        "lines",
         "x CPU",
         "regs",
         "smem B",
@@ -439,6 +440,7 @@ def run_table(fam, key, measured):
             _fmt(m.gbps, ",.0f"),
             _fmt(100 * m.ratio, ".1f"),
             _fmt(100 * strongest_ms / m.ms if strongest_ms and m.ms else None, ".1f"),
+            str(code_lines.lines(fam, m.name) or "-"),  # of the row's code (zoo.bench.code_lines)
             _fmt(m.over_cpu, ",.1f"),
             str(r.get("registers", "-")),
             str(r.get("shared_bytes", "-")),
