@@ -87,12 +87,14 @@ def cupy_graph(x, out):
     libraries.graph_of(baseline, x, out)
 
 
+TORCH_A, TORCH_B = float(A), float(B)  # A and B as Python numbers: scalars PyTorch (and torch.compile) take as given
+
+
 def torch_loop(x):
     """The loop as a PyTorch user writes it: ``y = A * y + B``, STEPS times (two kernels a step, eager)."""
-    a, b = float(A), float(B)  # Python numbers: scalars PyTorch folds into its kernels
     y = x
     for _ in range(STEPS):
-        y = a * y + b
+        y = TORCH_A * y + TORCH_B
     return y
 
 
