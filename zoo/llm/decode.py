@@ -5,10 +5,11 @@ argmax of the token before) and leaves the next one's there, so a token is a seq
 of launches that never waits for the host and can be captured as one CUDA graph.
 
 The model's own kernels: ``append_kv`` writes the token's rotated key and its value
-into the float16 KV cache at p; ``decode_attention`` is a plain attention of one query
-over the cache, a block a query head, grouped KV heads read by the heads they serve
-(the attention family's issue brings the fast one); ``advance`` moves p on and records
-the new token.
+into the float16 KV cache at p; ``attention_chunk`` is a plain attention of one query
+over a chunk of the cache (grouped KV heads read by the query heads they serve), the
+chunks spread over the GPU, and ``combine_chunks`` merges them by the online-softmax
+rule (flash-decoding's plan; the attention family's issue brings a tuned one);
+``advance`` moves p on and records the new token.
 
 A ``Lever`` names what a token runs: which step of each family (the first, the last),
 whether the projections that share an input are fused into one GEMV (Q, K and V;
@@ -28,9 +29,11 @@ from zoo import SIMULATOR
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
 
-ATTENTION_THREADS = 32 if SIMULATOR else 128  # a block a query head: warps of 32 lanes, a lane 4 of a head's 128
-ATTENTION_WARPS = ATTENTION_THREADS // 32
-MAX_CONTEXT = 8192  # a head's scores in shared memory: 32 KB
+ATTENTION_THREADS = 128  # a block a query head and a chunk of the cache: four warps; a lane 4 of a head's 128 elements
+WARPS = ATTENTION_THREADS // 32
+CHUNK = 16 if SIMULATOR else 64  # positions a block takes (split-KV: the cache's chunks spread over the SMs)
+KEYS_PER_WARP = CHUNK // WARPS
+MAX_CONTEXT = 8192
 
 
 @jit
@@ -45,68 +48,87 @@ def append_kv(qk, qkv, k_cache, v_cache, layer, position, heads, kv_heads, head_
 
 
 @jit
-def decode_attention(qk, k_cache, v_cache, layer, position, out, group, head_size, scale):
-    """One query head (a block) against its KV head's p + 1 keys: scores, softmax, the weighted sum of values."""
-    scores = cuda.shared.array(MAX_CONTEXT, float32)
-    reduce = cuda.shared.array(ATTENTION_THREADS, float32)
+def attention_chunk(qk, k_cache, v_cache, layer, position, maxima, sums, partial, group, head_size, scale):
+    """One query head (blockIdx.x) against one chunk of CHUNK cached positions (blockIdx.y): the chunk's largest
+    score, the sum of exp(score - largest) and the weighted sum of its values, for ``combine_chunks``.
+
+    A warp takes CHUNK / WARPS keys; lane l holds q's elements 4l .. 4l + 3 and asks for all its keys' four elements
+    before any sum (loads in flight together), then each key's 32 partial products meet by shuffles."""
+    scores = cuda.shared.array(CHUNK, float32)
     t = uint32(cuda.threadIdx.x)
     lane, warp = t % uint32(32), t // uint32(32)
-    head = uint32(cuda.blockIdx.x)
+    head, chunk = uint32(cuda.blockIdx.x), uint32(cuda.blockIdx.y)
     kv = head // group  # grouped-query attention: `group` query heads share a KV head
     length = uint32(position[0]) + uint32(1)
+    first = chunk * uint32(CHUNK)
+    at = head * uint32(cuda.gridDim.y) + chunk  # this block's partial results
+    if first >= length:  # a chunk past the token: nothing to add (every thread leaves, no barrier is waited on)
+        if t == uint32(0):
+            maxima[at] = float32(-3.4e38)
+            sums[at] = float32(0)
+        if t < head_size:
+            partial[at * head_size + t] = float32(0)
+        return
     q_at = head * head_size
-    # Scores: a warp a key, each lane 4 of its elements, summed by shuffles
-    j = warp
-    while j < length:
+    q = cuda.local.array(4, float32)  # constant indices only: registers
+    for k in range(4):
+        d = uint32(4) * lane + uint32(k)
+        q[k] = float32(qk[q_at + d]) if d < head_size else float32(0)
+    products = cuda.local.array(KEYS_PER_WARP, float32)
+    for i in range(KEYS_PER_WARP):  # every key's loads first
+        j = first + warp * uint32(KEYS_PER_WARP) + uint32(i)
         s = float32(0)
-        for k in range(4):
-            d = lane + uint32(32 * k)
-            if d < head_size:
-                s += float32(qk[q_at + d]) * float32(k_cache[layer, kv, j, d])
+        if j < length:
+            for k in range(4):
+                d = uint32(4) * lane + uint32(k)
+                if d < head_size:
+                    s += q[k] * float32(k_cache[layer, kv, j, d])
+        products[i] = s
+    for i in range(KEYS_PER_WARP):  # then each key's sum over the warp
+        s = products[i]
         for k in range(5):
             s += cuda.shfl_xor_sync(FULL_MASK, s, 16 >> k)
         if lane == uint32(0):
-            scores[j] = s * scale
-        j += uint32(ATTENTION_WARPS)
-    cuda.syncthreads()  # every score is in shared memory
-    # Softmax: the maximum, then the sum of exp(s - max), each by a tree over the block
+            j = first + warp * uint32(KEYS_PER_WARP) + uint32(i)
+            scores[warp * uint32(KEYS_PER_WARP) + uint32(i)] = s * scale if j < length else float32(-3.4e38)
+    cuda.syncthreads()  # the chunk's scores are in shared memory
     m = float32(-3.4e38)
-    j = t
-    while j < length:
-        m = max(m, scores[j])
-        j += uint32(ATTENTION_THREADS)
-    reduce[t] = m
-    cuda.syncthreads()  # partial maxima in
-    half = uint32(ATTENTION_THREADS // 2)
-    while half > uint32(0):
-        if t < half:
-            reduce[t] = max(reduce[t], reduce[t + half])
-        cuda.syncthreads()  # this round lands before the next reads it
-        half >>= uint32(1)
-    m = reduce[0]
-    cuda.syncthreads()  # everyone has the maximum before reduce is reused
-    total = float32(0)
-    j = t
-    while j < length:
-        e = math.exp(scores[j] - m)
-        scores[j] = e
-        total += e
-        j += uint32(ATTENTION_THREADS)
-    reduce[t] = total
-    cuda.syncthreads()  # partial sums in, and every exponential written
-    half = uint32(ATTENTION_THREADS // 2)
-    while half > uint32(0):
-        if t < half:
-            reduce[t] += reduce[t + half]
-        cuda.syncthreads()  # this round lands before the next reads it
-        half >>= uint32(1)
-    inverse = float32(1) / reduce[0]
-    # Output: thread d sums p_j V[j, d] over the keys (consecutive threads, consecutive elements of a value)
+    for i in range(CHUNK):
+        m = max(m, scores[i])  # every thread the same maximum (a broadcast read)
+    cuda.syncthreads()  # everyone has read the scores before they are replaced by exponentials
+    if t < CHUNK:
+        scores[t] = math.exp(scores[t] - m) if first + t < length else float32(0)
+    cuda.syncthreads()  # the exponentials are written
     if t < head_size:
         acc = float32(0)
-        for j in range(length):
-            acc += scores[j] * float32(v_cache[layer, kv, j, t])
-        out[q_at + t] = float16(acc * inverse)
+        total = float32(0)
+        count = min(uint32(CHUNK), length - first)
+        for i in range(count):  # consecutive threads, consecutive elements of a value
+            p = scores[i]
+            acc += p * float32(v_cache[layer, kv, first + uint32(i), t])
+            total += p
+        partial[at * head_size + t] = acc
+        if t == uint32(0):
+            maxima[at] = m
+            sums[at] = total
+
+
+@jit
+def combine_chunks(maxima, sums, partial, out, chunks, head_size):
+    """A query head's chunks merged (the online-softmax rule): out = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M)."""
+    head, t = uint32(cuda.blockIdx.x), uint32(cuda.threadIdx.x)
+    if t < head_size:
+        first = head * chunks
+        m = float32(-3.4e38)
+        for c in range(chunks):
+            m = max(m, maxima[first + c])
+        acc = float32(0)
+        total = float32(0)
+        for c in range(chunks):
+            w = math.exp(maxima[first + c] - m)
+            acc += partial[(first + c) * head_size + t] * w
+            total += sums[first + c] * w
+        out[head * head_size + t] = float16(acc / total)
 
 
 @jit
@@ -196,6 +218,10 @@ class Decoder:
         cache = (c.layers, c.kv_heads, self.max_context, c.head_size)
         self.k_cache, self.v_cache = zeros(cache, np.float16), zeros(cache, np.float16)
         self.attention = zeros(c.q_size, np.float16)
+        self.chunks = -(-self.max_context // CHUNK)  # every chunk of the cache: those past the token leave at once
+        self.maxima = zeros(c.heads * self.chunks, np.float32)
+        self.sums = zeros(c.heads * self.chunks, np.float32)
+        self.partial = zeros(c.heads * self.chunks * c.head_size, np.float32)
         self.o = zeros((1, c.hidden), np.float32)
         self.gate_up = zeros((1, 2 * c.intermediate), np.float32)
         self.act = zeros((1, c.intermediate), np.float16)
@@ -232,6 +258,7 @@ class Decoder:
         delta = self.nothing
         group, scale = c.heads // c.kv_heads, np.float32(1 / np.sqrt(c.head_size))
         kv_threads = c.kv_heads * c.head_size
+        chunks = self.chunks
         for i, layer in enumerate(w.layers):
             self._norm(delta, layer.attn_norm, lever, steps)
             self._linear(layer.qkv, self.normed_flat, self.qkv, lever, steps)
@@ -240,10 +267,13 @@ class Decoder:
                 self.qk_flat, self.qkv, self.k_cache, self.v_cache, np.int32(i), self.position,
                 np.uint32(c.heads), np.uint32(c.kv_heads), np.uint32(c.head_size),
             )  # fmt: skip
-            decode_attention[c.heads, ATTENTION_THREADS](
-                self.qk_flat, self.k_cache, self.v_cache, np.int32(i), self.position, self.attention,
-                np.uint32(group), np.uint32(c.head_size), scale,
+            attention_chunk[(c.heads, chunks), ATTENTION_THREADS](
+                self.qk_flat, self.k_cache, self.v_cache, np.int32(i), self.position, self.maxima, self.sums,
+                self.partial, np.uint32(group), np.uint32(c.head_size), scale,
             )  # fmt: skip
+            combine_chunks[c.heads, ATTENTION_THREADS](
+                self.maxima, self.sums, self.partial, self.attention, np.uint32(chunks), np.uint32(c.head_size)
+            )
             self._linear(layer.o, self.attention, self.o, lever, steps)
             self._norm(self.o, layer.mlp_norm, lever, steps)
             self._linear(layer.gate_up, self.normed_flat, self.gate_up, lever, steps)
