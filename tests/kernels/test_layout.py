@@ -149,6 +149,28 @@ def test_changes_and_why_are_short(variant):
     )
 
 
+def _simulator_sizes(source):
+    """The names a file sets with ``NAME = a if SIMULATOR else b``: a size picked for the simulator."""
+    return [
+        node.targets[0].id
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.IfExp)
+        and isinstance(node.value.test, ast.Name)
+        and node.value.test.id == "SIMULATOR"
+    ]
+
+
+def test_a_step_takes_its_simulator_sizes_from_its_spec():
+    """Sizes for the simulator are the spec's (docs/DEVELOPING.md): each is declared once there, ``BLOCK = 64 if
+    SIMULATOR else 256``, and the steps import it; a step branches on SIMULATOR only for what the simulator cannot
+    do (launch v04: no CUDA graphs). The rule can fail: a spec's own line is found."""
+    own = {f"{v.family.name}/{v.name}": _simulator_sizes(v.source) for v in STEPS}
+    assert not {step: names for step, names in own.items() if names}, "move these sizes to the family's spec"
+    assert "BLOCK" in _simulator_sizes(zoo.family("reduce").spec_source)
+
+
 # what `zoo report` used to write into every step: a Measured heading and the file it quoted
 GENERATED_FIGURES = re.compile(r"^\s*Measured:\s*$|From\s+results/[\w.-]+\.json", re.M)
 

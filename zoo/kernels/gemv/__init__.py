@@ -122,6 +122,7 @@ import math
 
 import numpy as np
 
+from zoo import SIMULATOR
 from zoo.errors import OutOfRange
 from zoo.kernels.int4 import pack_codes_reference, quantize_reference, unpack_codes_reference
 
@@ -145,6 +146,14 @@ BASELINE = "cupy.matmul fp32 (cuBLAS)"
 GROUPS = (128, 64)  # int4 group sizes: the int4 kind's, then int4_g64's
 INT8_LIMIT, INT4_LIMIT = 127, 7  # the largest code magnitude the scales map a row's or group's largest weight to
 LIMIT = 2**31  # elements or bytes: the steps' uint32 indices (plus a stride) stay below 2^32
+# The steps' sizes for the simulator, which runs every CUDA thread in Python: smaller blocks there, the same code paths;
+# the GPU's are the second values (what the PTX snapshot compiles and `zoo profile` counts with). The simulator has
+# one "SM" (zoo.device.SIM_SM_COUNT): 2 warps an SM there makes the test sizes take both of a split step's paths.
+ROW_THREADS = 32 if SIMULATOR else 128  # v01's threads per block, one thread per row
+WARP_ROW_THREADS = 64 if SIMULATOR else 128  # v02-v05's threads per block, a multiple of 32: rows by the warp
+SPLIT_THREADS = 64 if SIMULATOR else 256  # v06 on: threads per block, a multiple of 32, up to 8 warps sharing rows
+SPLIT_WARPS_PER_SM = 2 if SIMULATOR else 16  # v06's floor of warps per SM when it splits the inputs of rows
+TENSOR_WARPS_PER_SM = 2 if SIMULATOR else 8  # v07 on: the same floor for the tensor-core steps
 
 
 # -- the formats, on the host --------------------------------------------------------------------------------------

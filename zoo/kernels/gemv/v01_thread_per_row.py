@@ -20,14 +20,13 @@ Why it is faster:
 
 import functools
 
-from zoo import SIMULATOR
 from zoo.device import cuda, float32, int32, uint32
 from zoo.device.jit import jit
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import ROW_THREADS, check_index_range, layout
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 32 if SIMULATOR else 128  # one thread per row
+THREADS_PER_BLOCK = ROW_THREADS  # one thread per row
 
 
 @jit(device=True)

@@ -20,15 +20,14 @@ Why it is faster:
 
 import functools
 
-from zoo import SIMULATOR
 from zoo.device import cuda, float32, int32, uint32
 from zoo.device.jit import jit
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import WARP_ROW_THREADS, check_index_range, layout
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 64 if SIMULATOR else 128  # a multiple of 32: one row per warp
+THREADS_PER_BLOCK = WARP_ROW_THREADS  # a multiple of 32: one row per warp
 ROWS_PER_BLOCK = THREADS_PER_BLOCK // 32
 
 

@@ -24,17 +24,16 @@ Why it is faster:
 
 import functools
 
-from zoo import SIMULATOR
 from zoo.device import cuda, float32, int32, uint32
 from zoo.device.bits import unpack_half2
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, load_words4
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import WARP_ROW_THREADS, check_index_range, layout
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 64 if SIMULATOR else 128  # a multiple of 32: one row per warp
+THREADS_PER_BLOCK = WARP_ROW_THREADS  # a multiple of 32: one row per warp
 ROWS_PER_BLOCK = THREADS_PER_BLOCK // 32
 CHUNK = {"fp32": 4, "fp16": 8, "int8": 16, "int4": 32}  # weights in 16 bytes of a row
 

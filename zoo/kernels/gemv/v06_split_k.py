@@ -25,24 +25,23 @@ Why it is faster:
 
 import functools
 
-from zoo import SIMULATOR
 from zoo.device import cuda, float32, int32, sm_count, uint32
 from zoo.device.bits import lop3, unpack_half2
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_float4, load_words4
 from zoo.device.warp import FULL_MASK
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import SPLIT_THREADS, SPLIT_WARPS_PER_SM, check_index_range, layout
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share a group of rows
+THREADS_PER_BLOCK = SPLIT_THREADS  # a multiple of 32: up to 8 warps share a group of rows
 ROWS_PER_WARP = 4  # rows a group of warps owns: four 16-byte loads of W in flight per lane
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's four sums, when warps share rows
 # launch's floor: at least the slices that give this many warps per SM. 16 of 64 resident warps: with four 16-byte
 # loads per lane, 16 x 32 x 64 bytes = 32 KB in flight per SM, past the knee of the bytes-in-flight sweep. The
-# simulator has one "SM" (zoo.device.SIM_SM_COUNT): 2 there makes the test sizes take both paths.
-WARPS_PER_SM = 2 if SIMULATOR else 16
+# simulator has one "SM" (zoo.device.SIM_SM_COUNT): the spec makes it 2 there, so the test sizes take both paths.
+WARPS_PER_SM = SPLIT_WARPS_PER_SM
 MIN_TRIPS = 4  # launch's ceiling: at most the slices that leave a warp this many trips of its loop (see slices_for)
 AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c
 CHUNK = {"fp32": 4, "fp16": 8, "int8": 16, "int4": 32}  # weights in 16 bytes of a row

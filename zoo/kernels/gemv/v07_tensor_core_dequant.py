@@ -28,13 +28,12 @@ Why it is faster:
 
 import functools
 
-from zoo import SIMULATOR
 from zoo.device import cuda, float32, int64, sm_count, uint32
 from zoo.device.bits import hfma2, lop3, prmt
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_words2
 from zoo.device.mma import load_half8, mma_f16_f32
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import SPLIT_THREADS, TENSOR_WARPS_PER_SM, check_index_range, layout
 from zoo.kernels.gemv import v06_split_k as v06
 
 BASE = "v06"  # fp32, fp16, int8, and int4 rows that are not whole blocks of 64, run v06's kernels
@@ -42,15 +41,15 @@ MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs (sm_75 has m16n8k8 only
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share 32 rows
+THREADS_PER_BLOCK = SPLIT_THREADS  # a multiple of 32: up to 8 warps share 32 rows
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
 PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's 32 sums, when warps share rows
 # launch's target, as in v06: the fewest slices that give this many warps per SM. Half of v06's 16: a lane has 16
 # LDG.64 in flight, so 8 x 32 x 128 bytes = 32 KB per SM, past the knee of the bytes-in-flight sweep, and two blocks
 # of 8 warps (82-90 registers a thread) are all an SM holds: 8192 rows run as one wave of 2048 warps, 14336 as 1792.
-# The simulator has one "SM": 2 there makes the test sizes take both paths.
-WARPS_PER_SM = 2 if SIMULATOR else 8
+# The simulator has one "SM": the spec makes it 2 there, so the test sizes take both paths.
+WARPS_PER_SM = TENSOR_WARPS_PER_SM
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
 UNROLL = 4  # blocks a warp loads before its mma: 16 LDG.64 (128 bytes) a lane in flight; even, so a run is whole groups
 RUN_WORDS = UNROLL * 8  # a run's words a lane holds: codes (4 rows x 2 words a block), and x pairs (8 a block)

@@ -29,14 +29,13 @@ Why it is faster:
 
 import functools
 
-from zoo import SIMULATOR
 from zoo.device import cuda, float16, float32, int64, sm_count, uint8, uint32
 from zoo.device.bits import hfma2, lop3, prmt
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import jit
 from zoo.device.memory import aligned, load_words2, load_words4
 from zoo.device.mma import SHARED_ALIGN, cp_async16, cp_async_commit, cp_async_wait_group, load_half8, mma_f16_f32
-from zoo.kernels.gemv import check_index_range, layout
+from zoo.kernels.gemv import SPLIT_THREADS, TENSOR_WARPS_PER_SM, check_index_range, layout
 from zoo.kernels.gemv import v06_split_k as v06
 
 FROM = "v08"  # the step this one changes: its ring
@@ -45,11 +44,11 @@ MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent lau
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share 32 rows
+THREADS_PER_BLOCK = SPLIT_THREADS  # a multiple of 32: up to 8 warps share 32 rows
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
 PARTIALS = WARPS_PER_BLOCK * ROWS_PER_WARP  # shared memory: each warp's 32 sums, when warps share rows
-WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
+WARPS_PER_SM = TENSOR_WARPS_PER_SM  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
 RUN_BLOCKS = 4  # blocks in a run: 256 columns, whole groups of 64 or 128
 RUN_BYTES = RUN_BLOCKS * BLOCK // 2  # a row's bytes in a run: 128, eight 16-byte chunks (two per lane t)

@@ -46,7 +46,7 @@ from zoo.device.mma import (
     cp_async_wait_group,
     mma_f16_f32,
 )
-from zoo.kernels.gemv import check_index_range, layout, ring
+from zoo.kernels.gemv import SPLIT_THREADS, TENSOR_WARPS_PER_SM, check_index_range, layout, ring
 from zoo.kernels.gemv import v06_split_k as v06
 
 FROM = "v09"  # the step this one changes: its ring, on packed weights
@@ -55,7 +55,7 @@ MIN_CC = (9, 0)  # griddepcontrol, the device side of programmatic dependent lau
 
 validate = check_index_range  # the step's size limit: its indices are uint32
 
-THREADS_PER_BLOCK = 64 if SIMULATOR else 256  # a multiple of 32: up to 8 warps share 32 rows
+THREADS_PER_BLOCK = SPLIT_THREADS  # a multiple of 32: up to 8 warps share 32 rows
 # Why not 16 warps a block (twice the warps an SM at 4096 x 14336): one such block fills an SM's registers, so the
 # next kernel's block cannot start beside it (H200, graph time, 4096 x 14336, best ring each: 8.28 us -> 9.11)
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
@@ -64,7 +64,7 @@ ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
 # mma per byte of codes double. H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096: 9.12, 8.26,
 # 8.57 us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM (80 registers, spilling)
 WARPS_AT_128_REGISTERS = 16  # warps an SM's 65,536 registers hold at 128 a thread (the launch bounds)
-WARPS_PER_SM = 2 if SIMULATOR else 8  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
+WARPS_PER_SM = TENSOR_WARPS_PER_SM  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
 RUN_BLOCKS = 4  # blocks in a run: 256 columns, whole groups of 64 or 128
 RUN_BYTES = RUN_BLOCKS * BLOCK // 2  # a row's bytes in a run: 128, eight 16-byte chunks (two per lane t)

@@ -19,9 +19,10 @@ from zoo.device import cuda, float32, int32
 from zoo.device.jit import jit
 from zoo.device.warp import warp_inclusive_scan
 from zoo.errors import OutOfRange
+from zoo.kernels.scan import WARP_SCAN_THREADS
 
-MAX_THREADS = 1024
-WARPS = MAX_THREADS // 32
+MAX_THREADS = WARP_SCAN_THREADS  # the block: chunks of this many elements
+WARPS = 1024 // 32  # warp_sums: warp 0 writes a total for each of its 32 lanes (the most warps a block has)
 MAX_ELEMENTS = 1 << 20  # one block walks the array: beyond this it is far too slow to time
 
 
