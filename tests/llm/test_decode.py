@@ -108,3 +108,23 @@ def test_decode_sweep_findings_and_plot_read_its_rows():
     assert "4.20x PyTorch fp16 eager" in found[1] and "1.07x" in found[2]
     pytest.importorskip("matplotlib")
     assert len(sweep.plot(rows, "GPU").axes[0].patches) == 3
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="a GPU's test: about 10 s of CPU in the simulator (run there once, by hand)")
+def test_decode_sweep_ladder_rows_on_the_tiny_model():
+    """The ladder's code path (a lever's warm-up, restart, timing, tokens, comparison) on the tiny model, with a
+    stand-in for PyTorch's rows: the GPU run is not the first to execute it."""
+    import argparse
+
+    from zoo.kernels.argmax.sweeps import decode as sweep
+
+    args = argparse.Namespace(tokens=1, context=1, naive_tokens=1, levers="naive", seed=1, compile=False)
+
+    def stand_in(decoder, first_token, args, row):
+        logits = np.ones(decoder.config.vocab, np.float32)
+        return [row("torch eager", 0.5, False, [first_token, 7])], [first_token, 7], logits
+
+    rows = sweep.ladder(config.TINY, args, 1.0, stand_in)
+    assert [r["lever"] for r in rows] == ["naive", "torch eager"]
+    assert rows[0]["tokens"].split()[0] == str(config.TINY.vocab - 1) and rows[0]["same_tokens_as_torch"].endswith("/2")
+    assert rows[1]["vs_torch_eager"] == 1.0 and rows[0]["gb_per_token"] == rows[1]["gb_per_token"]
