@@ -80,7 +80,7 @@ def _float_keys(rng, n):
     keys = _with_duplicates(rng, rng.standard_normal(n, dtype=np.float32) * 100, rng.standard_normal(64) * 100)
     specials = np.array(SPECIALS, np.float32)
     each = max(1, n // 256)  # a few of each special value (n >= 5: at least one of each)
-    places = rng.choice(n, each * specials.size, replace=False)
+    places = rng.choice(n, min(n, each * specials.size), replace=False)
     keys[places] = np.resize(specials, places.size)
     return keys
 

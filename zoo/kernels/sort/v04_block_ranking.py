@@ -81,13 +81,15 @@ def _build(T, pairs):
             digit_start[d] = starts[d * cuda.gridDim.x + cuda.blockIdx.x]
         cuda.syncthreads()  # counters zero before any warp counts
         below = cuda.lanemask_lt()  # the lanes under this one
-        for j in range(TILE_ITEMS):  # warp w's run: 32 keys a round, lane order = input order
-            i = first + (warp * TILE_ITEMS + j) * 32 + lane
-            digit = uint32(RADIX)  # past the tile: a digit no key has, matched only by other such lanes
+        for j in range(TILE_ITEMS):  # every load issued before any is used: TILE_ITEMS in flight
+            i = first + (warp * TILE_ITEMS + j) * 32 + lane  # warp w's run, 32 keys a round: coalesced
             if i < n:
                 my_keys[j] = keys[i]
                 if pairs:
                     my_values[j] = values[i]
+        for j in range(TILE_ITEMS):  # rounds of 32 keys, lane order = input order
+            digit = uint32(RADIX)  # past the tile: a digit no key has, matched only by other such lanes
+            if first + (warp * TILE_ITEMS + j) * 32 + lane < n:
                 digit = (word_of(my_keys[j]) >> shift) & MASK
             peers = cuda.match_any_sync(FULL_MASK, digit)  # the lanes of this warp with the same digit
             before = 0

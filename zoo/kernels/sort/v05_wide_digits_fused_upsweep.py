@@ -83,9 +83,16 @@ def _build(T, pairs):
         for d in range(t, RADIX, TILE_THREADS):
             bins[d] = 0
         cuda.syncthreads()  # the counts are zero before any thread adds
-        first = cuda.blockIdx.x * chunk_tiles * TILE
-        for i in range(first + t, min(first + chunk_tiles * TILE, n), TILE_THREADS):  # coalesced
-            cuda.atomic.add(bins, (word_of(keys[i]) >> shift) & MASK, 1)
+        my_keys = cuda.local.array(TILE_ITEMS, T)  # constant indices only: registers
+        first_tile = cuda.blockIdx.x * chunk_tiles
+        for tile in range(first_tile, min(first_tile + chunk_tiles, (n + TILE - 1) // TILE)):
+            for j in range(TILE_ITEMS):  # every load issued before any is used: TILE_ITEMS in flight
+                i = tile * TILE + j * TILE_THREADS + t  # strided: each access coalesced
+                if i < n:
+                    my_keys[j] = keys[i]
+            for j in range(TILE_ITEMS):
+                if tile * TILE + j * TILE_THREADS + t < n:
+                    cuda.atomic.add(bins, (word_of(my_keys[j]) >> shift) & MASK, 1)
         cuda.syncthreads()  # every key of the chunk is counted
         for d in range(t, RADIX, TILE_THREADS):
             counts[cuda.blockIdx.x * RADIX + d] = bins[d]  # block-major: a thread per digit reads them coalesced
@@ -139,13 +146,15 @@ def _build(T, pairs):
             for d in range(t, WARP_COUNTS, TILE_THREADS):
                 warp_counts[d] = 0
             cuda.syncthreads()  # counters zero, and the previous tile's shared memory read, before any warp counts
-            for j in range(TILE_ITEMS):  # warp w's run: 32 keys a round, lane order = input order
-                i = first + (warp * TILE_ITEMS + j) * 32 + lane
-                digit = uint32(RADIX)  # past the tile: a digit no key has, matched only by other such lanes
+            for j in range(TILE_ITEMS):  # every load issued before any is used: TILE_ITEMS in flight
+                i = first + (warp * TILE_ITEMS + j) * 32 + lane  # warp w's run, 32 keys a round: coalesced
                 if i < n:
                     my_keys[j] = keys[i]
                     if pairs:
                         my_values[j] = values[i]
+            for j in range(TILE_ITEMS):  # rounds of 32 keys, lane order = input order
+                digit = uint32(RADIX)  # past the tile: a digit no key has, matched only by other such lanes
+                if first + (warp * TILE_ITEMS + j) * 32 + lane < n:
                     digit = (word_of(my_keys[j]) >> shift) & MASK
                 peers = cuda.match_any_sync(FULL_MASK, digit)  # the lanes of this warp with the same digit
                 before = 0

@@ -91,10 +91,17 @@ def _build(T, pairs):
         for d in range(t, ALL_DIGITS, TILE_THREADS):
             bins[d] = 0
         cuda.syncthreads()  # the counts are zero before any thread adds
-        for i in range(cuda.grid(1), n, cuda.gridsize(1)):  # grid-stride, coalesced
-            word = word_of(keys[i])
-            for p in range(PASSES):
-                cuda.atomic.add(bins, p * RADIX + ((word >> uint32(p * BITS)) & MASK), 1)
+        my_keys = cuda.local.array(TILE_ITEMS, T)  # constant indices only: registers
+        for tile in range(cuda.blockIdx.x, (n + TILE - 1) // TILE, cuda.gridDim.x):  # tiles, grid-stride
+            for j in range(TILE_ITEMS):  # every load issued before any is used: TILE_ITEMS in flight
+                i = tile * TILE + j * TILE_THREADS + t  # strided: each access coalesced
+                if i < n:
+                    my_keys[j] = keys[i]
+            for j in range(TILE_ITEMS):
+                if tile * TILE + j * TILE_THREADS + t < n:
+                    word = word_of(my_keys[j])
+                    for p in range(PASSES):
+                        cuda.atomic.add(bins, p * RADIX + ((word >> uint32(p * BITS)) & MASK), 1)
         cuda.syncthreads()  # every key of this block is counted
         for d in range(t, ALL_DIGITS, TILE_THREADS):
             if bins[d] != 0:
@@ -106,9 +113,8 @@ def _build(T, pairs):
         cuda.syncthreads()  # the block knows whether it is the last
         if last[0]:  # every block's counts are in: scan them (the whole block takes this branch)
             cuda.threadfence()  # no load below is served from before the other blocks' fences
-            for d in range(t, ALL_DIGITS, TILE_THREADS):
-                bins[d] = counts[d]
-                counts[d] = 0  # ready for the next call
+            for d in range(t, ALL_DIGITS, TILE_THREADS):  # read in L2, where the atomics added; zeroed for next call
+                bins[d] = cuda.atomic.exch(counts, d, 0)
             cuda.syncthreads()  # the totals are in shared memory
             for p in range(PASSES):
                 scan_digits(bins, p * RADIX, warp_sums, t)
@@ -146,13 +152,15 @@ def _build(T, pairs):
         cuda.syncthreads()  # the tile number is visible, the counters zero
         tile = drawn[0]
         first = tile * TILE
-        for j in range(TILE_ITEMS):  # warp w's run: 32 keys a round, lane order = input order
-            i = first + (warp * TILE_ITEMS + j) * 32 + lane
-            digit = uint32(RADIX)  # past the tile: a digit no key has, matched only by other such lanes
+        for j in range(TILE_ITEMS):  # every load issued before any is used: TILE_ITEMS in flight
+            i = first + (warp * TILE_ITEMS + j) * 32 + lane  # warp w's run, 32 keys a round: coalesced
             if i < n:
                 my_keys[j] = keys[i]
                 if pairs:
                     my_values[j] = values[i]
+        for j in range(TILE_ITEMS):  # rounds of 32 keys, lane order = input order
+            digit = uint32(RADIX)  # past the tile: a digit no key has, matched only by other such lanes
+            if first + (warp * TILE_ITEMS + j) * 32 + lane < n:
                 digit = (word_of(my_keys[j]) >> shift) & MASK
             peers = cuda.match_any_sync(FULL_MASK, digit)  # the lanes of this warp with the same digit
             before = 0
