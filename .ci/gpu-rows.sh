@@ -37,11 +37,7 @@ COMMON=$(mktemp -d)
 cat > "$COMMON/gpu_rows_common.py" <<'PY'
 import zoo
 
-TOOLS = ("triton", "torch", "cuda_c")  # a row named for its tool: "triton tf32", "torch.compile", "cuda_c"
-
-
-def tool_rows(fam):
-    return [r for r in fam.baselines if r.split()[0].split(".")[0] in TOOLS and r != fam.strongest]
+from zoo.bench.libraries import tool_rows  # noqa: F401 (the rows in another tool's idiom: every phase's)
 
 
 def families(names):

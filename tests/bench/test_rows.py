@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.bench import code_lines
+from zoo.bench import code_lines, libraries
 from zoo.errors import Unavailable
-from zoo.tools import report
+from zoo.tools import report, walkthrough
 
 OPTIONAL_ROWS = ("zoo.bench.triton_rows", "zoo.bench.torch_rows", "zoo.bench.cuda_c_rows")
 # family: the rows written in another tool's idiom that it must have
@@ -38,8 +38,9 @@ def _declared():
 def test_each_family_has_its_rows_in_other_tools_beside_the_strongest():
     for name, rows in NEW_ROWS.items():
         fam = zoo.family(name)
-        assert all(row in fam.baselines for row in rows), name
+        assert libraries.tool_rows(fam) == list(rows), name  # named for their tool, in the spec's order
         assert fam.strongest not in rows, f"{name}: the strongest row stays the practitioner's call"
+    assert libraries.tool_rows(zoo.family("attention")) == ["triton"]  # torch sdpa is the strongest row
 
 
 @pytest.mark.parametrize("fam,row", _declared(), ids=lambda x: getattr(x, "name", x))
@@ -191,3 +192,15 @@ def test_zoo_runs_table_gives_each_row_its_lines():
     assert "lines" in text
     line = next(row for row in text.splitlines() if "cuda_c" in row)
     assert f" {code_lines.lines(fam, 'cuda_c')} " in line and "88.9" in line  # 0.8 / 0.9 of the copy
+
+
+def test_the_page_says_what_the_other_tools_buy_and_cost_beside_the_best_step():
+    fam = zoo.family("vector_add")
+    entries = _entries(**{"copy_ceiling": 0.8, "triton": 1.0, "cuda_c": 0.9, "v01_one_thread_per_element": 0.85})
+    entries["v01_one_thread_per_element"]["ratio"] = 1.1
+    text = walkthrough._other_tools(fam, "268435456", entries)
+    lines = {name: code_lines.lines(fam, name) for name in ("triton", "cuda_c", "v01_one_thread_per_element")}
+    assert f"v01_one_thread_per_element (850.0 us, 94.1% of copy_ceiling, {lines['v01_one_thread_per_element']}" in text
+    assert f"triton 1,000.0 us, 80.0% of copy_ceiling, {lines['triton']} lines" in text
+    assert f"cuda_c 900.0 us, 88.9% of copy_ceiling, {lines['cuda_c']} lines" in text
+    assert walkthrough._other_tools(fam, "268435456", {"copy_ceiling": entries["copy_ceiling"]}) == ""

@@ -123,6 +123,15 @@ def triton_rows():
     return triton_rows
 
 
+TOOLS = ("triton", "torch", "cuda_c")  # the seeds' comparisons: a row named for its tool ("torch.compile", "cuda_c")
+
+
+def tool_rows(fam):
+    """The family's rows that compute its result in another tool's idiom (Triton, PyTorch eager or compiled, CUDA C
+    through RawModule), named for the tool; the strongest row (torch sdpa) is not one of them."""
+    return [row for row in fam.baselines if row.split()[0].split(".")[0] in TOOLS and row != fam.strongest]
+
+
 def _missing(error):
     """What a failed import of an optional library says: 'torch not installed', or why it could not load."""
     name = getattr(error, "name", None)

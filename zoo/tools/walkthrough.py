@@ -16,7 +16,7 @@ import textwrap
 
 import zoo
 from zoo import exercise, registry
-from zoo.bench import results, strongest, user_loop
+from zoo.bench import code_lines, libraries, results, strongest, user_loop
 from zoo.tools import asv_history, mapping, report
 from zoo.tools.profile import counters, prose
 
@@ -93,10 +93,35 @@ def _measured_tables(fam, all_results):
         for key in keys:
             parts.append(f"Size {key}:\n\n" + report.family_table(fam, name, key, by_size[key]))
         parts += _user_loops(fam, by_size, keys[0])
+        parts += [_other_tools(fam, key, by_size[key]) for key in keys if _other_tools(fam, key, by_size[key])]
         png = report.family_plot_path(slug, fam)
         if png.exists():
             parts.append(f"![{fam.name} on {name}](plots/{png.name})")
     return parts or ["Not measured on a GPU yet: `python -m zoo run --save`, then `python -m zoo report`."]
+
+
+def _other_tools(fam, key, entries):
+    """A sentence on the rows that compute the family's result in another tool's idiom (``libraries.tool_rows``)
+    measured at ``key``: each one's time, % of the strongest row and lines of code beside the best step's; '' where
+    none was measured."""
+    measured = [name for name in libraries.tool_rows(fam) if entries.get(name, {}).get("ms")]
+    if not measured:
+        return ""
+
+    def figures(name):
+        share = strongest.of_strongest(fam, entries, name)
+        lines = code_lines.lines(fam, name)
+        wrong = "" if entries[name].get("correct") is not False else ", WRONG RESULT"
+        return (
+            f"{entries[name]['ms'] * 1e3:,.1f} us, "
+            + ("" if share is None else f"{100 * share:.1f}% of {fam.strongest}, ")
+            + f"{lines if lines is not None else '?'} lines{wrong}"
+        )
+
+    best = strongest.best_step(fam, entries)
+    against = f" Beside the best step, {best[0]} ({figures(best[0])}):" if best else ""
+    rows = "; ".join(f"{name} {figures(name)}" for name in measured)
+    return f"**The same computation in other tools, at {key}.**{against} {rows}."
 
 
 def _user_loops(fam, by_size, key):
