@@ -1,0 +1,39 @@
+"""Every kernel of the capstone once at small irregular sizes, in one process: what compute-sanitizer runs.
+
+Each step of embedding, rmsnorm, rope, silu_mul and argmax at its family's TEST_SIZES (harness.check against the
+float64 reference), then two tokens of the tiny model at the naive lever and one at the last steps (the model's own
+kernels: weights' fill and quantization, cache append, split decode attention and its merge, the token's record).
+Exits 1 on any wrong result.
+"""
+
+import sys
+
+import zoo
+from zoo.bench import checking
+from zoo.llm import config, decode, reference
+from zoo.llm.weights import Weights
+
+FAMILIES = ("embedding", "rmsnorm", "rope", "silu_mul", "argmax")
+
+failed = 0
+for name in FAMILIES:
+    fam = zoo.family(name)
+    for step in fam:
+        for i, (size, kind) in enumerate(fam.test_cases()):
+            result = checking.check(step, size, seed=100 + i, kind=kind)
+            if not result.ok:
+                print(f"FAILED {name}/{step.name} at {size}: {result.detail}")
+                failed += 1
+weights = Weights(config.TINY, seed=1)
+weights.quantize()
+for lever, count in ((decode.lever("naive"), 2), (decode.lever("fast steps"), 1)):
+    decoder = decode.Decoder(weights)
+    decoder.start(3)
+    decoder.generate(count, lever)
+    ours, _ = decoder.sequence()
+    theirs, _ = reference.Reference(weights).generate(3, count)
+    if ours.tolist() != theirs:
+        print(f"FAILED tiny model, {lever.name}: {ours.tolist()} != {theirs}")
+        failed += 1
+print(f"capstone small: {'all correct' if not failed else f'{failed} FAILED'}")
+sys.exit(1 if failed else 0)
