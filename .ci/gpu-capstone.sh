@@ -87,6 +87,9 @@ for path in sys.argv[1:]:
         print(f"{r['lever'][:36]:36} | {num(r['tokens_per_s'], '9.1f')} | {num(r['pct_of_limit'], '19.1f', '%')} | "
               f"{num(r['vs_torch_eager'], '13.2f', 'x')} | {r['same_tokens_as_torch']:>11} | "
               f"{num(r['logits_error'], '.1e')}")
+for r in csv.DictReader(open(sys.argv[1])) if os.path.exists(sys.argv[1]) else []:
+    if r.get("time_by_kind"):
+        print(f"{r['lever']}: {r['time_by_kind']}")
 PY
 echo "total $((SECONDS - START)) s" | tee -a "$SUMMARY"
 exit $status

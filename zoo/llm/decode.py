@@ -250,23 +250,29 @@ class Decoder:
         norm = steps["rmsnorm_fused" if lever.fused_norm else "rmsnorm"]
         norm.launch(delta, self.residual, weight, self.normed)
 
-    def token_step(self, lever, steps=None):
-        """Launch one token's kernels: the token at ``position`` in, the next token's id in ``token``."""
+    def token_step(self, lever, steps=None, mark=None):
+        """Launch one token's kernels: the token at ``position`` in, the next token's id in ``token``. ``mark(kind)``,
+        where given, is called after each kind of kernel's launches (KINDS): a timer records an event there."""
         c, w = self.config, self.weights
         steps = steps or _steps(lever.step)
+        mark = mark or (lambda kind: None)
         steps["embedding"].launch(w.embedding, self.token, self.residual)
+        mark("embedding")
         delta = self.nothing
         group, scale = c.heads // c.kv_heads, np.float32(1 / np.sqrt(c.head_size))
         kv_threads = c.kv_heads * c.head_size
         chunks = self.chunks
         for i, layer in enumerate(w.layers):
             self._norm(delta, layer.attn_norm, lever, steps)
+            mark("rmsnorm")
             self._linear(layer.qkv, self.normed_flat, self.qkv, lever, steps)
+            mark("gemv")
             steps["rope"].launch(self.qk_in, self.position, self.qk)
             append_kv[(kv_threads + 127) // 128, 128](
                 self.qk_flat, self.qkv, self.k_cache, self.v_cache, np.int32(i), self.position,
                 np.uint32(c.heads), np.uint32(c.kv_heads), np.uint32(c.head_size),
             )  # fmt: skip
+            mark("rope and cache")
             attention_chunk[(c.heads, chunks), ATTENTION_THREADS](
                 self.qk_flat, self.k_cache, self.v_cache, np.int32(i), self.position, self.maxima, self.sums,
                 self.partial, np.uint32(group), np.uint32(c.head_size), scale,
@@ -274,16 +280,47 @@ class Decoder:
             combine_chunks[c.heads, ATTENTION_THREADS](
                 self.maxima, self.sums, self.partial, self.attention, np.uint32(chunks), np.uint32(c.head_size)
             )
+            mark("attention")
             self._linear(layer.o, self.attention, self.o, lever, steps)
+            mark("gemv")
             self._norm(self.o, layer.mlp_norm, lever, steps)
+            mark("rmsnorm")
             self._linear(layer.gate_up, self.normed_flat, self.gate_up, lever, steps)
+            mark("gemv")
             steps["silu_mul"].launch(self.gate_up, self.act)
+            mark("silu_mul")
             self._linear(layer.down, self.act_flat, self.down, lever, steps)
+            mark("gemv")
             delta = self.down
         self._norm(delta, w.final_norm, lever, steps)
+        mark("rmsnorm")
         self._linear(w.lm_head, self.normed_flat, self.logits, lever, steps)
+        mark("gemv")
         steps["argmax"].launch(self.logits, self.token)
         advance[1, 32](self.token, self.position, self.tokens)
+        mark("argmax")
+
+    def time_by_kind(self, lever, hold=None):
+        """{kind: device ms} of one eager token under ``lever`` (its graph's kernels are the same), timed between
+        events recorded after each kind; ``hold(us)``, where given, queues a kernel that keeps the GPU busy while the
+        host queues the token, so that no gap of the host's is counted."""
+        steps = _steps(lever.step)
+        events = []
+
+        def mark(kind):
+            event = cuda.event()
+            event.record()
+            events.append((kind, event))
+
+        if hold is not None:
+            hold(50_000)  # 50 ms: longer than the host takes to queue a naive token's 600 launches
+        mark("start")
+        self.token_step(lever, steps, mark)
+        cuda.synchronize()
+        spent = {}
+        for (_, before), (kind, after) in zip(events, events[1:], strict=False):
+            spent[kind] = spent.get(kind, 0.0) + before.elapsed_time(after)
+        return spent
 
     # -- a sequence --------------------------------------------------------------------------------------------
     def start(self, first_token, position=0):

@@ -15,7 +15,9 @@ what a decode step reads does not depend on their values), once per lever:
 and the same model in PyTorch float16 on the same weights and cache, eager and (``--compile``)
 with ``torch.compile(mode="reduce-overhead")``. Each row gives tokens a second, and the
 share of the bandwidth limit: the bytes a token must read (every weight once, the KV cache
-up to the token) over the measured device-to-device copy bandwidth. The tokens each row
+up to the token) over the measured device-to-device copy bandwidth, and the device time of
+one token split by kind of kernel (gemv, attention, rmsnorm, ...: events between the kinds,
+the token queued behind a kernel that holds the GPU, so the host's gaps are not in it). The tokens each row
 generated are compared with the fp16 PyTorch model's, and the first token's logits with its
 logits (relative norm error). In the simulator the tiny model runs two tokens of the
 naive lever and checks them against the float64 NumPy reference: correctness only.
@@ -39,6 +41,7 @@ COLUMNS = (
     "limit_tokens_per_s",
     "same_tokens_as_torch",
     "logits_error",
+    "time_by_kind",
     "tokens",
 )
 TOKENS_SHOWN = 8
@@ -92,8 +95,13 @@ def ladder(c, args, copy_gbs, torch_rows):
     logits), for the model of config ``c`` with ``copy_gbs`` GB/s of copy bandwidth."""
     from numba import cuda
 
+    from zoo import SIMULATOR
     from zoo.llm import decode
     from zoo.llm.weights import Weights
+
+    hold = None
+    if not SIMULATOR:
+        from zoo.bench.timing import hold_gpu as hold
 
     first_token = min(128_000, c.vocab - 1)  # Llama 3's <|begin_of_text|>: any id would do
     weights = Weights(c, seed=args.seed)
@@ -140,6 +148,8 @@ def ladder(c, args, copy_gbs, torch_rows):
         tokens, _ = decoder.sequence()
         r = row(lever.name, seconds, lever.int4, tokens[args.context :].tolist())
         r["logits_error"] = error
+        decoder.start(first_token, args.context)
+        r["time_by_kind"] = _shares(decoder.time_by_kind(lever, hold))
         rows.append(r)
         cuda.synchronize()
     rows += reference_rows
@@ -151,6 +161,14 @@ def ladder(c, args, copy_gbs, torch_rows):
         r["same_tokens_as_torch"] = f"{same}/{n}"
         del r["_tokens"]
     return rows
+
+
+def _shares(spent):
+    """'gemv 4.91 ms 90%, attention ...': each kind's device time in a token and its share, largest first."""
+    total = sum(spent.values()) or 1.0
+    return ", ".join(
+        f"{k} {ms:.3g} ms {100 * ms / total:.0f}%" for k, ms in sorted(spent.items(), key=lambda kv: -kv[1])
+    )
 
 
 def _torch_rows(decoder, first_token, args, row):
