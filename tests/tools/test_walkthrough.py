@@ -67,3 +67,40 @@ def test_results_page_and_readme_headline_are_up_to_date():
     assert readme[start : readme.index(report.HEADLINE_END)].strip() == report.headline_table(all_results), (
         "README.md's headline table is stale: run `python -m zoo report`"
     )
+
+
+def _rows_of_gone_steps(all_results):
+    """{(GPU slug, family, row)} of the rows in ``all_results`` named like a step the family no longer has."""
+    steps = {f.name: {v.name for v in f} for f in zoo.families()}
+    return {
+        (slug, fam, row)
+        for slug, data in all_results.items()
+        for fam, by_size in data["families"].items()
+        if fam in steps
+        for rows in by_size.values()
+        for row in rows
+        if results.STEP_ROW.match(row) and row not in steps[fam]
+    }
+
+
+def test_a_row_of_a_step_the_family_no_longer_has_is_left_out():
+    reverse = zoo.family("reverse")
+    rows = {"baseline": {}, "cpu_numpy": {}, reverse[1].name: {}, "v09_folded_away": {}}
+    assert set(results.current_rows(reverse, rows)) == {"baseline", "cpu_numpy", reverse[1].name}
+
+
+def test_no_page_shows_the_rows_of_folded_steps_nor_the_commits_only_they_were_measured_at():
+    """results/ keeps the rows of folded steps under their old names, as measured (gemv's old v11-v14, sgemm's old
+    v14, hgemm's old v05); what the pages read (``load_all``) leaves them out, so no table, plot or page names them,
+    nor a commit at which only they were measured."""
+    raw, shown = results.load_all(current=False), results.load_all()
+    gone = _rows_of_gone_steps(raw)
+    assert not _rows_of_gone_steps(shown)
+    tables = report.results_text(shown)
+    pages = {fam: walkthrough.page(zoo.family(fam), all_results=shown) for fam in {fam for _, fam, _ in gone}}
+    for slug, fam, row in gone:
+        assert row not in pages[fam] and row not in tables
+        by_size = raw[slug]["families"][fam]
+        kept = {r.get("commit") for rows in shown[slug]["families"][fam].values() for r in rows.values()}
+        only_gone = {rows[row].get("commit") for rows in by_size.values() if row in rows} - kept - {None}
+        assert not any(commit in pages[fam] for commit in only_gone), (fam, row, only_gone)

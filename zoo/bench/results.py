@@ -2,7 +2,9 @@
 
 Everything that shows a figure (docs/results.md and the README's headline table,
 the plots, each family's page and ``zoo show``) is generated from these files by
-``zoo report``; no figure is typed by hand, and none is written into a step file.
+``zoo report``; no figure is typed by hand, and none is written into a step file. A step folded into another or
+removed keeps its measured rows under its old name (nothing in results/ is rewritten), and nothing shows them:
+``load_all`` and ``load_profiles`` read every family's rows of the steps it has (``current_rows``).
 """
 
 import dataclasses
@@ -10,10 +12,12 @@ import datetime
 import json
 import math
 import os
+import re
 import subprocess
 from pathlib import Path
 
 from zoo.device import slug
+from zoo.registry import families, family
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "results"
@@ -97,8 +101,19 @@ def load_profiles(family):
     for path in sorted(PROFILES_DIR.glob(f"*-{family}.json")):
         data = load(path)
         if data.get("family") == family:
+            _current_profile(data)
             found[path.name[: -len(f"-{family}.json")]] = data
     return found
+
+
+def _current_profile(data):
+    """A family's profile file with the profiles of steps it no longer has left out (``current_rows``)."""
+    if data["family"] not in {f.name for f in families()}:
+        return
+    fam = family(data["family"])
+    for at in data.get("sizes", {}).values():
+        if "steps" in at:
+            at["steps"] = current_rows(fam, at["steps"])
 
 
 def now():
@@ -117,9 +132,37 @@ def load(path):
     return json.loads(Path(path).read_text())
 
 
-def load_all():
-    """Every GPU's results file by slug (not results/mlir-*.json: zoo.tools.backends' numba-cuda-mlir survey)."""
-    return {p.stem: load(p) for p in sorted(RESULTS_DIR.glob("*.json")) if not p.name.startswith("mlir-")}
+def load_all(current=True):
+    """{GPU slug: its results file} (not results/mlir-*.json: zoo.tools.backends' numba-cuda-mlir survey); with
+    ``current`` (what every page and table reads), each family's rows of the
+    steps it has (``current_rows``), and only the families the zoo has."""
+    found = {p.stem: load(p) for p in sorted(RESULTS_DIR.glob("*.json")) if not p.name.startswith("mlir-")}
+    if current:
+        for data in found.values():
+            data["families"] = _current_families(data.get("families", {}))
+    return found
+
+
+STEP_ROW = re.compile(r"^v\d{2}_[a-z][a-z0-9_]*$")  # a step's row, as its file is named; library and CPU rows are not
+
+
+def current_rows(fam, rows):
+    """``rows`` ({row name: entry}) without those of steps ``fam`` no longer has (folded or removed: gemv's old
+    v11-v14, sgemm's old v14, hgemm's old v05), which results/ keeps under their old names as they were measured."""
+    steps = {v.name for v in fam}
+    return {name: row for name, row in rows.items() if name in steps or not STEP_ROW.match(name)}
+
+
+def _current_families(by_family):
+    """{family: {size key: rows}} of the zoo's families, each size's rows ``current_rows`` (a size left with none
+    is left out)."""
+    kept = {}
+    for fam in families():
+        by_size = {key: current_rows(fam, rows) for key, rows in by_family.get(fam.name, {}).items()}
+        by_size = {key: rows for key, rows in by_size.items() if rows}
+        if by_size:
+            kept[fam.name] = by_size
+    return kept
 
 
 def _clean(value):
