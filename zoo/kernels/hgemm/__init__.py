@@ -112,7 +112,9 @@ and bfloat16 at one padded tile in the simulator (through wgmma at v08 and v13 o
 No TF32 step here: ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``
 takes float32 inputs (rounded to TF32 by ``cvt.rna.tf32.f32``), so it is
 sgemm's v15, this family's v07 moved to float32 operands, with a tolerance of
-its own (TF32 keeps 10 mantissa bits).
+its own (TF32 keeps 10 mantissa bits); sgemm's v16 is this family's v15 moved
+to ``wgmma...tf32``. FP8 (e4m3, with per-tensor scales as inputs of the call)
+is the family fp8gemm, whose v01 is this family's v15 moved to ``wgmma...e4m3``.
 
 Hopper's wgmma
 --------------
