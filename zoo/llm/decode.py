@@ -155,24 +155,17 @@ class Lever:
 
 
 LEVERS = (
-    Lever(
-        "naive",
-        "first",
-        False,
-        False,
-        False,
-        False,
-        "each family's first step, Q K V and gate up apart, launched one by one",
-    ),
-    Lever("fused", "first", True, True, False, False, "Q K V in one GEMV, gate and up in one, the add inside the norm"),
-    Lever(
-        "fast steps", "last", True, True, False, False, "each family's last step (gemv's split-k, float4 loads, ...)"
-    ),
-    Lever("CUDA graph", "last", True, True, True, False, "the whole token captured once, replayed as one graph"),
-    Lever(
-        "int4", "last", True, True, True, True, "int4 weights (a scale per 128) through gemv's packed tensor-core ring"
-    ),
-)
+    Lever("naive", "first", fused_projections=False, fused_norm=False, graph=False, int4=False,
+          about="each family's first step, Q K V and gate up apart, launched one by one"),
+    Lever("fused", "first", fused_projections=True, fused_norm=True, graph=False, int4=False,
+          about="Q K V in one GEMV, gate and up in one, the add inside the norm"),
+    Lever("fast steps", "last", fused_projections=True, fused_norm=True, graph=False, int4=False,
+          about="each family's last step (gemv's split-k, float4 loads, ...)"),
+    Lever("CUDA graph", "last", fused_projections=True, fused_norm=True, graph=True, int4=False,
+          about="the whole token captured once, replayed as one graph"),
+    Lever("int4", "last", fused_projections=True, fused_norm=True, graph=True, int4=True,
+          about="int4 weights (a scale per 128) through gemv's packed tensor-core ring"),
+)  # fmt: skip
 
 
 def lever(name):
