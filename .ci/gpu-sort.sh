@@ -80,13 +80,14 @@ import json
 import sys
 
 import zoo
+from zoo.bench.results import size_key
 
 fam = zoo.family("sort")
 measured = json.loads(open(f"results/{sys.argv[1]}.json").read())["families"].get("sort", {})
 print(f"{'row':32} {'kind':8} {'keys':>10} {'ms':>9} {'Gkeys/s':>8} {'GB/s':>7} {'x copy':>7} {'% of CUB':>9} correct")
 for size in (1 << 24, 1 << 28):
     for kind in fam.kinds:
-        entries = measured.get(str(size) if kind == fam.kinds[0] else f"{size}@{kind}", {})
+        entries = measured.get(size_key(size, kind, fam.kinds), {})
         cub, copy = entries.get("cub radix_sort", {}).get("ms"), entries.get("copy_ceiling", {}).get("ms")
         for name in [v.name for v in fam] + ["cub radix_sort", "baseline", "copy_ceiling"]:
             e = entries.get(name)
