@@ -13,7 +13,7 @@ sorted output holds the input's very bits (-0.0 stays -0.0, a NaN keeps its payl
 
 import numpy as np
 
-from zoo.device import cuda
+from zoo.device import cuda, uint32
 from zoo.device.bits import as_uint32
 
 SIGN = np.uint32(0x80000000)
@@ -24,15 +24,11 @@ LAST = np.uint32(0xFFFFFFFF)  # where every NaN sorts
 
 @cuda.jit(device=True)
 def float_word(key):
-    """The sort word of a float32 key."""
+    """The sort word of a float32 key: three selects and no branch on the GPU."""
     bits = as_uint32(key)
-    if bits & MAGNITUDE > INFINITY:  # a NaN, of either sign
-        return LAST
-    if bits == SIGN:  # -0.0 sorts as +0.0
-        return SIGN
-    if bits & SIGN:  # negative: flip every bit, so a larger magnitude sorts lower
-        return ~bits
-    return bits | SIGN  # positive: above every negative
+    word = uint32(~bits) if bits >= SIGN else uint32(bits | SIGN)  # negative: every bit flipped; positive: sign set
+    word = SIGN if bits == SIGN else word  # -0.0 sorts as +0.0
+    return LAST if bits & MAGNITUDE > INFINITY else word  # a NaN, of either sign, sorts last
 
 
 @cuda.jit(device=True)

@@ -90,8 +90,8 @@ def _build(T, pairs):
         for j in range(TILE_ITEMS):  # rounds of 32 keys, lane order = input order
             digit = uint32(RADIX)  # past the tile: a digit no key has, matched only by other such lanes
             if first + (warp * TILE_ITEMS + j) * 32 + lane < n:
-                digit = (word_of(my_keys[j]) >> shift) & MASK
-            peers = cuda.match_any_sync(FULL_MASK, digit)  # the lanes of this warp with the same digit
+                digit = uint32((word_of(my_keys[j]) >> shift) & MASK)
+            peers = cuda.match_any_sync(FULL_MASK, int32(digit))  # lanes with the same digit; int32: a 32-bit match
             before = 0
             if digit < RADIX:
                 before = warp_counts[warp * RADIX + digit]
@@ -119,8 +119,9 @@ def _build(T, pairs):
         for j in range(TILE_ITEMS):
             i = first + (warp * TILE_ITEMS + j) * 32 + lane
             if i < n:
-                digit = (word_of(my_keys[j]) >> shift) & MASK
-                place = digit_first[digit] + warp_counts[warp * RADIX + digit] + my_ranks[j]
+                digit = uint32((word_of(my_keys[j]) >> shift) & MASK)
+                # unsigned 32-bit places and digits: numba adds a negative-index test to a signed index
+                place = uint32(digit_first[digit] + warp_counts[warp * RADIX + digit] + my_ranks[j])
                 tile_keys[place] = my_keys[j]
                 if pairs:
                     tile_values[place] = my_values[j]
@@ -129,7 +130,7 @@ def _build(T, pairs):
             s = j * TILE_THREADS + t  # consecutive threads, consecutive places: runs of one digit are coalesced
             if first + s < n:
                 key = tile_keys[s]
-                place = digit_start[(word_of(key) >> shift) & MASK] + s
+                place = uint32(digit_start[(word_of(key) >> shift) & MASK] + s)
                 keys_out[place] = key
                 if pairs:
                     values_out[place] = tile_values[s]
