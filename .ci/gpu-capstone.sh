@@ -6,8 +6,8 @@
 #      eager on the same weights and cache), saved as results/sweeps/<gpu>-decode.csv and docs/plots/<gpu>-decode.png
 #   3. compute-sanitizer memcheck and racecheck on every kernel once at small sizes (.ci/gpu-capstone-small.py)
 #   4. with the time left (CAPSTONE_BUDGET_S, default 200 s): torch.compile(mode="reduce-overhead") beside the CUDA
-#      graph lever (at most CAPSTONE_COMPILE_S, default 120 s, into $OUT/compile/), then zoo run of the five families
-#      --save if time is still left
+#      graph lever (at most CAPSTONE_COMPILE_S, default 120 s, into $OUT/compile/; CAPSTONE_COMPILE=0 skips it), then
+#      zoo run of the five families --save if time is still left
 # Prints `lever | tokens/s | % of bandwidth limit | vs torch` last. Logs, results/<gpu>.json and the decode CSVs and
 # PNG go to $OUT. Expected 3 to 4 minutes on an H100 (about 2.5 without step 4).
 set -uo pipefail
@@ -50,7 +50,9 @@ for tool in memcheck racecheck; do
 done
 rm -f "$OUT/sanitizer.txt"
 
-if [ $((SECONDS - START)) -lt "$BUDGET" ]; then
+if [ "${CAPSTONE_COMPILE:-1}" = 0 ]; then
+  step "4a. skipped torch.compile (CAPSTONE_COMPILE=0)"
+elif [ $((SECONDS - START)) -lt "$BUDGET" ]; then
   step "4a. torch.compile beside the CUDA graph lever"
   timeout "${CAPSTONE_COMPILE_S:-120}" python3 -m zoo decode --tokens 32 --context 1024 --levers "CUDA graph,int4" \
     --compile --out "$OUT/compile" >>"$LOG" 2>&1 || echo "torch.compile: failed or past ${CAPSTONE_COMPILE_S:-120} s" \

@@ -13,7 +13,7 @@ if ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
 else
-  export PYTHONPATH=$PWD
+  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD  # keep a caller's /tmp/site (.ci/gpu-either)
 fi
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
