@@ -17,7 +17,7 @@ In the simulator it is ``math.exp2`` (subnormals kept: a difference below
 
 import math
 
-from zoo.runtime import SIMULATOR
+from zoo.runtime import SIMULATOR, backend
 
 if SIMULATOR:
 
@@ -40,3 +40,9 @@ else:
             return builder.call(asm, [value])  # registers only: LLVM may schedule it like arithmetic
 
         return sig, codegen
+
+
+if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): the same instructions as inline PTX
+    from zoo.device.inline_ptx import (  # noqa: F401, F811 (these names, for numba-cuda-mlir)
+        exp2_approx,
+    )

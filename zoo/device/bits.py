@@ -39,7 +39,7 @@ halves, each in one instruction (SASS ``PRMT``).
 
 import numpy as np
 
-from zoo.runtime import SIMULATOR
+from zoo.runtime import SIMULATOR, backend
 
 if SIMULATOR:
 
@@ -188,3 +188,14 @@ else:
             return builder.call(asm, words)  # float16 pairs in 32-bit registers, as PTX's .f16x2 takes them
 
         return sig, codegen
+
+
+if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): the same instructions as inline PTX
+    from zoo.device.inline_ptx import (  # noqa: F401, F811 (these names, for numba-cuda-mlir)
+        as_uint32,
+        from_uint32,
+        hfma2,
+        lop3,
+        prmt,
+        unpack_half2,
+    )

@@ -20,7 +20,7 @@ A kernel that uses them needs compute capability 9.0 (its step says ``MIN_CC = (
 simulator, which runs kernels one after another, both do nothing.
 """
 
-from zoo.runtime import SIMULATOR
+from zoo.runtime import SIMULATOR, backend
 
 if SIMULATOR:
 
@@ -42,3 +42,10 @@ else:
     @intrinsic
     def let_next_kernel_start(typingctx):
         return bare_instruction("griddepcontrol.launch_dependents;")
+
+
+if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): the same instructions as inline PTX
+    from zoo.device.inline_ptx import (  # noqa: F401, F811 (these names, for numba-cuda-mlir)
+        let_next_kernel_start,
+        wait_for_previous_kernel,
+    )

@@ -50,7 +50,7 @@ In the simulator they are plain Python that also check the alignment (the word
 forms check the real address), so a misaligned access fails a test there too.
 """
 
-from zoo.runtime import SIMULATOR
+from zoo.runtime import SIMULATOR, backend
 from zoo.runtime.arrays import address, aligned, flat_view  # noqa: F401 (the host side: see above)
 
 if SIMULATOR:
@@ -382,3 +382,24 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+
+if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): the same instructions as inline PTX
+    from zoo.device.inline_ptx import (  # noqa: F401, F811 (these names, for numba-cuda-mlir)
+        load4,
+        load_flat,
+        load_float4,
+        load_int4,
+        load_word,
+        load_words2,
+        load_words4,
+        red_add_flat,
+        red_add_float4,
+        store4,
+        store_flat,
+        store_float2,
+        store_float4,
+        store_int4,
+        store_word,
+        store_words4,
+    )

@@ -6,9 +6,9 @@
 ``numba-cuda``      the default, and the only one with a simulator: CI, the exercises and the access
                     counters run on it; the lean launch, the intrinsics and every figure in results/ are its
 ``numba-cuda-mlir``  ``pip install -e ".[mlir]"``: NVIDIA's MLIR-based successor (``from numba_cuda_mlir import
-                    cuda``); a GPU only, since it has no simulator (numba-cuda-mlir#99), and the zoo's
-                    intrinsics written for numba-cuda's extension API do not compile there
-                    (docs/numba-cuda-mlir.md: which steps run, and the plan for the rest)
+                    cuda``); a GPU only, since it has no simulator (numba-cuda-mlir#99); the zoo's intrinsics
+                    are its inline PTX there (``zoo.device.inline_ptx``), those of ``mma``, ``wgmma`` and
+                    ``constant`` not yet (docs/numba-cuda-mlir.md: which steps run, and the plan for the rest)
 ==================  ====================================================================================
 
 It is an environment variable rather than detection: a machine with both installed runs numba-cuda unless asked,

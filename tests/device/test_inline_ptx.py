@@ -1,0 +1,73 @@
+"""The zoo's intrinsics as numba-cuda-mlir's inline PTX (zoo.device.inline_ptx) compile, without a GPU, to the
+instructions numba-cuda's versions emit; under numba-cuda (the default) they are not even imported. The first test
+is skipped where numba-cuda-mlir is not installed (the `mlir` extra: CI's install has no such extra)."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zoo.device import approx, bits, dependent_launch, memory
+
+COMPILE = """
+import numba_cuda_mlir.tools
+
+from zoo.device import cuda, float32, uint8, uint32
+from zoo.device.approx import exp2_approx
+from zoo.device.bits import as_uint32, from_uint32, hfma2, lop3, prmt, unpack_half2
+from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
+from zoo.device.memory import load_flat, load_float4, load_words4, red_add_flat, red_add_float4, store_flat
+from zoo.device.memory import store_float4, store_word, store_words4
+
+numba_cuda_mlir.tools._cached_cc = (9, 0)  # 0.6.0 asks the driver even for a given cc (docs/numba-cuda-mlir.md)
+
+
+def every_intrinsic(x, raw, out, words, grid):
+    wait_for_previous_kernel()
+    i = cuda.grid(1) * 4
+    if i < x.size:
+        a, b, c, d = load_float4(x, i)
+        w0, w1, w2, w3 = load_words4(raw, i * 4)
+        lo, hi = unpack_half2(w0)
+        word = hfma2(prmt(w1, w2, 0x5410), lop3(w3, w0, w1, 0x96), w2)
+        store_word(words, i, word ^ as_uint32(a))
+        store_float4(out, i, exp2_approx(b), from_uint32(as_uint32(c), c), lo + hi, d)
+        red_add_flat(out, 0, float32(1))
+        red_add_float4(out, i, a, b, c, d)
+        store_words4(words, i, w3, w2, w1, w0)
+        store_flat(grid, i, load_flat(grid, i + 1))
+    let_next_kernel_start()
+
+
+types = (float32[::1], uint8[::1], float32[::1], uint32[::1], float32[:, ::1])
+ptx, _ = cuda.compile_ptx(every_intrinsic, types, cc=(9, 0))
+print("PTX", *ptx.replace(";", " ").split())
+"""
+
+WANTED = {
+    "ld.v4.f32", "ld.v4.u32", "st.v4.f32", "st.v4.u32", "st.u32", "ex2.approx.ftz.f32", "mov.b32", "cvt.f32.f16",
+    "lop3.b32", "prmt.b32", "fma.rn.f16x2", "red.add.f32", "red.global.add.v4.f32", "griddepcontrol.wait",
+    "griddepcontrol.launch_dependents",
+}  # fmt: skip
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("numba_cuda_mlir") is None, reason="numba-cuda-mlir is not installed (the mlir extra)"
+)
+def test_the_ported_intrinsics_compile_to_their_instructions():
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(ZOO_TARGET="gpu", ZOO_BACKEND="numba-cuda-mlir", PYTHONPATH=os.pathsep.join([str(root), *sys.path]))
+    r = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, timeout=600)
+    found = {w for line in r.stdout.splitlines() if line.startswith("PTX") for w in line.split()[1:]}
+    assert WANTED <= found, (sorted(WANTED - found), r.stderr[-3000:])
+
+
+def test_numba_cuda_keeps_its_own_intrinsics():
+    assert "zoo.device.inline_ptx" not in sys.modules
+    for module in (approx, bits, dependent_launch, memory):
+        names = [n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_")]
+        assert all(getattr(module, n).__module__ != "zoo.device.inline_ptx" for n in names), module
