@@ -128,11 +128,9 @@ check is that the hardware agrees with this reading of the PTX ISA:
 ``tests/device/test_wgmma.py`` runs one MMA of each layout on a GPU too.
 """
 
-from numba import float32, uint8, uint16, uint32, uint64
-from numba.core.types import float16
-
 from zoo.device.jit import jit
 from zoo.runtime import SIMULATOR
+from zoo.runtime.backend import float16, float32, uint8, uint16, uint32, uint64
 from zoo.runtime.tensor_map import TENSOR_MAP_WORDS, tensor_map_2d  # noqa: F401 (the host side, for the steps)
 
 SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3  # the descriptor's bits 62-63

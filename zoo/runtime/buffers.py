@@ -15,7 +15,8 @@ are 2 GiB). ``release(prefix)`` drops the buffers whose names start with it.
 """
 
 import numpy as np
-from numba import cuda
+
+from zoo.runtime.backend import cuda  # the backend's device arrays: the kernels' own kind
 
 _BUFFERS = {}
 
