@@ -20,6 +20,20 @@ def test_a_failure_names_the_intrinsic_or_api():
     assert backends.cause("CudaAPIError: [700] Call to cuCtxSynchronize results in CUDA_ERROR_ILLEGAL_ADDRESS\nat") == (
         "CudaAPIError: [700] Call to cuCtxSynchronize results in CUDA_ERROR_ILLEGAL_ADDRESS"
     )
+    unlowered = (
+        "numba_cuda_mlir.errors.UserFacingInternalCompilerError: This line in your program has triggered a compiler "
+        "bug:\nin place of builtins.NotImplementedError: NotImplemented lowering call to <class "
+        "'numba_cuda_mlir.numba_cuda.stubs.threadfence'>\n  function: threadfence"
+    )
+    assert backends.cause(unlowered) == "cuda.threadfence (not lowered)"
+    pipeline = (
+        "TypingError: Failed in mlir mode pipeline (step: mlir frontend)\nFailed in untyped mode pipeline (step: x)\n"
+        'Calling a closure with *args is unsupported.\nFile "zoo/device/jit.py", line 320:'
+    )
+    assert backends.cause(pipeline) == "Calling a closure with *args is unsupported."
+    assert backends.cause("CudaSupportError: Error at driver init:\nCUDA driver library cannot be found.\nmore") == (
+        "CudaSupportError: Error at driver init: CUDA driver library cannot be found."
+    )
 
 
 def test_compile_errors_are_told_from_run_errors():
@@ -102,6 +116,33 @@ def test_the_doc_is_rewritten_between_its_markers_only(tmp_path, monkeypatch):
     assert "### a-gpu" in text and "| f | v01_plain | yes | correct | 1.02 |" in text
 
 
+COMPILED = {
+    "backend": "numba-cuda-mlir",
+    "version": "0.6.0",
+    "cc": [9, 0],
+    "commit": "abc1234",
+    "steps": {
+        "f": {
+            "v01_plain": {"kernels": 1},
+            "v02_wide": {"error": "x", "cause": "load_half8 (a numba-cuda intrinsic)", "stage": "compile"},
+            "v03_symbol": {"error": "y", "cause": "CudaSupportError: a | b", "stage": "driver"},
+        }
+    },
+}
+
+
+def test_the_compile_survey_counts_and_names_what_failed(tmp_path, monkeypatch):
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"{backends.BEGIN}\nkept\n{backends.END}\n{backends.COMPILE_BEGIN}\nold\n{backends.COMPILE_END}\n")
+    monkeypatch.setattr(backends, "DOC", doc)
+    backends._rewrite(backends.COMPILE_BEGIN, backends.COMPILE_END, backends.compile_table(COMPILED))
+    text = doc.read_text()
+    assert "at commit abc1234 by numba-cuda-mlir 0.6.0: **1 of 3 steps compile to PTX**" in text
+    assert "| f | v02_wide | compile | load_half8 (a numba-cuda intrinsic) |" in text
+    assert "| f | v03_symbol | driver | CudaSupportError: a / b |" in text  # a bar would split the row
+    assert "v01_plain" not in text and "kept" in text and "old" not in text
+
+
 def test_the_survey_file_is_no_gpus_results(tmp_path, monkeypatch):
     (tmp_path / "nvidia-h100.json").write_text("{}")
     (tmp_path / "mlir-nvidia-h100.json").write_text("{}")
@@ -109,8 +150,14 @@ def test_the_survey_file_is_no_gpus_results(tmp_path, monkeypatch):
     assert list(results.load_all()) == ["nvidia-h100"]
 
 
-@pytest.mark.parametrize("name", ["run", "table"])
+@pytest.mark.parametrize("name", ["run", "table", "compile"])
 def test_the_commands_exist(name, capsys):
     with pytest.raises(SystemExit):
         backends.main([name, "--help"])
     assert "usage" in capsys.readouterr().out
+
+
+def test_the_compile_survey_is_saved_only_whole_and_under_numba_cuda_mlir(capsys):
+    with pytest.raises(SystemExit):  # the simulator's backend is numba-cuda
+        backends.main(["compile", "--save"])
+    assert "--save records every step under numba-cuda-mlir" in capsys.readouterr().err

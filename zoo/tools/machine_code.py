@@ -133,7 +133,11 @@ _FAKE_CUDA = {
 
 
 def _numba_type(value):
-    from numba import typeof, types
+    if zoo.runtime.backend.MLIR:  # its own types, the same names
+        from numba_cuda_mlir.numba_cuda import types
+        from numba_cuda_mlir.numba_cuda.typing.typeof import typeof
+    else:
+        from numba import typeof, types
 
     if isinstance(value, np.ndarray):
         layout = "C" if value.flags.c_contiguous else ("F" if value.flags.f_contiguous else "A")
@@ -150,8 +154,14 @@ def _compile_options(dispatcher):
 @contextlib.contextmanager
 def _dry_run(cc, record):
     """Launches compile instead of running; device calls get host stand-ins; sm_count answers for cc."""
-    import numba.cuda.dispatcher as numba_dispatcher
-    from numba import cuda
+    if zoo.runtime.backend.MLIR:  # numba-cuda-mlir's dispatcher and module (zoo.tools.backends' compile survey)
+        import numba_cuda_mlir.descriptor as mlir_descriptor
+
+        dispatcher = {"CUDADispatcher": mlir_descriptor.MLIRDispatcher, "get_current_device": None}
+        numba_dispatcher = type("Dispatchers", (), dispatcher)  # what numba.cuda.dispatcher offers below
+    else:
+        import numba.cuda.dispatcher as numba_dispatcher
+    from zoo.runtime.backend import cuda
 
     def compile_instead(kernel, config):
         def run(*args):
