@@ -1,6 +1,7 @@
 """The zoo's intrinsics as numba-cuda-mlir's inline PTX (zoo.device.inline_ptx) compile, without a GPU, to the
-instructions numba-cuda's versions emit; under numba-cuda (the default) they are not even imported. The first test
-is skipped where numba-cuda-mlir is not installed (the `mlir` extra: CI's install has no such extra)."""
+instructions numba-cuda's versions emit, and zoo.device.jit.unrolled's chain to straight-line code; under numba-cuda
+(the default) the intrinsic modules never import inline_ptx. The first test is skipped where numba-cuda-mlir is not
+installed (the `mlir` extra: CI's install has no such extra)."""
 
 import importlib.util
 import os
@@ -19,6 +20,7 @@ from zoo.device import cuda, float32, uint8, uint32
 from zoo.device.approx import exp2_approx
 from zoo.device.bits import as_uint32, from_uint32, hfma2, lop3, prmt, unpack_half2
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
+from zoo.device.jit import unrolled
 from zoo.device.memory import load_flat, load_float4, load_words4, red_add_flat, red_add_float4, store_flat
 from zoo.device.memory import store_float4, store_word, store_words4
 
@@ -45,6 +47,22 @@ def every_intrinsic(x, raw, out, words, grid):
 types = (float32[::1], uint8[::1], float32[::1], uint32[::1], float32[:, ::1])
 ptx, _ = cuda.compile_ptx(every_intrinsic, types, cc=(9, 0))
 print("PTX", *ptx.replace(";", " ").split())
+
+
+@cuda.jit(device=True)
+def add_index(i, arr, scale):
+    arr[i] += float32(i) * scale
+
+
+add_all = unrolled(3, add_index)
+
+
+def three_adds(arr, scale):
+    add_all(arr, scale)
+
+
+ptx, _ = cuda.compile_ptx(three_adds, (float32[::1], float32), cc=(9, 0))
+print("UNROLLED", ptx.count("st.global.f32"), "0f40000000" in ptx)  # three stores; index 2 a constant
 """
 
 WANTED = {
@@ -64,6 +82,7 @@ def test_the_ported_intrinsics_compile_to_their_instructions():
     r = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, timeout=600)
     found = {w for line in r.stdout.splitlines() if line.startswith("PTX") for w in line.split()[1:]}
     assert WANTED <= found, (sorted(WANTED - found), r.stderr[-3000:])
+    assert "UNROLLED 3 True" in r.stdout, r.stderr[-3000:]  # zoo.device.jit.unrolled's chain of named arguments
 
 
 def test_numba_cuda_keeps_its_own_intrinsics():

@@ -305,6 +305,9 @@ def unrolled(count, body):
         raise ValueError(f"unrolled needs a count of at least 1, got {count}")
     from zoo.runtime.backend import uint32
 
+    if backend.MLIR:
+        return _named_chain(count, body, uint32)
+
     def link(i, rest):  # body(i, ...) then the rest of the chain: i is a closure constant
         if rest is None:
 
@@ -324,4 +327,17 @@ def unrolled(count, body):
     chain = None
     for i in reversed(range(count)):
         chain = link(i, chain)
+    return chain
+
+
+def _named_chain(count, body, uint32):
+    """``unrolled``'s chain for numba-cuda-mlir, which calls no closure with ``*args``: each link written out with
+    as many named arguments as ``body`` takes after its index, and the index a literal of its source."""
+    names = ", ".join(f"a{j}" for j in range(len(inspect.signature(body.py_func).parameters) - 1))
+    chain = None
+    for i in reversed(range(count)):
+        scope = {"body": body, "rest": chain, "uint32": uint32}
+        rest = f"\n    rest({names})" if chain is not None else ""
+        exec(f"def step({names}):\n    body(uint32({i}), {names}){rest}\n", scope)
+        chain = jit(device=True, forceinline=True)(scope["step"])
     return chain
