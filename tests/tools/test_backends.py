@@ -26,6 +26,14 @@ def test_a_failure_names_the_intrinsic_or_api():
         "'numba_cuda_mlir.numba_cuda.stubs.threadfence'>\n  function: threadfence"
     )
     assert backends.cause(unlowered) == "cuda.threadfence (not lowered)"
+    invalid = (
+        "UserFacingInternalCompilerError: bug\nin place of InternalCompilerError: Invalid MLIR module: Verification "
+        "failed:\nerror: \"-\":16:12: 'memref.get_global' op 'static_shared_memory_128' does not reference a valid "
+        "global memref\n note: x"
+    )
+    assert backends.cause(invalid) == (
+        "invalid MLIR: 'memref.get_global' op 'static_shared_memory' does not reference a valid global memref"
+    )
     pipeline = (
         "TypingError: Failed in mlir mode pipeline (step: mlir frontend)\nFailed in untyped mode pipeline (step: x)\n"
         'Calling a closure with *args is unsupported.\nFile "zoo/device/jit.py", line 320:'

@@ -66,8 +66,8 @@ def cause(text):
     if unlowered:
         return f"cuda.{unlowered.group(1)} (not lowered)"
     unverified = re.search(r"Invalid MLIR module: .*?error: \S+ ([^\n]+)", text, re.S)
-    if unverified:
-        return f"invalid MLIR: {unverified.group(1)}"[:200]
+    if unverified:  # a symbol's number is the process's count so far: not part of what failed
+        return "invalid MLIR: " + re.sub(r"_[0-9]+'", "'", unverified.group(1))[:200]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return "?"
