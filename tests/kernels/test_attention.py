@@ -49,29 +49,38 @@ def test_large_scores_give_finite_correct_rows(variant, causal):
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_causal_first_row_is_the_first_value_row_exactly(variant):
-    """Query 0 sees key 0 alone: its probability is 1 and O[0] = V[0], bit for bit in float16."""
-    Q, K, V = ATTENTION.make_inputs(TINY, seed=8)
+    """Query 0 sees key 0 alone: its probability is 1 and O[0] = V[0], bit for bit in float16. Two q heads share one
+    kv head (grouped KV heads): both rows 0 are kv head 0's V[0]."""
+    Q, K, V = ATTENTION.make_inputs(TINY, seed=8, kind="gqa")
+    assert K.shape[0] == 1
     out = variant(Q, K, V, causal=True)
-    np.testing.assert_array_equal(out[:, 0], V[:, 0])
+    np.testing.assert_array_equal(out[:, 0], np.broadcast_to(V[0, 0], out[:, 0].shape))
     full = variant(Q, K, V)
-    assert not np.array_equal(full[:, 0], V[:, 0])  # without the mask, row 0 mixes every value row
+    assert not np.array_equal(full[:, 0], np.broadcast_to(V[0, 0], out[:, 0].shape))  # unmasked, row 0 mixes V's rows
 
 
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_one_position_returns_v(variant, d):
-    Q, K, V = ATTENTION.make_inputs((2, 1, d), seed=9)
+    """One key: every query row is V's row, its kv head's (2 q heads over 1 kv head) at d = 128."""
+    Q, K, V = ATTENTION.make_inputs((2, 1, d), seed=9, kind="gqa" if d == 128 else "full")
     for causal in (False, True):
-        np.testing.assert_array_equal(variant(Q, K, V, causal=causal), V)
+        np.testing.assert_array_equal(variant(Q, K, V, causal=causal), np.broadcast_to(V, Q.shape))
 
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_a_second_call_with_other_inputs_and_shapes_is_right(variant):
-    """Kept buffers (v01's scores), cached kernels and a partial last block must not leak into the next call."""
-    for size, seed, causal in (((1, 20, 128), 1, False), ((2, 17, 64), 2, True), ((1, 9, 64), 3, False)):
-        Q, K, V = ATTENTION.make_inputs(size, seed)
+    """Kept buffers (v01's scores), cached kernels and a partial last block must not leak into the next call. The
+    second call is d = 80 with 2 q heads over 1 kv head, causal: 10 chunks of 16 bytes a row (a partial last pass of
+    the copies from v04 on), two and a half 32-column groups in v02 and v03."""
+    for size, seed, kind, causal in (
+        ((1, 20, 128), 1, "full", False),
+        ((2, 17, 80), 2, "gqa", True),
+        ((1, 9, 64), 3, "full", False),
+    ):
+        Q, K, V = ATTENTION.make_inputs(size, seed, kind=kind)
         _, ok, detail = _check(variant, Q, K, V, causal)
-        assert ok, f"{size} causal={causal}: {detail}"
+        assert ok, f"{size} {kind} causal={causal}: {detail}"
 
 
 @pytest.fixture
@@ -85,9 +94,10 @@ def no_launch(monkeypatch):
 @pytest.mark.parametrize(
     "bad,error,message",
     [
-        (lambda Q, K, V: (Q, K[:, :-1], V[:, :-1]), ValueError, "share one shape"),
-        (lambda Q, K, V: (Q, K, V[:1]), ValueError, "share one shape"),
-        (lambda Q, K, V: (Q[..., :32], K[..., :32], V[..., :32]), ValueError, "64 or 128, got 32"),
+        (lambda Q, K, V: (Q, K[:, :-1], V[:, :-1]), ValueError, "share seq and d"),
+        (lambda Q, K, V: (Q, K, V[:1]), ValueError, "K and V one shape"),
+        (lambda Q, K, V: (Q, *(np.concatenate([a, a, a[:1]]) for a in (K, V))), ValueError, "whole number of groups"),
+        (lambda Q, K, V: (Q[..., :0], K[..., :0], V[..., :0]), ValueError, "empty"),
         (lambda Q, K, V: (Q.astype(np.float32), K, V), TypeError, "must be float16"),
         (lambda Q, K, V: tuple(a.astype(np.float32) for a in (Q, K, V)), TypeError, "must be float16"),
         (lambda Q, K, V: (Q[0], K[0], V[0]), ValueError, "3 dimension"),
@@ -98,6 +108,58 @@ def test_bad_input_is_refused_before_any_launch(variant, bad, error, message, no
     Q, K, V = ATTENTION.make_inputs(SMALL, seed=0)
     with pytest.raises(error, match=message):
         variant(*(np.ascontiguousarray(a) for a in bad(Q, K, V)))
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_head_size_the_tiling_cannot_take_is_out_of_range_before_any_launch(variant, no_launch):
+    """d = 72 (a multiple of 8, not 16) is for the steps up to v04; d = 264 is past every fused step's 256."""
+    for d in (72, 264):
+        Q, K, V = ATTENTION.make_inputs((1, 3, d), seed=0)
+        takes = variant.number == 1 or (d == 72 and variant.number <= 4)
+        if takes:
+            variant.module.validate(Q, K, V)
+            continue
+        with pytest.raises(OutOfRange, match=f"takes .* up to 256.*got d = {d}"):
+            variant(Q, K, V)
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_head_size_no_tile_divides(variant):
+    """d = 24: 16 columns and 8 (v01's second tile and v04's last 8-column group partial, v02's and v03's one
+    32-column group three quarters used), 9 positions. From v05 on (mma's k of 16) it is out of range, before any
+    launch."""
+    Q, K, V = ATTENTION.make_inputs((2, 9, 24), seed=15)
+    if variant.number >= 5:
+        with pytest.raises(OutOfRange, match="multiple of 16 up to 256.*got d = 24"):
+            variant.module.validate(Q, K, V)
+        return
+    _, ok, detail = _check(variant, Q, K, V, causal=False)
+    assert ok, detail
+
+
+@pytest.mark.parametrize("variant", [ATTENTION[s] for s in ("v02", "v03", "v05", "v07")], ids=lambda v: v.name)
+def test_head_size_256_with_grouped_kv_heads(variant):
+    """d = 256, the fused steps' largest: 2 q heads over 1 kv head, 3 positions. v05 and v07 re-read Q's fragments each
+    block of keys past d = 128 (v06 as v07 does). v01, v04 and v06 are checked at d = 256 on the GPU (GPU_TEST_SIZES),
+    where every step is; here v01 and v04 meet a partial column tile at d = 24."""
+    Q, K, V = ATTENTION.make_inputs((2, 3, 256), seed=14, kind="gqa")
+    assert K.shape[0] == 1
+    _, ok, detail = _check(variant, Q, K, V, causal=False)
+    assert ok, detail
+
+
+@pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: the issue's sizes (1 to 4099 positions, d up to 256)")
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_grouped_kv_heads_with_the_causal_mask_at_gpu_sizes(variant):
+    """The gqa kind with the causal mask at every GPU_TEST_SIZES (the generic checks run each kind alone)."""
+    for i, size in enumerate(ATTENTION.GPU_TEST_SIZES):
+        Q, K, V = ATTENTION.make_inputs(size, seed=200 + i, kind="gqa")
+        try:
+            variant.module.validate(Q, K, V, causal=True)
+        except OutOfRange:
+            continue  # a size the step does not take (v02's length limit): the generic checks test the refusal
+        _, ok, detail = _check(variant, Q, K, V, causal=True)
+        assert ok, f"{size} ({K.shape[0]} kv heads): {detail}"
 
 
 @pytest.mark.parametrize("causal", ["yes", 1, None])

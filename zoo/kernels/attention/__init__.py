@@ -41,22 +41,33 @@ maxima grew.
 
 Sizes, kinds, output
 --------------------
-A size is BH x n x d (d = 64 or 128), or n alone for 1 x n x 64. Q, K and V share
-one shape; a d other than 64 or 128 is a ValueError, as a mismatched shape is.
+A size is BH x n x d, or n alone for 1 x n x 64. Any head size d runs in v01;
+v02 and v03 take any d up to 256 (``MAX_HEAD_DIM``: what current models use,
+64, 80, 96, 112, 128, 256), v04, which stages rows in 16-byte copies, the
+multiples of 8 of those, and the tensor-core steps (v05 on: mma's k is 16 wide)
+the multiples of 16: a step given another d raises ``OutOfRange`` with its
+reason (``check_head_dim``). Q, K and V share n and d; K and V may have fewer
+heads than Q (grouped KV heads, GQA): with g = Q's heads / K's, q head i reads
+kv head i // g, so g consecutive q heads share one (a batch folded into the
+first axis keeps this: batch b's head h is b H + h, its kv head b H / g + h // g).
+Heads that do not divide into whole groups, like a mismatched shape, are a
+ValueError.
 The output is float16, as FlashAttention's and PyTorch's are: the steps
 accumulate in float32 and round once at the end. A float32 output would be a
 little easier to check, but it doubles the bytes of O for a next layer that
 reads float16, and the tolerance is set by the float16 probabilities anyway. The kinds of
-input are ``full`` and ``causal`` (the same random data; ``KIND_PARAMS`` gives
-the causal kind ``causal=True`` in every call, reference included, and any step
-takes it by hand: ``step(Q, K, V, causal=True)``). Inputs are standard normal
+input are ``full``, ``causal`` and ``gqa`` (the same random data; ``KIND_PARAMS``
+gives the causal kind ``causal=True`` in every call, reference included, and any step
+takes it by hand: ``step(Q, K, V, causal=True)``; the ``gqa`` kind makes K and V with
+``kv_heads(BH)`` heads, a quarter of Q's where four divide them, as Llama-3-8B's 32 q
+heads share 8 kv heads). Inputs are standard normal
 float16, so the scores have unit variance and the attention is spread over
 many keys, the case where a dropped or doubled key shows most.
 
 FLOPs: 4 BH n^2 d (two products, a multiply and an add each), halved to
 4 BH d n (n + 1) / 2 for the causal kind (the pairs j <= i); the exponentials
 are not counted, as the FlashAttention papers do not. Bytes moved: Q, K and V
-read once and O written once, 8 BH n d.
+read once and O written once, 8 BH n d (4 (BH + Hkv) n d with Hkv kv heads).
 
 Tolerance (relative norm error against float64): 2e-3. The tensor-core steps
 round each probability to float16 before P V (a relative error of up to 2^-11
@@ -92,8 +103,9 @@ ORDER = 175  # after softmax (170): the capstone that composes the softmax with 
 INPUTS = ("Q", "K", "V")
 DTYPE = np.float16
 NDIM = 3
-HEAD_DIMS = (64, 128)  # the d every step compiles for
-INPUT_KINDS = ("full", "causal")
+MAX_HEAD_DIM = 256  # the largest d the fused steps compile for (v01 takes any)
+INPUT_KINDS = ("full", "causal", "gqa")
+GQA_GROUP = 4  # q heads per kv head in the gqa kind, where they divide BH: Llama-3-8B's 32 q heads over 8 kv heads
 KIND_PARAMS = {"causal": {"causal": True}}  # the causal kind changes the computation, not the data
 SIZE_DIMS = (1, 3)  # n (1 x n x 64) or BH x n x d
 TOLERANCE = 2e-3  # float16 probabilities and output (see the module docstring)
@@ -110,9 +122,22 @@ BK = 32 if SIMULATOR else 64  # keys per block of keys from v04 on
 # blocks of the simulator's tiles (32), the second partial. The simulator runs one Python thread per CUDA
 # thread (about a millisecond each) and every score as Python in the CUDA-core steps: n^2 d stays small.
 TEST_SIZES = ((1, 1, 64), (2, 17, 64), (1, 20, 128))  # partial blocks of 16 and 64 positions; d = 64 and 128
-KIND_TEST_SIZES = {"causal": ((1, 20, 128),)}
-# GPU sizes: the issue's lengths 1, 31, 1000 and 4099 at both d, and a few heads of a real length.
-GPU_TEST_SIZES = ((1, 1, 64), (3, 31, 128), (2, 1000, 64), (1, 1000, 128), (1, 4099, 64), (1, 4099, 128), (4, 2048, 64))
+KIND_TEST_SIZES = {"causal": ((1, 20, 128),), "gqa": ((2, 17, 64),)}
+# GPU sizes: the issue's lengths 1, 31, 77, 1000 and 4099 at d = 64, 80, 128 and 256, and a few heads of a real
+# length; 2 or 4 heads share one kv head in the gqa kind (3 heads do not divide into groups: 3 kv heads).
+GPU_TEST_SIZES = (
+    (1, 1, 64),
+    (3, 31, 128),
+    (2, 77, 80),
+    (4, 77, 256),
+    (2, 1000, 64),
+    (1, 1000, 128),
+    (4, 1000, 80),
+    (1, 4099, 64),
+    (1, 4099, 128),
+    (2, 4099, 256),
+    (4, 2048, 64),
+)
 BENCH_SIZES = ((32, 4096, 64), (32, 4096, 128))
 HEADLINE_SIZE = (32, 4096, 64)
 BASELINE = "CuPy: matmul, softmax ops, matmul"
@@ -128,36 +153,48 @@ def dims(size):
     return 1, int(size), 64
 
 
+def kv_heads(bh, kind="full"):
+    """K's and V's heads for BH q heads: BH, or in the gqa kind BH / GQA_GROUP (BH / gcd(BH, 4) where 4 does not
+    divide BH, so that 2 q heads share 1 kv head)."""
+    return bh // math.gcd(bh, GQA_GROUP) if kind == "gqa" else bh
+
+
 def make_inputs(size, seed, kind="full"):
     bh, n, d = dims(size)
     rng = np.random.default_rng(seed)
-    return tuple(rng.standard_normal((bh, n, d), dtype=np.float32).astype(np.float16) for _ in range(3))
+    heads = (bh, kv_heads(bh, kind), kv_heads(bh, kind))
+    return tuple(rng.standard_normal((h, n, d), dtype=np.float32).astype(np.float16) for h in heads)
 
 
 def reference(Q, K, V, causal=False):
-    """float64 attention of the float16 inputs, head by head (an n x n float64 block at a time)."""
+    """float64 attention of the float16 inputs, head by head (an n x n float64 block at a time); q head h reads
+    kv head h // g, g = Q's heads / K's heads."""
     bh, n, d = Q.shape
+    group = bh // K.shape[0]
     out = np.empty((bh, n, d))
     keep = np.tri(n, dtype=bool) if causal else None  # key j <= query i
     for h in range(bh):
-        s = Q[h].astype(np.float64) @ K[h].astype(np.float64).T / math.sqrt(d)
+        s = Q[h].astype(np.float64) @ K[h // group].astype(np.float64).T / math.sqrt(d)
         if causal:
             s = np.where(keep, s, -np.inf)
         e = np.exp(s - s.max(axis=1, keepdims=True))
-        out[h] = (e @ V[h].astype(np.float64)) / e.sum(axis=1, keepdims=True)
+        out[h] = (e @ V[h // group].astype(np.float64)) / e.sum(axis=1, keepdims=True)
     return out
 
 
 def output_for(Q, K, V, causal=False):
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be True or False, got {causal!r}")
-    if not (Q.shape == K.shape == V.shape):
+    if K.shape != V.shape or Q.shape[1:] != K.shape[1:]:
         raise ValueError(
-            f"Q, K and V must share one shape (batch x heads, seq, d), got {tuple(Q.shape)}, "
+            f"Q, K and V must share seq and d, and K and V one shape (heads, seq, d), got {tuple(Q.shape)}, "
             f"{tuple(K.shape)} and {tuple(V.shape)}"
         )
-    if Q.shape[2] not in HEAD_DIMS:
-        raise ValueError(f"the head dimension d must be 64 or 128, got {Q.shape[2]}")
+    if K.shape[0] == 0 or Q.shape[0] % K.shape[0]:
+        raise ValueError(
+            f"Q's heads must be a whole number of groups of K's and V's (grouped KV heads), got {Q.shape[0]} q heads "
+            f"and {K.shape[0]} kv heads"
+        )
     return Q.shape, np.float16
 
 
@@ -167,9 +204,16 @@ def flops(size, causal=False):
     return 4 * bh * pairs * d  # S = Q K^T and O = P V: a multiply and an add per pair and column each
 
 
-def bytes_moved(size, causal=False):
+def bytes_moved(size, kind="full", causal=False):
     bh, n, d = dims(size)
-    return 4 * 2 * bh * n * d  # Q, K, V read once, O written once, float16
+    return 2 * 2 * (bh + kv_heads(bh, kind)) * n * d  # Q and O, K and V (fewer heads with gqa) once each, float16
+
+
+def check_head_dim(step, d, multiple=1, largest=MAX_HEAD_DIM, why=""):
+    """OutOfRange for a head size d the step's tiling does not take: a multiple of ``multiple`` up to ``largest``."""
+    if d % multiple or (largest is not None and d > largest):
+        sizes = "any d" if multiple == 1 else f"d a multiple of {multiple}"
+        raise OutOfRange(f"attention {step} takes {sizes} up to {largest}{why}, got d = {d}")
 
 
 def check_limits(Q, K, V, causal=False):
@@ -200,12 +244,13 @@ def baseline(Q, K, V, out, causal=False):
     """The composition in CuPy ops: each a kernel, the n x n scores in DRAM between them (float16)."""
     import cupy
 
-    n, d = Q.shape[1], Q.shape[2]
-    s = cupy.matmul(Q, K.transpose(0, 2, 1)) * np.float16(1 / math.sqrt(d))
+    bh, n, d = Q.shape
+    kv = K.shape[0]  # a kv head's g q heads are consecutive: as kv x (g n) x d, Q meets its K in one matmul
+    s = cupy.matmul(Q.reshape(kv, -1, d), K.transpose(0, 2, 1)) * np.float16(1 / math.sqrt(d))
     if causal:
-        s = cupy.where(cupy.tri(n, dtype=bool), s, np.float16(-np.inf))
+        s = cupy.where(cupy.tri(n, dtype=bool), s.reshape(kv, -1, n, n), np.float16(-np.inf)).reshape(kv, -1, n)
     e = cupy.exp(s - s.max(axis=-1, keepdims=True))
-    cupy.matmul(e / e.sum(axis=-1, keepdims=True), V, out=out)
+    cupy.matmul(e / e.sum(axis=-1, keepdims=True), V, out=out.reshape(kv, -1, d))
 
 
 def torch_sdpa(Q, K, V, out, causal=False):
@@ -222,15 +267,23 @@ def torch_sdpa(Q, K, V, out, causal=False):
     except ImportError as e:
         raise Unavailable(f"PyTorch cannot be imported here ({e})") from None
     q, k, v = (torch.from_dlpack(a).unsqueeze(0) for a in (Q, K, V))
-    torch.from_dlpack(out).copy_(F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))[0])
+    grouped = {"enable_gqa": True} if K.shape[0] != Q.shape[0] else {}  # kv head h // g, as the reference's
+    torch.from_dlpack(out).copy_(F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), **grouped)[0])
 
 
 def triton_attention(Q, K, V, out, causal=False):
     """FlashAttention-2's forward pass as a Triton kernel (``zoo.bench.triton_rows.attention``): a program a block of
     query rows, block pointers to walk the keys, both products on ``tl.dot``, the online softmax in exp2, the causal
-    mask's upper blocks skipped. Needs Triton and PyTorch (the row says so where they are missing)."""
+    mask's upper blocks skipped. Needs Triton and PyTorch (the row says so where they are missing), one kv head a
+    q head and a power-of-two d (its tiles' shapes), or the row says it does not take them."""
     from zoo.bench import libraries  # host tooling: loaded when the row runs, not with the spec
 
+    d = Q.shape[2]
+    if K.shape[0] != Q.shape[0] or d & (d - 1):
+        raise Unavailable(
+            f"the Triton row takes one kv head a q head and d a power of two, got {K.shape[0]} kv heads "
+            f"for {Q.shape[0]} q heads and d = {d}"
+        )
     libraries.triton_rows().attention(Q, K, V, out, causal=causal)
 
 
@@ -243,14 +296,15 @@ STRONGEST = "torch sdpa"  # FlashAttention-style fused kernels, 4-D inputs: what
 def cpu_numpy(Q, K, V, causal=False):
     """The same ops in NumPy, float32, one head at a time (the two products through NumPy's BLAS)."""
     bh, n, d = Q.shape
+    group = bh // K.shape[0]
     out = np.empty(Q.shape, np.float16)
     keep = np.tri(n, dtype=bool) if causal else None
     for h in range(bh):
-        s = Q[h].astype(np.float32) @ K[h].astype(np.float32).T * np.float32(1 / math.sqrt(d))
+        s = Q[h].astype(np.float32) @ K[h // group].astype(np.float32).T * np.float32(1 / math.sqrt(d))
         if causal:
             s = np.where(keep, s, np.float32(-np.inf))
         e = np.exp(s - s.max(axis=1, keepdims=True))
-        out[h] = (e @ V[h].astype(np.float32)) / e.sum(axis=1, keepdims=True)
+        out[h] = (e @ V[h // group].astype(np.float32)) / e.sum(axis=1, keepdims=True)
     return out
 
 

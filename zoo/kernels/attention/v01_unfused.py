@@ -3,12 +3,13 @@
 Changes:
     The first step: attention as a framework runs its ops, one kernel each.
     ``scores`` is a shared-memory tiled product (sgemm v03's, 16 x 16):
-    a block stages 16 query rows and 16 key rows, d/16 slices at a time, and
-    each thread writes one float32 score, scaled, or -inf above a causal
-    diagonal. ``softmax_rows`` is softmax v04 over each row of S, in place:
-    one pass for the running max and sum, one writing P. ``weighted_values``
-    is the same tiled product again, P (float32) times V, into float16 O.
-    S (BH x n x n float32) is allocated on the first call of a shape and kept.
+    a block stages 16 query rows and 16 key rows, d/16 slices at a time (the
+    last zero-padded: any d), and each thread writes one float32 score,
+    scaled, or -inf above a causal diagonal. ``softmax_rows`` is softmax v04
+    over each row of S, in place: one pass for the running max and sum, one
+    writing P. ``weighted_values`` is the same tiled product again, P
+    (float32) times V, into float16 O. S (BH x n x n float32) is allocated
+    on the first call of a shape and kept.
 
 Why it is faster:
     It is the starting point, and it is correct: exp never sees a positive
@@ -48,20 +49,22 @@ def score_bytes(size):
 
 
 @jit
-def scores(Q, K, S, scale, causal):
+def scores(Q, K, S, scale, causal, kv_group):
     q_tile = cuda.shared.array((TILE, TILE), float32)
     k_tile = cuda.shared.array((TILE, PADDED), float32)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     head = cuda.blockIdx.z
+    kv_head = uint32(head) // kv_group  # grouped KV heads: g consecutive q heads read one K
     n, d = Q.shape[1], Q.shape[2]
     query = cuda.blockIdx.y * TILE + ty  # this thread's score: S[head, query, key]
     key = cuda.blockIdx.x * TILE + tx
     key_row = cuda.blockIdx.x * TILE + ty  # the K row this thread stages (the tile's rows are keys)
     acc = float32(0.0)
-    for c0 in range(0, d, TILE):  # d / 16 slices of the dot products
-        q_tile[ty, tx] = float32(Q[head, query, c0 + tx]) if query < n else float32(0.0)
-        k_tile[ty, tx] = float32(K[head, key_row, c0 + tx]) if key_row < n else float32(0.0)
+    for c0 in range(0, d, TILE):  # d / 16 slices of the dot products, the last partial for any d: zeros past d
+        inside = c0 + tx < d
+        q_tile[ty, tx] = float32(Q[head, query, c0 + tx]) if query < n and inside else float32(0.0)
+        k_tile[ty, tx] = float32(K[kv_head, key_row, c0 + tx]) if key_row < n and inside else float32(0.0)
         cuda.syncthreads()  # both tiles are complete before anyone reads them
         for c in range(TILE):
             acc += q_tile[ty, c] * k_tile[tx, c]
@@ -115,24 +118,26 @@ def softmax_rows(S, n):
 
 
 @jit
-def weighted_values(P, V, O):
+def weighted_values(P, V, O, kv_group):
     p_tile = cuda.shared.array((TILE, TILE), float32)
     v_tile = cuda.shared.array((TILE, TILE), float32)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     head = cuda.blockIdx.z
-    n = V.shape[1]
+    n, d = V.shape[1], V.shape[2]
     query = cuda.blockIdx.y * TILE + ty  # this thread's output: O[head, query, col]
     col = cuda.blockIdx.x * TILE + tx
+    inside = col < d  # false in the last column tile past d (any d): V read as 0 there, O never stored
+    kv_head = uint32(head) // kv_group  # grouped KV heads: g consecutive q heads read one V
     acc = float32(0.0)
     for k0 in range(0, n, TILE):  # 16 keys at a time
         p_tile[ty, tx] = P[head, query, k0 + tx] if query < n and k0 + tx < n else float32(0.0)
-        v_tile[ty, tx] = float32(V[head, k0 + ty, col]) if k0 + ty < n else float32(0.0)
+        v_tile[ty, tx] = float32(V[kv_head, k0 + ty, col]) if k0 + ty < n and inside else float32(0.0)
         cuda.syncthreads()  # both tiles are complete before anyone reads them
         for k in range(TILE):
             acc += p_tile[ty, k] * v_tile[k, tx]
         cuda.syncthreads()  # everyone is done reading before the next keys overwrite them
-    if query < n:
+    if query < n and inside:
         O[head, query, col] = float16(acc)  # rounded once, at the end
 
 
@@ -148,7 +153,8 @@ def launch(Q, K, V, out, causal=False):
     S = scratch("attention_scores", bh * n * n, np.float32, only_latest=True)  # 2.1 GB at 32 x 4096^2
     S3 = S.reshape(bh, n, n)
     tiles = (n + TILE - 1) // TILE
-    scores[(tiles, tiles, bh), (TILE, TILE)](Q, K, S3, np.float32(1 / math.sqrt(d)), bool(causal))
+    kv_group = np.uint32(bh // K.shape[0])  # q heads per kv head (1 without grouped KV heads)
+    scores[(tiles, tiles, bh), (TILE, TILE)](Q, K, S3, np.float32(1 / math.sqrt(d)), bool(causal), kv_group)
     softmax_rows[bh * n, BLOCK](S, np.uint32(n))
     # x walks O's d / 16 column tiles first: the blocks that read one row block of P run together (L2 hits)
-    weighted_values[(d // TILE, tiles, bh), (TILE, TILE)](S3, V, out)
+    weighted_values[((d + TILE - 1) // TILE, tiles, bh), (TILE, TILE)](S3, V, out, kv_group)

@@ -30,6 +30,7 @@ from zoo.device.warp import FULL_MASK
 from zoo.kernels.attention import ONLINE_BK as BK  # keys per block of keys: a key a thread on the GPU (THREADS)
 from zoo.kernels.attention import (
     ROWS,  # query rows per block: one warp each in phases 2 and 3
+    check_head_dim,
     check_limits,
 )
 
@@ -38,9 +39,11 @@ NEG_INF = np.float32(-np.inf)  # a masked score: exp(-inf - m) is exactly 0
 
 
 @functools.cache
-def build(D):
-    """The kernel for head dimension D (a compile-time constant: the loops over d unroll)."""
-    COLS = D // 32  # output columns per lane in phase 3
+def build(D, KV_GROUP=1):
+    """The kernel for head dimension D (a compile-time constant: the loops over d unroll) and KV_GROUP q heads a kv
+    head (a constant too: at 1 the kv head is the head, and the kernel is the one without grouped heads)."""
+    COLS = (D + 31) // 32  # output columns per lane in phase 3; those past D (d not a multiple of 32) are unused
+    WHOLE = D % 32 == 0  # every lane's columns lie inside D: the column checks fold away
 
     @jit
     def online_kernel(Q, K, V, O, scale, causal):
@@ -52,6 +55,7 @@ def build(D):
         lane = t % 32  # phases 2 and 3: warp t // 32 owns query row q0 + t // 32
         warp = t // 32
         head = cuda.blockIdx.y
+        kv_head = head if KV_GROUP == 1 else head // KV_GROUP  # KV_GROUP consecutive q heads read one K and V
         q0 = cuda.blockIdx.x * ROWS
         n = Q.shape[1]
         for e in range(t, ROWS * D, THREADS):  # element e of the 8 query rows: row e // D, column e % D
@@ -71,7 +75,7 @@ def build(D):
                     acc[r] = float32(0.0)
                 if key < n:
                     for c in range(D):
-                        kv = float32(K[head, key, c])
+                        kv = float32(K[kv_head, key, c])
                         for r in range(ROWS):
                             acc[r] += q_tile[r, c] * kv
                 for r in range(ROWS):
@@ -103,7 +107,8 @@ def build(D):
             for j in range(min(BK, n - k0)):
                 p = scores[warp, j]  # one address for the whole warp: a broadcast
                 for k in range(COLS):
-                    out_acc[k] += p * float32(V[head, k0 + j, lane * COLS + k])
+                    if WHOLE or lane * COLS + k < D:
+                        out_acc[k] += p * float32(V[kv_head, k0 + j, lane * COLS + k])
             inv = float32(1.0) / l_new
             for k in range(COLS):
                 out_acc[k] *= inv
@@ -113,15 +118,18 @@ def build(D):
 
         if q0 + warp < n:
             for k in range(COLS):
-                O[head, q0 + warp, lane * COLS + k] = float16(out_acc[k])
+                if WHOLE or lane * COLS + k < D:
+                    O[head, q0 + warp, lane * COLS + k] = float16(out_acc[k])
 
     return online_kernel
 
 
-validate = check_limits  # any length: the steps' limits are their uint32 indices and the grid
+def validate(Q, K, V, causal=False):
+    check_limits(Q, K, V)  # any length: the steps' limits are their uint32 indices and the grid
+    check_head_dim("v03", Q.shape[2], why=": a kernel compiled per d, d / 32 columns of O in each lane's registers")
 
 
 def launch(Q, K, V, out, causal=False):
     bh, n, d = Q.shape
     grid = ((n + ROWS - 1) // ROWS, bh)
-    build(d)[grid, THREADS](Q, K, V, out, np.float32(1 / math.sqrt(d)), bool(causal))
+    build(d, bh // K.shape[0])[grid, THREADS](Q, K, V, out, np.float32(1 / math.sqrt(d)), bool(causal))

@@ -37,6 +37,7 @@ from zoo.kernels.attention import (
     BK,  # keys per block of keys
     WARPS,  # warps per block, 16 query rows each
     check_aligned,
+    check_head_dim,
     check_limits,
 )
 
@@ -45,10 +46,11 @@ LOG2E = math.log2(math.e)
 
 
 @functools.cache
-def build(D, WARPS=WARPS, BK=BK):
-    """The kernel for head dimension D, WARPS warps of 16 query rows and blocks of BK keys, with its block and
-    shared-memory sizes; every loop over d, keys or columns has a constant trip count. (Other shapes than the
-    defaults are for the tuning probe, .ci/gpu-attention.sh.)"""
+def build(D, WARPS=WARPS, BK=BK, KV_GROUP=1):
+    """The kernel for head dimension D, WARPS warps of 16 query rows, blocks of BK keys and KV_GROUP q heads a kv
+    head, with its block and shared-memory sizes; every loop over d, keys or columns has a constant trip count, and
+    at KV_GROUP 1 the kv head is the head. (Other shapes than the defaults are for the tuning probe,
+    .ci/gpu-attention.sh.)"""
     BQ = 16 * WARPS  # query rows per block
     THREADS = 32 * WARPS
     STRIDE = D + 8  # float16 per staged row: padded by 16 bytes, so the rows a warp reads fall in different banks
@@ -56,6 +58,10 @@ def build(D, WARPS=WARPS, BK=BK):
     V_AT = K_AT + BK * STRIDE
     CHUNKS = D // 8  # 16-byte chunks in a row of Q, K or V
     ROWS_PER_PASS = THREADS // CHUNKS  # rows the block's threads copy at once, a chunk each
+    Q_PASSES = -(-BQ // ROWS_PER_PASS)  # copy passes over Q's rows and K's (-(-a // b): a / b rounded up); the last
+    K_PASSES = -(-BK // ROWS_PER_PASS)  # may be partial, a few threads idle, where d / 8 divides neither (d = 80)
+    EVEN_Q = THREADS % CHUNKS == 0 and BQ % ROWS_PER_PASS == 0  # every thread copies in every pass: checks fold away
+    EVEN_K = THREADS % CHUNKS == 0 and BK % ROWS_PER_PASS == 0
     NT = BK // 8  # 8-key column groups of a warp's S
     DT = D // 8  # 8-column groups of a warp's O
     S_REGS = NT * 4  # a lane's scores: 4 per 8-key group (rows g, g + 8; keys 2t, 2t + 1)
@@ -80,7 +86,9 @@ def build(D, WARPS=WARPS, BK=BK):
         row1 = row0 + uint32(8)
         visible0 = uint32(min(n, row0 + uint32(1))) if causal else n  # row g sees the keys below visible0
         visible1 = uint32(min(n, row1 + uint32(1))) if causal else n
-        base = head * n * uint32(D)  # the head's first element in Q, K, V and O
+        base = head * n * uint32(D)  # the head's first element in Q and O
+        # its kv head's in K and V, KV_GROUP consecutive q heads sharing one (at 1 the head's own, the same value)
+        kv_base = base if KV_GROUP == 1 else head // uint32(KV_GROUP) * n * uint32(D)
         # This thread's 16-byte chunk of each pass: row copy_row + p ROWS_PER_PASS, 8 columns from copy_col. A row
         # past the end copies the last row instead: its keys are masked, its P is 0 and its outputs are never
         # stored, so any finite values do, and every copy is the same instruction with no branch.
@@ -88,10 +96,13 @@ def build(D, WARPS=WARPS, BK=BK):
         copy_col = tid % uint32(CHUNKS) * uint32(8)
         copy_dst = copy_row * uint32(STRIDE) + copy_col  # the chunk in a staged tile
         last = n - uint32(1)
-        for p in range(BQ // ROWS_PER_PASS):  # Q's block of rows
-            row = min(q0 + copy_row + uint32(p * ROWS_PER_PASS), last)
-            w0, w1, w2, w3 = load_half8(Q, base + row * uint32(D) + copy_col)
-            store_half8(tiles, copy_dst + uint32(p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
+        # A thread copies in pass p if it has a row there (copy_row < ROWS_PER_PASS: THREADS % CHUNKS threads have
+        # none) and the row is inside the tile (the last pass may stop short of ROWS_PER_PASS)
+        for p in range(Q_PASSES):  # Q's block of rows; a partial last pass copies rows below BQ only
+            if EVEN_Q or copy_row + uint32(p * ROWS_PER_PASS) < uint32(min(BQ, (p + 1) * ROWS_PER_PASS)):
+                row = min(q0 + copy_row + uint32(p * ROWS_PER_PASS), last)
+                w0, w1, w2, w3 = load_half8(Q, base + row * uint32(D) + copy_col)
+                store_half8(tiles, copy_dst + uint32(p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
         for i in range(O_REGS):
             o[i] = float32(0.0)
         m0, m1 = NEG_INF, NEG_INF  # running maxima of rows g and g + 8 (raw scores)
@@ -102,12 +113,13 @@ def build(D, WARPS=WARPS, BK=BK):
         for k0 in range(0, n, BK):
             k0 = uint32(k0)
             cuda.syncthreads()  # every warp is done with the previous K and V tiles (and Q is staged)
-            for p in range(BK // ROWS_PER_PASS):  # the block of keys and values
-                at = base + min(k0 + copy_row + uint32(p * ROWS_PER_PASS), last) * uint32(D) + copy_col
-                w0, w1, w2, w3 = load_half8(K, at)
-                store_half8(tiles, copy_dst + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
-                w0, w1, w2, w3 = load_half8(V, at)
-                store_half8(tiles, copy_dst + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
+            for p in range(K_PASSES):  # the block of keys and values
+                if EVEN_K or copy_row + uint32(p * ROWS_PER_PASS) < uint32(min(BK, (p + 1) * ROWS_PER_PASS)):
+                    at = kv_base + min(k0 + copy_row + uint32(p * ROWS_PER_PASS), last) * uint32(D) + copy_col
+                    w0, w1, w2, w3 = load_half8(K, at)
+                    store_half8(tiles, copy_dst + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
+                    w0, w1, w2, w3 = load_half8(V, at)
+                    store_half8(tiles, copy_dst + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), w0, w1, w2, w3)
             cuda.syncthreads()  # the K and V tiles are complete
 
             # S = Q K^T for rows g, g + 8 and keys 8j + 2t + e: each staged value serves 2 rows or 16 keys.
@@ -194,11 +206,12 @@ def build(D, WARPS=WARPS, BK=BK):
 def validate(Q, K, V, causal=False):
     check_limits(Q, K, V)  # any length
     check_aligned(Q, K, V)
+    check_head_dim("v04", Q.shape[2], 8, why=": 16-byte copies of 8 columns, O in 8-column groups")
 
 
 def launch(Q, K, V, out, causal=False):
     bh, n, d = Q.shape
-    kernel, rows, threads, shared_bytes = build(d)
+    kernel, rows, threads, shared_bytes = build(d, KV_GROUP=bh // K.shape[0])  # KV_GROUP: q heads per kv head
     scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
     grid = ((n + rows - 1) // rows, bh)
     flat = (flat_view(a) for a in (Q, K, V, out))  # 16-byte loads index 1-D float16 arrays

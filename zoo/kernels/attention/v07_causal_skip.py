@@ -46,6 +46,7 @@ from zoo.kernels.attention import (
     BK,  # keys per block of keys
     WARPS,  # warps per block, 16 query rows each
     check_aligned,
+    check_head_dim,
     check_limits,
 )
 
@@ -55,10 +56,11 @@ LOG2E = math.log2(math.e)
 
 
 @functools.cache
-def build(D, WARPS=WARPS, BK=BK):
-    """The kernel for head dimension D, WARPS warps of 16 query rows and blocks of BK keys, with its block and
-    shared-memory sizes; every loop over d, keys or columns has a constant trip count. (Other shapes than the
-    defaults are for the tuning probe, .ci/gpu-attention.sh.)"""
+def build(D, WARPS=WARPS, BK=BK, KV_GROUP=1):
+    """The kernel for head dimension D, WARPS warps of 16 query rows, blocks of BK keys and KV_GROUP q heads a kv
+    head, with its block and shared-memory sizes; every loop over d, keys or columns has a constant trip count, and
+    at KV_GROUP 1 the kv head is the head. (Other shapes than the defaults are for the tuning probe,
+    .ci/gpu-attention.sh.)"""
     BQ = 16 * WARPS  # query rows per block
     THREADS = 32 * WARPS
     STRIDE = D + 8  # float16 per staged row: padded by 16 bytes, so the rows a warp reads fall in different banks
@@ -67,11 +69,16 @@ def build(D, WARPS=WARPS, BK=BK):
     STAGE = 2 * BK * STRIDE  # one stage: a K tile and a V tile
     CHUNKS = D // 8  # 16-byte chunks in a row of Q, K or V
     ROWS_PER_PASS = THREADS // CHUNKS  # rows the block's threads copy at once, a chunk each
+    Q_PASSES = -(-BQ // ROWS_PER_PASS)  # copy passes over Q's rows and K's (-(-a // b): a / b rounded up); the last
+    K_PASSES = -(-BK // ROWS_PER_PASS)  # may be partial, a few threads idle, where d / 8 divides neither (d = 80)
+    EVEN_Q = THREADS % CHUNKS == 0 and BQ % ROWS_PER_PASS == 0  # every thread copies in every pass: checks fold away
+    EVEN_K = THREADS % CHUNKS == 0 and BK % ROWS_PER_PASS == 0
     NT = BK // 8  # 8-key column groups of a warp's S
     DT = D // 8  # 8-column groups of a warp's O
     S_REGS = NT * 4  # a lane's scores: the C fragments of NT mma tiles (rows g, g + 8; keys 2t, 2t + 1)
     O_REGS = DT * 4  # a lane's accumulators of O: the C fragments of DT mma tiles
-    Q_REGS = D // 16 * 4  # the warp's Q rows as A fragments: four words per 16 columns
+    Q_KEPT = D <= 128  # Q's fragments stay in registers; past d = 128 (O alone is d / 2 a lane) they would spill
+    Q_REGS = D // 16 * 4 if Q_KEPT else 4  # the warp's Q rows as A fragments: four words per 16 columns
 
     @jit
     def attention_kernel(Q, K, V, O, n, scale_log2, causal, group):
@@ -110,7 +117,9 @@ def build(D, WARPS=WARPS, BK=BK):
         row1 = row0 + uint32(8)
         visible0 = uint32(min(n, row0 + uint32(1))) if causal else n  # row g sees the keys below visible0
         visible1 = uint32(min(n, row1 + uint32(1))) if causal else n
-        base = head * n * uint32(D)  # the head's first element in Q, K, V and O
+        base = head * n * uint32(D)  # the head's first element in Q and O
+        # its kv head's in K and V, KV_GROUP consecutive q heads sharing one (at 1 the head's own, the same value)
+        kv_base = base if KV_GROUP == 1 else head // uint32(KV_GROUP) * n * uint32(D)
         # This thread's 16-byte chunk of each pass: row copy_row + p ROWS_PER_PASS, 8 columns from copy_col. A row
         # past the end copies the last row instead: its keys are masked, its P is 0 and its outputs are never
         # stored, so any finite values do, and every copy is the same instruction with no branch.
@@ -118,13 +127,17 @@ def build(D, WARPS=WARPS, BK=BK):
         copy_col = tid % uint32(CHUNKS) * uint32(8)
         copy_dst = copy_row * uint32(STRIDE) + copy_col  # the chunk in a staged tile
         last = n - uint32(1)
-        for p in range(BQ // ROWS_PER_PASS):  # Q's block of rows, copied without passing through registers
-            row = min(q0 + copy_row + uint32(p * ROWS_PER_PASS), last)
-            cp_async16(tiles, copy_dst + uint32(p * ROWS_PER_PASS * STRIDE), Q, base + row * uint32(D) + copy_col)
-        for p in range(BK // ROWS_PER_PASS):  # the first block of keys and values, into stage 0
-            at = base + min(copy_row + uint32(p * ROWS_PER_PASS), last) * uint32(D) + copy_col
-            cp_async16(tiles, copy_dst + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), K, at)
-            cp_async16(tiles, copy_dst + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), V, at)
+        # A thread copies in pass p if it has a row there (copy_row < ROWS_PER_PASS: THREADS % CHUNKS threads have
+        # none) and the row is inside the tile (the last pass may stop short of ROWS_PER_PASS)
+        for p in range(Q_PASSES):  # Q's block of rows, copied without passing through registers (partial last pass)
+            if EVEN_Q or copy_row + uint32(p * ROWS_PER_PASS) < uint32(min(BQ, (p + 1) * ROWS_PER_PASS)):
+                row = min(q0 + copy_row + uint32(p * ROWS_PER_PASS), last)
+                cp_async16(tiles, copy_dst + uint32(p * ROWS_PER_PASS * STRIDE), Q, base + row * uint32(D) + copy_col)
+        for p in range(K_PASSES):  # the first block of keys and values, into stage 0
+            if EVEN_K or copy_row + uint32(p * ROWS_PER_PASS) < uint32(min(BK, (p + 1) * ROWS_PER_PASS)):
+                at = kv_base + min(copy_row + uint32(p * ROWS_PER_PASS), last) * uint32(D) + copy_col
+                cp_async16(tiles, copy_dst + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), K, at)
+                cp_async16(tiles, copy_dst + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), V, at)
         cp_async_commit()
         for i in range(O_REGS):
             o[i] = float32(0.0)
@@ -138,7 +151,7 @@ def build(D, WARPS=WARPS, BK=BK):
         v_lane = lane % uint32(16) * uint32(STRIDE) + lane // uint32(16) * uint32(8)
         cp_async_wait_all()  # this thread's copies of Q and of the first block have landed
         cuda.syncthreads()  # everyone's have: Q is staged
-        for kk in range(D // 16):  # the warp's 16 rows, 16 columns at a time, as A fragments for the whole pass
+        for kk in range(D // 16 if Q_KEPT else 0):  # the warp's 16 rows, 16 columns at a time, as A fragments
             q_frag[4 * kk], q_frag[4 * kk + 1], q_frag[4 * kk + 2], q_frag[4 * kk + 3] = ldmatrix_x4(
                 tiles, q_lane + uint32(16 * kk)
             )
@@ -154,25 +167,30 @@ def build(D, WARPS=WARPS, BK=BK):
             cuda.syncthreads()  # everyone's have; and every warp is done with the other stage (block kb - 1)
             if kb + uint32(1) < blocks:  # block kb + 1 copies itself into the other stage while this one is used
                 other = (kb + uint32(1)) % uint32(2) * uint32(STAGE) + copy_dst
-                for p in range(BK // ROWS_PER_PASS):
-                    at = base + min(k0 + uint32(BK) + copy_row + uint32(p * ROWS_PER_PASS), last) * uint32(D) + copy_col
-                    cp_async16(tiles, other + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), K, at)
-                    cp_async16(tiles, other + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), V, at)
+                for p in range(K_PASSES):
+                    if EVEN_K or copy_row + uint32(p * ROWS_PER_PASS) < uint32(min(BK, (p + 1) * ROWS_PER_PASS)):
+                        key = min(k0 + uint32(BK) + copy_row + uint32(p * ROWS_PER_PASS), last)
+                        at = kv_base + key * uint32(D) + copy_col
+                        cp_async16(tiles, other + uint32(K_AT + p * ROWS_PER_PASS * STRIDE), K, at)
+                        cp_async16(tiles, other + uint32(V_AT + p * ROWS_PER_PASS * STRIDE), V, at)
                 cp_async_commit()
 
             # S = Q K^T: per 16 columns of d and 16 keys, one ldmatrix and two mma (keys 0-7 and 8-15).
             for i in range(S_REGS):
                 s[i] = float32(0.0)
             for kk in range(D // 16):
+                qk = 4 * kk if Q_KEPT else 0  # this slice's A fragments in q_frag
+                if not Q_KEPT:  # d > 128: re-read from the staged Q, 16 columns at a time
+                    q_frag[0], q_frag[1], q_frag[2], q_frag[3] = ldmatrix_x4(tiles, q_lane + uint32(16 * kk))
                 for jp in range(NT // 2):
                     b0, b1, b2, b3 = ldmatrix_x4(tiles, uint32(K_AT + 16 * jp * STRIDE + 16 * kk) + stage + k_lane)
                     for h in range(2):
                         c = 4 * (2 * jp + h)
                         s[c], s[c + 1], s[c + 2], s[c + 3] = mma_f16_f32(
-                            q_frag[4 * kk],
-                            q_frag[4 * kk + 1],
-                            q_frag[4 * kk + 2],
-                            q_frag[4 * kk + 3],
+                            q_frag[qk],
+                            q_frag[qk + 1],
+                            q_frag[qk + 2],
+                            q_frag[qk + 3],
                             b2 if h else b0,
                             b3 if h else b1,
                             s[c],
@@ -259,6 +277,7 @@ def build(D, WARPS=WARPS, BK=BK):
 def validate(Q, K, V, causal=False):
     check_limits(Q, K, V)
     check_aligned(Q, K, V)
+    check_head_dim("v07", Q.shape[2], 16, why=": mma's k of 16 columns for S, ldmatrix's pairs of 8-column tiles of V")
 
 
 def heads_per_group(n, d):
@@ -270,7 +289,7 @@ def heads_per_group(n, d):
 
 def launch(Q, K, V, out, causal=False, group=None):
     bh, n, d = Q.shape
-    kernel, rows, threads, shared_bytes = build(d)
+    kernel, rows, threads, shared_bytes = build(d, KV_GROUP=bh // K.shape[0])  # KV_GROUP: q heads per kv head
     scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
     q_blocks = (n + rows - 1) // rows
     group = min(bh, group or heads_per_group(n, d))  # ``group``: the tuning probe's other sizes (.ci/gpu-attention.py)
