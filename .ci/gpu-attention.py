@@ -11,6 +11,11 @@
     python3 .ci/gpu-attention.py traffic    v01, v02 and v07 once each at 8 x 2048 x 64 (run it under ncu:
                                             .ci/gpu-attention.sh does, and sums DRAM bytes per step)
     python3 .ci/gpu-attention.py bytes FILE the table of an ncu --csv --print-units base log of `traffic`
+    python3 .ci/gpu-attention.py heads      v05 to v07 and torch sdpa at 32 x 4096 x d for d in HEAD_DIMS, full and
+                                            causal, each also with 8 kv heads (gqa): checked at 4 x 77 x d against
+                                            float64, then a table of ms, TFLOP/s and % of torch sdpa
+    python3 .ci/gpu-attention.py small      every step once at small sizes of each new case (the sanitizers' run:
+                                            .ci/gpu-attention.sh sanitize runs it under memcheck and racecheck)
 
 Writes attention-probe.json under $OUT when OUT is set. Timings are device times (zoo.bench.harness.time_launches).
 """
@@ -25,7 +30,7 @@ import numpy as np
 
 import zoo
 from zoo.bench import harness
-from zoo.errors import Unavailable
+from zoo.errors import OutOfRange, Unavailable
 
 ATT = zoo.family("attention")
 SIZES = ((32, 4096, 64), (32, 4096, 128))
@@ -253,13 +258,89 @@ def table_of_bytes(path):
     return {"size": TRAFFIC_SIZE, "minimum_bytes": minimum, "v01_score_bytes": scores, "measured": per_step}
 
 
+HEAD_DIMS = (64, 80, 128, 256)  # the issue's head sizes; 64 and 128 are the headline's
+KV_HEADS = 8  # the gqa rows: 32 q heads over 8 kv heads (Llama-3-8B's)
+
+
+def heads():
+    """v05, v06, v07 and torch sdpa at 32 x 4096 x d, full and causal, with 32 and with 8 kv heads; each step first
+    checked at 4 x 77 x d (2 kv heads in the gqa rows)."""
+    import cupy
+
+    rows = []
+    print(f"{'d':>4} {'kv':>3} {'kind':6} {'step':10} {'ms':>8} {'TFLOP/s':>8} {'% sdpa':>7}  check at 4x77")
+    for d in HEAD_DIMS:
+        for kv in (32, KV_HEADS):
+            size = (32, 4096, d)
+            Q = cupy.asarray(ATT.make_inputs(size, 0)[0])
+            K, V = (cupy.asarray(a[:kv]) for a in ATT.make_inputs(size, 1)[1:])
+            small = ATT.make_inputs((4, 77, d), 2)
+            small = (small[0], small[1][: 4 * kv // 32], small[2][: 4 * kv // 32])
+            out = cupy.empty(Q.shape, cupy.float16)
+            for causal in (False, True):
+                try:
+                    sdpa = timed(ATT.module.torch_sdpa, Q, K, V, out, causal=causal)
+                except Unavailable as e:
+                    sdpa = None
+                    print(f"no torch row: {e}")
+                for step in ("v05", "v06", "v07", "torch sdpa"):
+                    if step == "torch sdpa":
+                        ms, check = sdpa, "-"
+                    else:
+                        try:
+                            got = ATT[step](*small, causal=causal)
+                        except OutOfRange as e:
+                            print(f"{d:4d} {kv:3d} {'causal' if causal else 'full':6} {step:10} out of range: {e}")
+                            continue
+                        ok, err, _ = harness.compare(got, ATT.reference(*small, causal=causal), ATT.TOLERANCE)
+                        check = f"{'ok' if ok else 'WRONG'} {err:.1e}"
+                        ms = timed(ATT[step].launch, (Q, K, V), out, causal=causal)
+                    if ms is None:
+                        continue
+                    rate = tflops(size, causal, ms)
+                    share = f"{100 * sdpa / ms:6.0f}%" if sdpa else "      -"
+                    kind = "causal" if causal else "full"
+                    print(f"{d:4d} {kv:3d} {kind:6} {step:10} {ms:8.3f} {rate:8.0f} {share}  {check}")
+                    rows.append(dict(d=d, kv_heads=kv, causal=causal, step=step, ms=ms, tflops=rate, check=check))
+    return rows
+
+
+def small():
+    """Every step once at small sizes of the new cases, for the sanitizers: d = 80 with 2 q heads over 1 kv head and
+    77 positions, causal; d = 256 with 4 q heads over 1 kv head, 33 positions; d = 24 (no tile divides it) where a
+    step takes it. Prints one line a call and fails on a wrong result."""
+    cases = (((2, 77, 80), 1, True), ((4, 33, 256), 1, False), ((2, 33, 24), 2, True))
+    wrong = 0
+    for (bh, n, d), kv, causal in cases:
+        Q, K, V = ATT.make_inputs((bh, n, d), 3)
+        K, V = K[:kv], V[:kv]
+        for step in ATT:
+            try:
+                got = step(Q, K, V, causal=causal)
+            except OutOfRange as e:
+                print(f"{step.name} {bh}x{n}x{d} over {kv} kv heads: out of range ({e})")
+                continue
+            ok, err, _ = harness.compare(got, ATT.reference(Q, K, V, causal=causal), ATT.TOLERANCE)
+            wrong += not ok
+            print(f"{step.name} {bh}x{n}x{d} over {kv} kv heads causal={causal}: {'ok' if ok else 'WRONG'} {err:.1e}")
+    if wrong:
+        raise SystemExit(f"{wrong} wrong results")
+
+
 def main(argv):
     found = {}
     for what in argv or ["goals", "tune"]:
         if what == "bytes":
             found["bytes"] = table_of_bytes(argv[argv.index("bytes") + 1])
             break
-        found[what] = {"goals": goals, "tune": tune, "groups": groups, "traffic": traffic}[what]()
+        found[what] = {
+            "goals": goals,
+            "tune": tune,
+            "groups": groups,
+            "traffic": traffic,
+            "heads": heads,
+            "small": small,
+        }[what]()
     if os.environ.get("OUT") and found:
         path = os.path.join(os.environ["OUT"], "attention-probe.json")
         old = json.load(open(path)) if os.path.exists(path) else {}
