@@ -11,18 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from zoo.device import approx, bits, dependent_launch, memory
+from zoo.device import approx, bits, dependent_launch, memory, mma
 
 COMPILE = """
 import numba_cuda_mlir.tools
 
-from zoo.device import cuda, float32, uint8, uint32
+from zoo.device import cuda, float16, float32, uint8, uint32
 from zoo.device.approx import exp2_approx
 from zoo.device.bits import as_uint32, from_uint32, hfma2, lop3, prmt, unpack_half2
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
 from zoo.device.jit import unrolled
 from zoo.device.memory import load_flat, load_float4, load_words4, red_add_flat, red_add_float4, store_flat
 from zoo.device.memory import store_float4, store_word, store_words4
+from zoo.device.mma import cp_async4, cp_async16, cp_async_commit, cp_async_wait_all, cp_async_wait_group
+from zoo.device.mma import ldmatrix_x4, ldmatrix_x4_trans, load_half2, load_half8, mma_16bit_f32, mma_f16_f32
+from zoo.device.mma import mma_tf32_f32, store_half8, to_tf32
 
 numba_cuda_mlir.tools._cached_cc = (9, 0)  # 0.6.0 asks the driver even for a given cc (docs/numba-cuda-mlir.md)
 
@@ -49,6 +52,31 @@ ptx, _ = cuda.compile_ptx(every_intrinsic, types, cc=(9, 0))
 print("PTX", *ptx.replace(";", " ").split())
 
 
+def tensor_cores(a, f, out):
+    tile = cuda.shared.array(512, float16, alignment=16)
+    floats = cuda.shared.array(256, float32, alignment=16)
+    t = cuda.threadIdx.x
+    cp_async16(tile, t * 8, a, t * 8)
+    cp_async4(floats, t, f, t)
+    cp_async_commit()
+    cp_async_wait_group(1)
+    cp_async_wait_all()
+    cuda.syncthreads()
+    x0, x1, x2, x3 = ldmatrix_x4(tile, t * 8)
+    y0, y1, y2, y3 = ldmatrix_x4_trans(tile, t * 8)
+    z0, z1, z2, z3 = ldmatrix_x4(floats, t * 4)
+    c0, c1, c2, c3 = mma_f16_f32(x0, x1, x2, x3, y0, y1, float32(0), float32(0), float32(0), float32(0))
+    c0, c1, c2, c3 = mma_16bit_f32(a.dtype, x0, x1, x2, x3, y2, y3, c0, c1, c2, c3)
+    c0, c1, c2, c3 = mma_tf32_f32(to_tf32(f[t]), to_tf32(z0), z1, z2, z3, z0, c0, c1, c2, c3)
+    w0, w1, w2, w3 = load_half8(a, t * 8)
+    store_half8(a, t * 8, w0 ^ load_half2(a, t * 2), w1, w2, w3)
+    out[t] = c0 + c1 + c2 + c3
+
+
+ptx, _ = cuda.compile_ptx(tensor_cores, (float16[::1], float32[::1], float32[::1]), cc=(9, 0))
+print("PTX", *ptx.replace(";", " ").split())
+
+
 @cuda.jit(device=True)
 def add_index(i, arr, scale):
     arr[i] += float32(i) * scale
@@ -68,7 +96,11 @@ print("UNROLLED", ptx.count("st.global.f32"), "0f40000000" in ptx)  # three stor
 WANTED = {
     "ld.v4.f32", "ld.v4.u32", "st.v4.f32", "st.v4.u32", "st.u32", "ex2.approx.ftz.f32", "mov.b32", "cvt.f32.f16",
     "lop3.b32", "prmt.b32", "fma.rn.f16x2", "red.add.f32", "red.global.add.v4.f32", "griddepcontrol.wait",
-    "griddepcontrol.launch_dependents",
+    "griddepcontrol.launch_dependents", "ld.u32", "cvt.rna.tf32.f32", "cp.async.cg.shared.global",
+    "cp.async.ca.shared.global", "cp.async.commit_group", "cp.async.wait_group",
+    "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
 }  # fmt: skip
 
 
@@ -87,6 +119,6 @@ def test_the_ported_intrinsics_compile_to_their_instructions():
 
 def test_numba_cuda_keeps_its_own_intrinsics():
     assert "zoo.device.inline_ptx" not in sys.modules
-    for module in (approx, bits, dependent_launch, memory):
+    for module in (approx, bits, dependent_launch, memory, mma):
         names = [n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_")]
         assert all(getattr(module, n).__module__ != "zoo.device.inline_ptx" for n in names), module

@@ -26,6 +26,11 @@ def test_a_failure_names_the_intrinsic_or_api():
         "'numba_cuda_mlir.numba_cuda.stubs.threadfence'>\n  function: threadfence"
     )
     assert backends.cause(unlowered) == "cuda.threadfence (not lowered)"
+    cast = (
+        'UserFacingInternalCompilerError: This line in your program has triggered a compiler bug:\nFile "v02.py", '
+        "line 53:\n@jit\nin place of builtins.NotImplementedError: Type cast not implemented: f16 to none."
+    )
+    assert backends.cause(cast) == "builtins.NotImplementedError: Type cast not implemented: f16 to none."
     invalid = (
         "UserFacingInternalCompilerError: bug\nin place of InternalCompilerError: Invalid MLIR module: Verification "
         "failed:\nerror: \"-\":16:12: 'memref.get_global' op 'static_shared_memory_128' does not reference a valid "

@@ -18,7 +18,7 @@ results, the reports, the sweeps or the CLI (``tests/kernels/test_layout.py`` ch
 ``zoo.device.constant``     ``declare``: a ``__constant__`` array; ``copy_to_symbol``: the host fills it
                             before a launch (``cudaMemcpyToSymbolAsync``)
 ``zoo.device.inline_ptx``   the same intrinsics as numba-cuda-mlir's inline PTX (``ZOO_BACKEND=numba-cuda-mlir``
-                            only: memory, bits, approx, dependent_launch take theirs from it there)
+                            only: memory, bits, approx, dependent_launch, mma take theirs from it there)
 ``zoo.device`` (here)       ``sm_count()``, ``compute_capability()`` and ``properties()`` of the GPU, for
                             launch decisions (``zoo.runtime.gpu``'s, named here for the steps)
 ==========================  ========================================================================

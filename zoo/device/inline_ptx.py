@@ -1,8 +1,8 @@
 """The zoo's intrinsics for numba-cuda-mlir, as inline PTX (``ZOO_BACKEND=numba-cuda-mlir`` only).
 
-numba-cuda-mlir lowers to MLIR, so the intrinsics of ``zoo.device.memory``, ``bits``, ``approx`` and
-``dependent_launch``, written against numba-cuda's extension API (llvmlite IR), do not compile there; its own
-``@intrinsic`` does not yet work either (NVIDIA/numba-cuda-mlir#74). What it does take is CUDA C++-style inline
+numba-cuda-mlir lowers to MLIR, so the intrinsics of ``zoo.device.memory``, ``bits``, ``approx``,
+``dependent_launch`` and ``mma``, written against numba-cuda's extension API (llvmlite IR), do not compile there; its
+own ``@intrinsic`` does not yet work either (NVIDIA/numba-cuda-mlir#74). What it does take is CUDA C++-style inline
 assembly, ``experimental.inline_ptx(ptx, constraint, value, ...)`` (``%0, %1, ...`` numbered in the order of the
 pairs; an ``"="`` output is returned, several as a tuple, its value only a type), and ``overload`` from its extension
 API, which picks an implementation from the argument types when a kernel is typed. Each function here is the same
@@ -14,8 +14,9 @@ arrays alike) plus the flat index times the item size, which the overload knows 
 (``arr.itemsize`` does not compile there: a NotImplementedError in its lowering). The loads and stores are generic
 ones (``ld.v4.f32``, not ``ld.global.v4.f32``): the hardware resolves the space.
 
-Not here yet: ``zoo.device.mma`` (mma.sync, ldmatrix, cp.async), ``wgmma`` and ``constant``
-(docs/numba-cuda-mlir.md says how each would port).
+A shared array's element (ldmatrix, cp.async) is made a shared-window address with ``cvta.to.shared`` inside the
+instruction's braces. Not here yet: ``mma.pack_half2`` (a float16 for an ``"h"`` operand is converted to an integer,
+not passed as its bits), ``wgmma`` and ``constant`` (docs/numba-cuda-mlir.md says how each would port).
 """
 
 import ctypes
@@ -279,3 +280,180 @@ def wait_for_previous_kernel():
 @cuda.jit(device=True, forceinline=True)
 def let_next_kernel_start():
     experimental.inline_ptx("griddepcontrol.launch_dependents;")
+
+
+# -- zoo.device.mma (all but pack_half2: a float16 for an "h" operand is converted, not passed as its bits) -------
+_SIXTEEN_BIT = (types.float16, types.uint16)  # float16, and bfloat16 carried as its bits
+_COPYABLE = _SIXTEEN_BIT + (types.float32, types.uint32, types.uint8)
+
+
+def _check_array(arr, what, dtypes=_SIXTEEN_BIT):
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype in dtypes):
+        raise TypeError(f"{what} needs a 1-D array of {' or '.join(map(str, dtypes))}, got {arr}")
+
+
+def _mma(instruction):
+    """One mma.sync form: four A and two B words (uint32), four float32 accumulators in, four out."""
+    text = instruction + " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+
+    @cuda.jit(device=True, forceinline=True)
+    def mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return experimental.inline_ptx(
+            text, "=f", F32, "=f", F32, "=f", F32, "=f", F32,
+            "r", uint32(a0), "r", uint32(a1), "r", uint32(a2), "r", uint32(a3), "r", uint32(b0), "r", uint32(b1),
+            "f", cuda.float32(c0), "f", cuda.float32(c1), "f", cuda.float32(c2), "f", cuda.float32(c3),
+        )  # fmt: skip
+
+    return mma
+
+
+mma_f16_f32 = _mma("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+mma_bf16_f32 = _mma("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+mma_tf32_f32 = _mma("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+
+mma_16bit_f32 = _stub("mma_16bit_f32")
+_mma_16bit_f32 = overload(mma_16bit_f32, typing_registry=typing_registry, inline="always")
+
+
+@_mma_16bit_f32
+def _mma_16bit_f32_impl(kind, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    dtype = getattr(kind, "dtype", None)  # kind is the inputs' dtype (A.dtype): the form is chosen when typed
+    if not isinstance(kind, (types.DType, types.NumberClass)) or dtype not in _SIXTEEN_BIT:
+        raise TypeError(f"mma_16bit_f32: kind is the inputs' dtype, float16 or uint16 (bfloat16 bits), got {kind}")
+    form = mma_f16_f32 if dtype == types.float16 else mma_bf16_f32
+
+    def impl(kind, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return form(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+    return impl
+
+
+to_tf32, _to_tf32 = _overload("to_tf32")
+
+
+@_to_tf32
+def _to_tf32_impl(x):
+    if x == types.float32:
+        return lambda x: uint32(experimental.inline_ptx("cvt.rna.tf32.f32 %0, %1;", "=r", I32, "f", x))
+    if x == types.uint32:  # a float32's bits
+        text = "{ .reg .f32 f; mov.b32 f, %1; cvt.rna.tf32.f32 %0, f; }"
+        return lambda x: uint32(experimental.inline_ptx(text, "=r", I32, "r", x))
+    raise TypeError(f"to_tf32 takes a float32 or its bits as uint32, got {x}")
+
+
+load_half2, _load_half2 = _overload("load_half2")
+
+
+@_load_half2
+def _load_half2_impl(arr, i):
+    _check_array(arr, "load_half2")
+    return lambda arr, i: uint32(experimental.inline_ptx("ld.u32 %0, [%1];", "=r", I32, "l", element_address(arr, i)))
+
+
+load_half8, _load_half8 = _overload("load_half8")
+
+
+@_load_half8
+def _load_half8_impl(arr, i):
+    _check_array(arr, "load_half8")
+
+    def impl(arr, i):
+        w0, w1, w2, w3 = experimental.inline_ptx(
+            "ld.v4.u32 {%0, %1, %2, %3}, [%4];", "=r", I32, "=r", I32, "=r", I32, "=r", I32, "l",
+            element_address(arr, i),
+        )  # fmt: skip
+        return uint32(w0), uint32(w1), uint32(w2), uint32(w3)
+
+    return impl
+
+
+store_half8, _store_half8 = _overload("store_half8")
+
+
+@_store_half8
+def _store_half8_impl(arr, i, w0, w1, w2, w3):
+    _check_array(arr, "store_half8")
+
+    def impl(arr, i, w0, w1, w2, w3):
+        experimental.inline_ptx(
+            "st.v4.u32 [%0], {%1, %2, %3, %4};", "l", element_address(arr, i),
+            "r", uint32(w0), "r", uint32(w1), "r", uint32(w2), "r", uint32(w3),
+        )  # fmt: skip
+
+    return impl
+
+
+def _ldmatrix(trans):
+    """ldmatrix .x4 from a shared tile (the element's generic address, made a shared one first)."""
+    name = "ldmatrix_x4" + ("_trans" if trans else "")
+    function, register = _overload(name)
+    op = "ldmatrix.sync.aligned.m8n8.x4" + (".trans" if trans else "") + ".shared.b16"
+    text = "{ .reg .u64 s; cvta.to.shared.u64 s, %4; " + op + " {%0, %1, %2, %3}, [s]; }"
+
+    @register
+    def _impl(tile, index):
+        # .trans swaps 16-bit halves: on 32-bit elements it would split them, so float32 takes the plain form only
+        _check_array(tile, name, _SIXTEEN_BIT + (() if trans else (types.float32,)))
+
+        def impl(tile, index):
+            w0, w1, w2, w3 = experimental.inline_ptx(
+                text, "=r", I32, "=r", I32, "=r", I32, "=r", I32, "l", element_address(tile, index)
+            )
+            return uint32(w0), uint32(w1), uint32(w2), uint32(w3)
+
+        return impl
+
+    return function
+
+
+ldmatrix_x4 = _ldmatrix(False)
+ldmatrix_x4_trans = _ldmatrix(True)
+
+
+def _cp_async(size, cache):
+    """cp.async of ``size`` bytes, global to shared; ``cache``: .cg (L2 only, 16 bytes only) or .ca."""
+    function, register = _overload(f"cp_async{size}")
+    text = f"{{ .reg .u64 s; cvta.to.shared.u64 s, %0; cp.async.{cache}.shared.global [s], [%1], {size}; }}"
+
+    @register
+    def _impl(tile, index, src, src_index):
+        _check_array(tile, f"cp_async{size} (destination)", _COPYABLE)
+        if not (_flat_array(src) and src.dtype in _COPYABLE):
+            raise TypeError(f"cp_async{size} (source) needs a 1-D or C-contiguous array of {_COPYABLE}, got {src}")
+
+        def impl(tile, index, src, src_index):
+            experimental.inline_ptx(text, "l", element_address(tile, index), "l", element_address(src, src_index))
+
+        return impl
+
+    return function
+
+
+cp_async16 = _cp_async(16, "cg")
+cp_async8 = _cp_async(8, "ca")
+cp_async4 = _cp_async(4, "ca")
+
+
+@cuda.jit(device=True, forceinline=True)
+def cp_async_commit():
+    experimental.inline_ptx("cp.async.commit_group;")
+
+
+@cuda.jit(device=True, forceinline=True)
+def cp_async_wait_all():
+    experimental.inline_ptx("cp.async.wait_group 0;")
+
+
+cp_async_wait_group, _cp_async_wait_group = _overload("cp_async_wait_group")
+
+
+@_cp_async_wait_group
+def _cp_async_wait_group_impl(n):
+    if not isinstance(n, types.IntegerLiteral):
+        return None  # the count is an immediate in the instruction: a constant (typed again as its literal)
+    text = f"cp.async.wait_group {int(n.literal_value)};"
+
+    def impl(n):
+        experimental.inline_ptx(text)
+
+    return impl

@@ -107,7 +107,7 @@ that the hardware agrees with this module's reading of the PTX ISA;
 import numpy as np
 
 from zoo.device.warp import FULL_MASK
-from zoo.runtime import SIMULATOR
+from zoo.runtime import SIMULATOR, backend
 
 # Pass as cuda.shared.array(..., alignment=SHARED_ALIGN): numba aligns a float16 shared array to
 # 2 bytes, but 128-bit stores, ldmatrix rows and cp.async need 16. The simulator refuses the
@@ -550,3 +550,24 @@ else:
             return None
         sig, codegen = bare_instruction(f"cp.async.wait_group {int(n.literal_value)};")
         return types.void(n), codegen
+
+
+if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): the same instructions as inline PTX
+    from zoo.device.inline_ptx import (  # noqa: F401, F811 (these names, for numba-cuda-mlir; pack_half2 not yet)
+        cp_async4,
+        cp_async8,
+        cp_async16,
+        cp_async_commit,
+        cp_async_wait_all,
+        cp_async_wait_group,
+        ldmatrix_x4,
+        ldmatrix_x4_trans,
+        load_half2,
+        load_half8,
+        mma_16bit_f32,
+        mma_bf16_f32,
+        mma_f16_f32,
+        mma_tf32_f32,
+        store_half8,
+        to_tf32,
+    )

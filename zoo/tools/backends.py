@@ -68,7 +68,8 @@ def cause(text):
     unverified = re.search(r"Invalid MLIR module: .*?error: \S+ ([^\n]+)", text, re.S)
     if unverified:  # a symbol's number is the process's count so far: not part of what failed
         return "invalid MLIR: " + re.sub(r"_[0-9]+'", "'", unverified.group(1))[:200]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    inner = text.split("\nin place of ", 1)[-1]  # an internal compiler error: the error it replaced says what
+    lines = [line.strip() for line in inner.splitlines() if line.strip()]
     if not lines:
         return "?"
     told = [i for i, line in enumerate(lines) if not HEADER.search(line)]
