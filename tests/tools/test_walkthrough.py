@@ -104,3 +104,19 @@ def test_no_page_shows_the_rows_of_folded_steps_nor_the_commits_only_they_were_m
         kept = {r.get("commit") for rows in shown[slug]["families"][fam].values() for r in rows.values()}
         only_gone = {rows[row].get("commit") for rows in by_size.values() if row in rows} - kept - {None}
         assert not any(commit in pages[fam] for commit in only_gone), (fam, row, only_gone)
+
+
+def test_a_wrong_row_gets_no_bar_in_the_family_plot_and_says_wrong(monkeypatch):
+    """A row whose last result was wrong (``correct`` False) is labelled WRONG with no bar: a wrong kernel's speed is
+    not a figure to show."""
+    pytest.importorskip("matplotlib")
+    fam = zoo.family("vector_add")
+    step = fam[1].name
+    rows = {"baseline": {"ratio": 1.0, "correct": True}, step: {"ratio": 2.0, "correct": False}}
+    drawn = {}
+    monkeypatch.setattr(report.figures, "save", lambda fig, path, dpi: drawn.setdefault("fig", fig) and True)
+    report.plot(fam, "test-gpu", "Test GPU", ["1000"], {"1000": rows})
+    ax = drawn["fig"].axes[0]
+    labels = {t.get_text() for t in ax.texts}
+    widths = sorted(p.get_width() for p in ax.patches)
+    assert "WRONG" in labels and widths == [0.0, 100.0], (labels, widths)

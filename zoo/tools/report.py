@@ -148,7 +148,8 @@ def shares(fam, entries, names):
 
 def plot(fam, slug, device_name, keys, by_size):
     """Bars of each step and library row as % of the family's strongest row (the baseline where that was not
-    measured), one colour per kind of input; True when the PNG changed, None without matplotlib."""
+    measured), one colour per kind of input, a row whose result was wrong marked WRONG without a bar; True when the
+    PNG changed, None without matplotlib."""
     try:
         import matplotlib
 
@@ -166,10 +167,12 @@ def plot(fam, slug, device_name, keys, by_size):
     for j, key in enumerate(keys):
         fractions, of_this = shares(fam, by_size[key], names)
         of = of if of and of_this != of else of_this  # a mix of kinds: named by the first
-        pct = [100 * f for f in fractions]
+        wrong = [by_size[key].get(n, {}).get("correct") is False for n in names]  # a wrong result gets no bar
+        pct = [0 if w else 100 * f for f, w in zip(fractions, wrong, strict=True)]
         ypos = [len(names) - 1 - i + (len(keys) - 1 - 2 * j) * height / 2 for i in range(len(names))]
         bars = ax.barh(ypos, pct, height=height, color=colours[j % len(colours)], label=key if len(keys) > 1 else None)
-        ax.bar_label(bars, labels=[f"{p:.1f}%" if p else "" for p in pct], padding=3, fontsize=7)
+        labels = ["WRONG" if w else f"{p:.1f}%" if p else "" for p, w in zip(pct, wrong, strict=True)]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize=7)
         top = max([top] + pct)
     ax.set_yticks(range(len(names)), names[::-1])
     ax.axvline(100, color="#c44e52", linestyle="--", linewidth=1)
