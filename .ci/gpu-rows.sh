@@ -91,7 +91,7 @@ PY
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 echo "== 2. compute-sanitizer memcheck, small irregular sizes" | tee -a "$OUT/gpu-rows.txt"
-timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 python3 - <<'PY' \
+timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --leak-check no --error-exitcode 9 python3 - <<'PY' \
   > "$OUT/gpu-rows-memcheck.txt" 2>&1
 import zoo
 from gpu_rows_common import harness
