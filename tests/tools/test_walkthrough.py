@@ -79,7 +79,7 @@ def _rows_of_gone_steps(all_results):
         if fam in steps
         for rows in by_size.values()
         for row in rows
-        if results.STEP_ROW.match(row) and row not in steps[fam]
+        if results.is_step_row(row) and row not in steps[fam]
     }
 
 

@@ -12,12 +12,12 @@ import datetime
 import json
 import math
 import os
-import re
 import subprocess
 from pathlib import Path
 
 from zoo.device import slug
 from zoo.registry import families, family
+from zoo.registry.spec import VARIANT_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "results"
@@ -143,14 +143,16 @@ def load_all(current=True):
     return found
 
 
-STEP_ROW = re.compile(r"^v\d{2}_[a-z][a-z0-9_]*$")  # a step's row, as its file is named; library and CPU rows are not
+def is_step_row(name):
+    """Whether a row is named as a step's file is (``vNN_technique``); library and CPU rows are not."""
+    return VARIANT_FILE.match(f"{name}.py") is not None
 
 
 def current_rows(fam, rows):
     """``rows`` ({row name: entry}) without those of steps ``fam`` no longer has (folded or removed: gemv's old
     v11-v14, sgemm's old v14, hgemm's old v05), which results/ keeps under their old names as they were measured."""
     steps = {v.name for v in fam}
-    return {name: row for name, row in rows.items() if name in steps or not STEP_ROW.match(name)}
+    return {name: row for name, row in rows.items() if name in steps or not is_step_row(name)}
 
 
 def _current_families(by_family):
