@@ -1,7 +1,8 @@
 """The library calls a practitioner would make instead of the steps, as the families' strongest rows call them.
 
-CUB's device-wide algorithms through ``cuda.compute`` (the ``cuda-cccl`` package: ``pip install "zoo[baselines]"``),
-a copy of the bytes a call must move, and a loop of CuPy kernels replayed as a CUDA graph. A family's spec names one
+cuBLAS's mixed-precision GEMM (``cublasGemmEx``), CUB's device-wide algorithms through ``cuda.compute`` (the
+``cuda-cccl`` package: ``pip install "zoo[baselines]"``), a copy of the bytes a call must move, and a loop of CuPy
+kernels replayed as a CUDA graph. A family's spec names one
 of its rows STRONGEST; the row calls one of these when it runs (never when the spec loads: this is host tooling).
 
 A library this machine lacks, or cannot use, raises ``zoo.errors.Unavailable`` with the reason, never an import
@@ -59,6 +60,35 @@ def _call(key, make, **arguments):
         _BUILT[key] = make()
     algorithm = _BUILT[key]
     algorithm(temp_storage=_storage(key, algorithm, **arguments), **arguments)
+
+
+def cublas_gemm_ex(A, B, out, b_rows_are_columns=False):
+    """``cublasGemmEx``: out (M x N, float32, row-major) = A (M x K) @ B, float16 or bfloat16 inputs (uint16 holds
+    bfloat16), float32 compute. B is K x N row-major, or with ``b_rows_are_columns`` N x K row-major (a row per
+    output column, as ``torch.nn.Linear`` keeps its weights: cuBLAS's "TN" layout). cuBLAS is column-major: a
+    row-major out is the column-major out^T = B^T A^T, so B goes first."""
+    import cupy
+    from cupy_backends.cuda.api import runtime
+    from cupy_backends.cuda.libs import cublas
+
+    m, k = A.shape
+    n = B.shape[0] if b_rows_are_columns else B.shape[1]
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    inputs = runtime.CUDA_R_16BF if A.dtype == np.uint16 else runtime.CUDA_R_16F
+    # row-major N x K read column-major is K x N: transposed (OP_T) it is the N x K that out^T = B^T A^T needs
+    op_b, ld_b = (cublas.CUBLAS_OP_T, k) if b_rows_are_columns else (cublas.CUBLAS_OP_N, n)
+    try:
+        cublas.gemmEx(
+            handle, op_b, cublas.CUBLAS_OP_N, n, m, k, one.ctypes.data,
+            B.data.ptr, inputs, ld_b, A.data.ptr, inputs, k, zero.ctypes.data,
+            out.data.ptr, runtime.CUDA_R_32F, n, cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT,
+        )  # fmt: skip
+    finally:
+        cublas.setPointerMode(handle, mode)
 
 
 def cub_reduce(x, out):
