@@ -1,0 +1,122 @@
+"""Decode attention beyond the generic checks: a cache filled in part, new positions with their causal mask, splits
+with keys and without, large scores, bad input refused before any launch.
+
+In the simulator these run at small sizes; on a GPU the same file runs with
+
+    ZOO_TARGET=gpu python -m pytest tests/kernels/test_decode_attention.py -v
+"""
+
+import sys
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.bench import harness
+from zoo.device.jit import Kernel
+from zoo.errors import OutOfRange, Unavailable
+
+DECODE = zoo.family("decode_attention")
+STEPS = DECODE.variants
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    def refuse(self, config):
+        raise AssertionError("a kernel was launched before the input was rejected")
+
+    monkeypatch.setattr(Kernel, "__getitem__", refuse)
+
+
+def _inputs(heads, kv_heads, queries, capacity, d, seed):
+    rng = np.random.default_rng(seed)
+    return tuple(
+        rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
+        for shape in ((heads, queries, d), (kv_heads, capacity, d), (kv_heads, capacity, d))
+    )
+
+
+def _check(variant, Q, K, V, **params):
+    out = variant(Q, K, V, **params)
+    ok, _, detail = harness.compare(out, DECODE.reference(Q, K, V, **params), DECODE.tolerance(None))
+    assert np.isfinite(out.astype(np.float32)).all()
+    assert ok, detail
+    return out
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_cache_filled_in_part_with_two_new_positions(variant):
+    """Capacity 80, 70 positions filled, 2 new queries (keys 0-68 and 0-69): the unfilled positions hold NaN, which a
+    step that read them would spread. One q head a kv head over 70 keys splits in v02 and v03 (the simulator's
+    blocks of 32 keys); the first query's row sees no key in the last block of its last split."""
+    Q, K, V = _inputs(2, 2, 2, 80, 64, seed=1)
+    K[:, 70:] = V[:, 70:] = np.float16(np.nan)
+    _check(variant, Q, K, V, length=70)
+    _check(variant, np.ascontiguousarray(Q[:, :1]), K, V, length=65)  # one query, the split's last block partial
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_thousand_cached_positions(variant):
+    """The issue's 1000 positions, one q head and one kv head: 32 blocks of the simulator's 32 keys, 8 splits of v02's
+    and v03's (4 blocks an SM), the last split's last block partial (1000 = 31 x 32 + 8)."""
+    _check(variant, *_inputs(1, 1, 1, 1000, 64, seed=3))
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_large_scores_give_finite_correct_rows(variant):
+    Q, K, V = _inputs(4, 2, 1, 40, 64, seed=2)
+    Q[1] *= np.float16(1000)  # scores in the thousands: an unsafe exp overflows
+    _check(variant, Q, K, V)
+
+
+def test_the_splits_cover_the_cache_in_whole_blocks():
+    v02 = DECODE["v02"].module
+    threads, aim = DECODE.module.THREADS, v02.most_blocks()
+    for rows, length in ((1, 1), (1, 10_000), (32, 8192), (32, 32768), (8, 100), (300, 5000)):
+        count, chunk = v02.splits(rows, length)
+        assert chunk % threads == 0 and (count - 1) * chunk < length <= count * chunk
+        assert count == 1 or count * rows <= aim + rows  # about `aim` blocks, never many more
+
+
+@pytest.mark.parametrize(
+    "change,error,message",
+    [
+        (lambda Q, K, V: ((Q, K[:, :-1], V), {}), ValueError, "one shape"),
+        (lambda Q, K, V: ((Q[..., :32], K, V), {}), ValueError, "one shape"),
+        (lambda Q, K, V: ((Q[:3], K, V), {}), ValueError, "whole number of groups"),
+        (lambda Q, K, V: ((Q, K, V), {"length": 41}), ValueError, "between"),
+        (lambda Q, K, V: ((np.concatenate([Q, Q], axis=1), K, V), {"length": 1}), ValueError, "between"),
+        (lambda Q, K, V: ((Q, K, V), {"length": 2.0}), TypeError, "length must be an int"),
+        (lambda Q, K, V: ((Q, K, V), {"length": True}), TypeError, "length must be an int"),
+    ],
+)
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_bad_input_is_refused_before_any_launch(variant, change, error, message, no_launch):
+    arrays, params = change(*_inputs(4, 2, 1, 40, 64, seed=0))
+    with pytest.raises(error, match=message):
+        variant(*(np.ascontiguousarray(a) for a in arrays), **params)
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_a_head_size_past_256_is_out_of_range(variant, no_launch):
+    with pytest.raises(OutOfRange, match="d up to 256"):
+        variant(*_inputs(2, 1, 1, 5, 264, seed=0))
+
+
+def test_v03_refuses_more_rows_a_kv_head_than_it_keeps_in_registers(no_launch):
+    DECODE["v03"].module.validate(*_inputs(16, 1, 1, 5, 64, seed=0))  # 16 rows: at the limit
+    with pytest.raises(OutOfRange, match="at most 16, got 32"):
+        DECODE["v03"](*_inputs(16, 1, 2, 5, 64, seed=0))
+
+
+def test_the_torch_row_is_unavailable_without_torch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    Q, K, V = _inputs(4, 2, 1, 40, 64, seed=0)
+    with pytest.raises(Unavailable, match="PyTorch"):
+        DECODE.module.torch_sdpa(Q, K, V, np.empty_like(Q))
+
+
+def test_flops_and_bytes_at_llama_3_8b():
+    size = (32, 8, 8192, 128)
+    assert DECODE.bytes_moved(size) == 2 * 2 * 8 * 8192 * 128 + 4 * 32 * 128  # 33.5 MB of cache, 16 KB of q and o
+    assert DECODE.flops(size) == 4 * 32 * 8192 * 128
