@@ -13,7 +13,9 @@ import pytest
 
 from zoo.device import approx, bits, dependent_launch, memory, mma
 
-COMPILE = """
+COMPILE = r"""
+import re
+
 import numba_cuda_mlir.tools
 
 from zoo.device import cuda, float16, float32, uint8, uint32
@@ -25,7 +27,7 @@ from zoo.device.memory import load_flat, load_float4, load_words4, red_add_flat,
 from zoo.device.memory import store_float4, store_word, store_words4
 from zoo.device.mma import cp_async4, cp_async16, cp_async_commit, cp_async_wait_all, cp_async_wait_group
 from zoo.device.mma import ldmatrix_x4, ldmatrix_x4_trans, load_half2, load_half8, mma_16bit_f32, mma_f16_f32
-from zoo.device.mma import mma_tf32_f32, store_half8, to_tf32
+from zoo.device.mma import mma_tf32_f32, pack_half2, store_half8, to_tf32
 
 numba_cuda_mlir.tools._cached_cc = (9, 0)  # 0.6.0 asks the driver even for a given cc (docs/numba-cuda-mlir.md)
 
@@ -44,6 +46,8 @@ def every_intrinsic(x, raw, out, words, grid):
         red_add_float4(out, i, a, b, c, d)
         store_words4(words, i, w3, w2, w1, w0)
         store_flat(grid, i, load_flat(grid, i + 1))
+        cuda.threadfence()  # these two: zoo.device.mlir_lowerings
+        words[i + 1] = cuda.lanemask_lt()
     let_next_kernel_start()
 
 
@@ -69,12 +73,13 @@ def tensor_cores(a, f, out):
     c0, c1, c2, c3 = mma_16bit_f32(a.dtype, x0, x1, x2, x3, y2, y3, c0, c1, c2, c3)
     c0, c1, c2, c3 = mma_tf32_f32(to_tf32(f[t]), to_tf32(z0), z1, z2, z3, z0, c0, c1, c2, c3)
     w0, w1, w2, w3 = load_half8(a, t * 8)
-    store_half8(a, t * 8, w0 ^ load_half2(a, t * 2), w1, w2, w3)
+    store_half8(a, t * 8, w0 ^ load_half2(a, t * 2), w1, w2, pack_half2(float16(c0), a[t]))
     out[t] = c0 + c1 + c2 + c3
 
 
 ptx, _ = cuda.compile_ptx(tensor_cores, (float16[::1], float32[::1], float32[::1]), cc=(9, 0))
 print("PTX", *ptx.replace(";", " ").split())
+print("PACKED", re.search(r"mov\.b32\s+%r\d+, [{]%rs\d+, %rs\d+[}]", ptx) is not None)  # the halves' bits, as they are
 
 
 @cuda.jit(device=True)
@@ -100,7 +105,7 @@ WANTED = {
     "cp.async.ca.shared.global", "cp.async.commit_group", "cp.async.wait_group",
     "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
     "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "membar.gl", "%lanemask_lt",
 }  # fmt: skip
 
 
@@ -114,11 +119,13 @@ def test_the_ported_intrinsics_compile_to_their_instructions():
     r = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, timeout=600)
     found = {w for line in r.stdout.splitlines() if line.startswith("PTX") for w in line.split()[1:]}
     assert WANTED <= found, (sorted(WANTED - found), r.stderr[-3000:])
+    assert "PACKED True" in r.stdout, r.stderr[-3000:]  # pack_half2: two float16 as their bits, not converted
     assert "UNROLLED 3 True" in r.stdout, r.stderr[-3000:]  # zoo.device.jit.unrolled's chain of named arguments
 
 
 def test_numba_cuda_keeps_its_own_intrinsics():
     assert "zoo.device.inline_ptx" not in sys.modules
+    assert "zoo.device.mlir_lowerings" not in sys.modules
     for module in (approx, bits, dependent_launch, memory, mma):
         names = [n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_")]
         assert all(getattr(module, n).__module__ != "zoo.device.inline_ptx" for n in names), module

@@ -18,7 +18,9 @@ results, the reports, the sweeps or the CLI (``tests/kernels/test_layout.py`` ch
 ``zoo.device.constant``     ``declare``: a ``__constant__`` array; ``copy_to_symbol``: the host fills it
                             before a launch (``cudaMemcpyToSymbolAsync``)
 ``zoo.device.inline_ptx``   the same intrinsics as numba-cuda-mlir's inline PTX (``ZOO_BACKEND=numba-cuda-mlir``
-                            only: memory, bits, approx, dependent_launch, mma take theirs from it there)
+                            only: memory, bits, approx, dependent_launch, mma take theirs from it there);
+                            ``mlir_lowerings`` beside it lowers what numba-cuda-mlir types but does not
+                            lower (``cuda.threadfence``, ``cuda.lanemask_lt``) and ``mma.pack_half2``
 ``zoo.device`` (here)       ``sm_count()``, ``compute_capability()`` and ``properties()`` of the GPU, for
                             launch decisions (``zoo.runtime.gpu``'s, named here for the steps)
 ==========================  ========================================================================
@@ -58,6 +60,9 @@ from zoo.runtime.gpu import (  # noqa: F401 (named here for the steps)
     sm_count,
     versions,
 )
+
+if runtime.backend.MLIR:  # lowerings numba-cuda-mlir lacks (cuda.threadfence, ...), for every step
+    from zoo.device import mlir_lowerings  # noqa: F401
 
 
 def __getattr__(name):

@@ -15,8 +15,9 @@ arrays alike) plus the flat index times the item size, which the overload knows 
 ones (``ld.v4.f32``, not ``ld.global.v4.f32``): the hardware resolves the space.
 
 A shared array's element (ldmatrix, cp.async) is made a shared-window address with ``cvta.to.shared`` inside the
-instruction's braces. Not here yet: ``mma.pack_half2`` (a float16 for an ``"h"`` operand is converted to an integer,
-not passed as its bits), ``wgmma`` and ``constant`` (docs/numba-cuda-mlir.md says how each would port).
+instruction's braces. Not here: ``mma.pack_half2`` (a float16 for an ``"h"`` operand is converted to an integer,
+not passed as its bits: ``zoo.device.mlir_lowerings`` bit casts it), and, not yet, ``wgmma`` and ``constant``
+(docs/numba-cuda-mlir.md says how each would port).
 """
 
 import ctypes
@@ -282,7 +283,7 @@ def let_next_kernel_start():
     experimental.inline_ptx("griddepcontrol.launch_dependents;")
 
 
-# -- zoo.device.mma (all but pack_half2: a float16 for an "h" operand is converted, not passed as its bits) -------
+# -- zoo.device.mma (all but pack_half2: a float16 for an "h" operand is converted: zoo.device.mlir_lowerings) ---
 _SIXTEEN_BIT = (types.float16, types.uint16)  # float16, and bfloat16 carried as its bits
 _COPYABLE = _SIXTEEN_BIT + (types.float32, types.uint32, types.uint8)
 

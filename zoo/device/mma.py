@@ -553,7 +553,7 @@ else:
 
 
 if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): the same instructions as inline PTX
-    from zoo.device.inline_ptx import (  # noqa: F401, F811 (these names, for numba-cuda-mlir; pack_half2 not yet)
+    from zoo.device.inline_ptx import (  # noqa: F401, F811 (these names, for numba-cuda-mlir)
         cp_async4,
         cp_async8,
         cp_async16,
@@ -571,3 +571,4 @@ if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): th
         store_half8,
         to_tf32,
     )
+    from zoo.device.mlir_lowerings import pack_half2  # noqa: F811 (a bit cast: no inline PTX form)

@@ -7,8 +7,8 @@
                     counters run on it; the lean launch, the intrinsics and every figure in results/ are its
 ``numba-cuda-mlir``  ``pip install -e ".[mlir]"``: NVIDIA's MLIR-based successor (``from numba_cuda_mlir import
                     cuda``); a GPU only, since it has no simulator (numba-cuda-mlir#99); the zoo's intrinsics
-                    are its inline PTX there (``zoo.device.inline_ptx``), those of ``wgmma``, ``constant`` and
-                    ``mma.pack_half2`` not yet (docs/numba-cuda-mlir.md: which steps run, and the plan for the rest)
+                    are its inline PTX there (``zoo.device.inline_ptx``), those of ``wgmma`` and ``constant``
+                    not yet (docs/numba-cuda-mlir.md: which steps run, and the plan for the rest)
 ==================  ====================================================================================
 
 It is an environment variable rather than detection: a machine with both installed runs numba-cuda unless asked,
