@@ -120,3 +120,21 @@ def test_flops_and_bytes_at_llama_3_8b():
     size = (32, 8, 8192, 128)
     assert DECODE.bytes_moved(size) == 2 * 2 * 8 * 8192 * 128 + 4 * 32 * 128  # 33.5 MB of cache, 16 KB of q and o
     assert DECODE.flops(size) == 4 * 32 * 8192 * 128
+
+
+def test_v04_refuses_a_head_size_of_no_whole_16_byte_pieces_and_more_rows_than_its_registers(no_launch):
+    v04 = DECODE["v04"]
+    with pytest.raises(OutOfRange, match="d a multiple of 8, got 36"):
+        v04(*_inputs(2, 1, 1, 5, 36, seed=0))
+    v04.module.validate(*_inputs(8, 1, 1, 5, 64, seed=0))  # 8 rows: at the limit
+    with pytest.raises(OutOfRange, match="at most 8, got 16"):
+        v04(*_inputs(8, 1, 2, 5, 64, seed=0))
+
+
+def test_v04_refuses_a_cache_that_does_not_start_on_16_bytes(no_launch):
+    from numba import cuda
+
+    Q, K, V = _inputs(2, 1, 1, 9, 64, seed=0)
+    shifted = cuda.to_device(np.concatenate([K.reshape(-1), K.reshape(-1)[:1]]))[1:].reshape(K.shape)
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        DECODE["v04"](cuda.to_device(Q), shifted, cuda.to_device(V))

@@ -15,11 +15,12 @@ cache's bytes is the row to reach (``copy_ceiling``), and the steps climb from
 one block per query (v01: 32 blocks on a GPU of 132 SMs) to splitting the cache
 over many blocks whose partial results are merged by their log-sum-exp
 (v02, FlashDecoding), to one block reading a kv head's cache once for all the
-q heads that share it (v03, grouped KV heads).
+q heads that share it (v03, grouped KV heads), to the cache read 16 bytes a
+load with many loads in flight and no barrier in the loop (v04).
 
 The host API (what a model's decode loop would call)::
 
-    step = zoo.family("decode_attention")["v03"]      # or the best step
+    step = zoo.family("decode_attention")["v04"]      # or the best step
     step(q, k_cache, v_cache, length=t, out=o)        # device arrays: CuPy or numba
 
 with ``q`` of shape (B H, Q, d) (B sequences of H q heads, Q new positions
@@ -73,8 +74,11 @@ MAX_HEAD_DIM = 256  # the largest d the steps compile for
 
 THREADS = 32 if SIMULATOR else 128  # threads per block: a key a thread for scores, a column a thread for P V
 # Blocks a split launch aims for, per SM (zoo.device.sm_count(): 132 on an H100 or H200, 1 in the simulator, where
-# four blocks make the tests cross split boundaries)
-SPLIT_BLOCKS_PER_SM = 4 if SIMULATOR else 2
+# four blocks make the tests cross split boundaries). Three: v04's 136 registers a thread fit three blocks of 128
+# threads on an SM, so its whole grid is resident at once (one wave, no tail of a second).
+SPLIT_BLOCKS_PER_SM = 4 if SIMULATOR else 3
+VECTOR_WARPS = 2 if SIMULATOR else 4  # v04 on: warps a block (two in the simulator: the warps' merge is exercised)
+UNROLL = 2 if SIMULATOR else 4  # v04 on: keys each group of lanes loads before it uses one (K and V, 16 bytes each)
 
 # Simulator sizes: the issue's 1, 31 and 77 cached positions (one position; 31 and 77 over one and three blocks of
 # keys of the simulator's 32, the last partial); d = 64, 80 (not a multiple of 32) and 128; 1, 2 and 4 q heads a kv
