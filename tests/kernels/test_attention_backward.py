@@ -142,3 +142,25 @@ def test_the_torch_row_says_it_is_unavailable_without_torch(monkeypatch):
     inputs = BACKWARD.inputs(TINY, 0)
     with pytest.raises(Unavailable, match="PyTorch"):
         BACKWARD.module.torch_sdpa_backward(*inputs, None)
+
+
+def test_v02_head_sizes_are_multiples_of_16_up_to_128(no_launch):
+    """mma's k is 16 columns, and dK and dV of a warp's 16 keys live in registers: past d = 128 they would spill."""
+    step = BACKWARD["v02"].module
+    for d in (16, 80, 128):
+        step.validate(*BACKWARD.inputs((1, 3, d), 0))
+    for d in (72, 144, 256):
+        with pytest.raises(OutOfRange, match=f"multiple of 16 up to 128.*got d = {d}"):
+            step.validate(*BACKWARD.inputs((1, 3, d), 0))
+
+
+def test_v02_with_the_gpus_four_warps(monkeypatch):
+    """The simulator's blocks have 2 warps, the GPU's 4: with 4, two warps share each 16 queries of dQ (its columns
+    split in two), which only this test runs before a GPU does. 2 q heads over 1 kv head, causal."""
+    step = BACKWARD["v02"].module
+    build = step.build
+    monkeypatch.setattr(step, "build", lambda d, **kw: build(d, WARPS=4, **kw))
+    inputs = _inputs((2, 9, 64), 6, "gqa", causal=True)
+    out = BACKWARD["v02"](*inputs, causal=True)
+    errors = _errors(out, BACKWARD.reference(*inputs, causal=True), 2)
+    assert max(errors) <= BACKWARD.tolerance((2, 9, 64)), errors

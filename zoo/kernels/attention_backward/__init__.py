@@ -19,7 +19,13 @@ product of two rows the forward and the loss already hold.
 v01 is the plain version: a small kernel for D (it also clears dQ), then one
 block per tile of 16 keys walking every tile of 16 queries on the CUDA cores,
 P and dS rebuilt in shared memory, dK and dV summed in registers, dQ added into
-the output with float32 atomics.
+the output with float32 atomics. v02 moves the five products to the tensor
+cores (``zoo.device.mma``'s ``mma.sync`` m16n8k16, as attention v05 does): a
+block per 64 keys, a warp per 16 of them, each warp holding S^T and dP^T for
+its keys so that P^T and dS^T, rounded to float16, are the A fragments of
+dV's and dK's products without leaving registers; dS^T goes through shared
+memory once for dQ's product. v01 takes any d up to 256, v02 multiples of 16
+up to 128 (dK and dV of 16 keys in registers), both with grouped KV heads.
 
 Inputs, kinds, output
 ---------------------
