@@ -122,19 +122,34 @@ def test_flops_and_bytes_at_llama_3_8b():
     assert DECODE.flops(size) == 4 * 32 * 8192 * 128
 
 
-def test_v04_refuses_a_head_size_of_no_whole_16_byte_pieces_and_more_rows_than_its_registers(no_launch):
-    v04 = DECODE["v04"]
+VECTOR_STEPS = [DECODE["v04"], DECODE["v05"]]  # the steps that read the cache 16 bytes a load
+
+
+@pytest.mark.parametrize("variant", VECTOR_STEPS, ids=lambda v: v.name)
+def test_a_head_size_of_no_whole_16_byte_pieces_or_more_rows_than_registers_is_out_of_range(variant, no_launch):
     with pytest.raises(OutOfRange, match="d a multiple of 8, got 36"):
-        v04(*_inputs(2, 1, 1, 5, 36, seed=0))
-    v04.module.validate(*_inputs(8, 1, 1, 5, 64, seed=0))  # 8 rows: at the limit
+        variant(*_inputs(2, 1, 1, 5, 36, seed=0))
+    variant.module.validate(*_inputs(8, 1, 1, 5, 64, seed=0))  # 8 rows: at the limit
     with pytest.raises(OutOfRange, match="at most 8, got 16"):
-        v04(*_inputs(8, 1, 2, 5, 64, seed=0))
+        variant(*_inputs(8, 1, 2, 5, 64, seed=0))
 
 
-def test_v04_refuses_a_cache_that_does_not_start_on_16_bytes(no_launch):
+@pytest.mark.parametrize("variant", VECTOR_STEPS, ids=lambda v: v.name)
+def test_a_cache_that_does_not_start_on_16_bytes_is_refused(variant, no_launch):
     from numba import cuda
 
     Q, K, V = _inputs(2, 1, 1, 9, 64, seed=0)
     shifted = cuda.to_device(np.concatenate([K.reshape(-1), K.reshape(-1)[:1]]))[1:].reshape(K.shape)
     with pytest.raises(ValueError, match="16-byte boundary"):
-        DECODE["v04"](cuda.to_device(Q), shifted, cuda.to_device(V))
+        variant(cuda.to_device(Q), shifted, cuda.to_device(V))
+
+
+def test_v05_leaves_every_ticket_drawn_for_the_next_call():
+    """The last block of each kv head resets its counter: a second call (the next token) merges at the right
+    block again, and the counters read zero between calls."""
+    from zoo.runtime.buffers import scratch
+
+    Q, K, V = _inputs(4, 2, 1, 77, 64, seed=4)
+    first = _check(DECODE["v05"], Q, K, V)
+    assert not scratch("decode_tickets", 2, np.uint32, zero=True).copy_to_host().any()
+    np.testing.assert_array_equal(_check(DECODE["v05"], Q, K, V), first)

@@ -16,11 +16,12 @@ one block per query (v01: 32 blocks on a GPU of 132 SMs) to splitting the cache
 over many blocks whose partial results are merged by their log-sum-exp
 (v02, FlashDecoding), to one block reading a kv head's cache once for all the
 q heads that share it (v03, grouped KV heads), to the cache read 16 bytes a
-load with many loads in flight and no barrier in the loop (v04).
+load with many loads in flight and no barrier in the loop (v04), to one
+launch, the last block of each kv head merging its splits (v05).
 
 The host API (what a model's decode loop would call)::
 
-    step = zoo.family("decode_attention")["v04"]      # or the best step
+    step = zoo.family("decode_attention")["v05"]      # or the best step
     step(q, k_cache, v_cache, length=t, out=o)        # device arrays: CuPy or numba
 
 with ``q`` of shape (B H, Q, d) (B sequences of H q heads, Q new positions
