@@ -144,14 +144,14 @@ def test_the_torch_row_says_it_is_unavailable_without_torch(monkeypatch):
         BACKWARD.module.torch_sdpa_backward(*inputs, None)
 
 
-def test_v02_head_sizes_are_multiples_of_16_up_to_128(no_launch):
+@pytest.mark.parametrize("variant", STEPS[1:], ids=lambda v: v.name)
+def test_tensor_core_head_sizes_are_multiples_of_16_up_to_128(variant, no_launch):
     """mma's k is 16 columns, and dK and dV of a warp's 16 keys live in registers: past d = 128 they would spill."""
-    step = BACKWARD["v02"].module
     for d in (16, 80, 128):
-        step.validate(*BACKWARD.inputs((1, 3, d), 0))
+        variant.module.validate(*BACKWARD.inputs((1, 3, d), 0))
     for d in (72, 144, 256):
         with pytest.raises(OutOfRange, match=f"multiple of 16 up to 128.*got d = {d}"):
-            step.validate(*BACKWARD.inputs((1, 3, d), 0))
+            variant.module.validate(*BACKWARD.inputs((1, 3, d), 0))
 
 
 def test_v02_with_the_gpus_four_warps(monkeypatch):
@@ -164,3 +164,12 @@ def test_v02_with_the_gpus_four_warps(monkeypatch):
     out = BACKWARD["v02"](*inputs, causal=True)
     errors = _errors(out, BACKWARD.reference(*inputs, causal=True), 2)
     assert max(errors) <= BACKWARD.tolerance((2, 9, 64)), errors
+
+
+def test_v03_skips_the_query_tiles_above_a_causal_diagonal_and_stays_right():
+    """40 positions: the second block of keys (from key 32 in the simulator's blocks) starts at query tile 32, the
+    first tile skipped; a skip one tile too far would drop the diagonal's pairs and fail."""
+    inputs = BACKWARD.inputs((1, 40, 64), 7, "causal")
+    out = BACKWARD["v03"](*inputs, causal=True)
+    errors = _errors(out, BACKWARD.reference(*inputs, causal=True), 1)
+    assert max(errors) <= BACKWARD.tolerance((1, 40, 64)), errors
