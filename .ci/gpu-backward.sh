@@ -41,7 +41,7 @@ for v in fam:
         print(v.name, size, kind, 'ok' if r.ok else 'FAILED ' + r.detail)
 " > "$OUT/backward-$tool.txt" 2>&1
         code=$?
-        lap "$tool v01, v02: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/backward-$tool.txt" | tail -1) (exit $code)"
+        lap "$tool every step: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/backward-$tool.txt" | tail -1) (exit $code)"
         if [ $code -ne 0 ] || grep -qE 'FAILED|Traceback|SUMMARY: [1-9]' "$OUT/backward-$tool.txt"; then failed+=($tool); fi
       done;;
     time)

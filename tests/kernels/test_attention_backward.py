@@ -173,3 +173,17 @@ def test_v03_skips_the_query_tiles_above_a_causal_diagonal_and_stays_right():
     out = BACKWARD["v03"](*inputs, causal=True)
     errors = _errors(out, BACKWARD.reference(*inputs, causal=True), 1)
     assert max(errors) <= BACKWARD.tolerance((1, 40, 64)), errors
+
+
+@pytest.mark.parametrize("kind", BACKWARD.kinds)
+def test_the_cupy_baseline_composes_the_right_gradients(kind, monkeypatch):
+    """The baseline's ops (matmuls over grouped heads, the transposes of dS and P, the mask) run by NumPy, which has
+    every function it calls: its reshapes are checked without a GPU. NumPy's float16 products stay within tolerance."""
+    monkeypatch.setitem(sys.modules, "cupy", np)
+    inputs = BACKWARD.inputs((4, 20, 32), 8, kind)
+    params = BACKWARD.kind_params(kind)
+    shape, dtype = BACKWARD.output_for(*inputs, **params)
+    out = np.full(shape, np.nan, dtype)
+    BACKWARD.module.baseline(*inputs, out, **params)
+    errors = _errors(out, BACKWARD.reference(*inputs, **params), 4)
+    assert max(errors) <= BACKWARD.tolerance((4, 20, 32)), errors

@@ -252,10 +252,10 @@ def baseline(Q, K, V, O, dO, L, out, causal=False):
     D = (dO.astype(np.float32) * O.astype(np.float32)).sum(axis=-1, keepdims=True)
     ds = (p * (dp - D)).astype(np.float16)
     dQ, dK, dV = gradients(out, bh)
-    dQ[...] = cupy.matmul(ds, K.reshape(kv, 1, n, d)).reshape(bh, n, d) * c
-    ds_t = ds.reshape(kv, g, n, n).transpose(0, 2, 1, 3).reshape(kv, n, g * n)  # keys x (the group's queries)
+    dQ[...] = cupy.matmul(ds.reshape(kv, g, n, n), K.reshape(kv, 1, n, d)).reshape(bh, n, d) * c
+    ds_t = ds.reshape(kv, g, n, n).transpose(0, 3, 1, 2).reshape(kv, n, g * n)  # keys x (the group's queries)
     dK[...] = cupy.matmul(ds_t, Q.reshape(kv, g * n, d)) * c
-    p_t = p.reshape(kv, g, n, n).transpose(0, 2, 1, 3).reshape(kv, n, g * n)
+    p_t = p.reshape(kv, g, n, n).transpose(0, 3, 1, 2).reshape(kv, n, g * n)
     dV[...] = cupy.matmul(p_t, dO.reshape(kv, g * n, d))
 
 
