@@ -30,7 +30,7 @@ from zoo.device import cuda, float16, float32, sm_count, uint32
 from zoo.device.approx import exp2_approx
 from zoo.device.bits import unpack_half2
 from zoo.device.jit import jit, unrolled
-from zoo.device.memory import aligned, load_float4, load_words4
+from zoo.device.memory import aligned, load_float4, load_words4, store_flat
 from zoo.device.warp import FULL_MASK
 from zoo.errors import OutOfRange
 from zoo.kernels.decode_attention import (
@@ -221,10 +221,11 @@ def build(D, R):
                 weight = exp2_approx(warp_m[w, r] - m_safe)
                 o += weight * warp_o[w, r, c]
                 total += weight * warp_l[w, r]
-            part_o[first_row + r, c] = o  # unnormalized, weighted by exp2(s - top)
+            row = first_row + r
+            part_o[row * uint32(D) + c] = o  # unnormalized, weighted by exp2(s - top) (the buffers flat: row-major)
             if c == 0:
-                part_ml[first_row + r, 0] = top  # in log2 units; -inf and 0 for a row with no key in this split
-                part_ml[first_row + r, 1] = total
+                part_ml[row * uint32(2)] = top  # in log2 units; -inf and 0 for a row with no key in this split
+                part_ml[row * uint32(2) + uint32(1)] = total
 
         cuda.threadfence()  # this thread's partial rows reach every block before the ticket below is taken
         cuda.syncthreads()  # every thread of the block has written and fenced
@@ -240,25 +241,26 @@ def build(D, R):
                 row0 = kv_head * uint32(R) + r  # the row's partial in split 0
                 top = NEG_INF
                 for split_s in range(splits):
-                    top = max(top, part_ml[row0 + split_s * apart, 0])  # finite: split 0 holds key 0
+                    top = max(top, part_ml[(row0 + split_s * apart) * uint32(2)])  # finite: split 0 holds key 0
                 total = float32(0.0)
                 o0 = o1 = o2 = o3 = float32(0.0)
                 for s0 in range(uint32(0), splits, uint32(BATCH)):
                     for k in range(BATCH):  # BATCH splits' loads independent of each other: in flight together
                         if s0 + uint32(k) < splits:
                             row = row0 + (s0 + uint32(k)) * apart
-                            weight = exp2_approx(part_ml[row, 0] - top)
-                            total += weight * part_ml[row, 1]
+                            weight = exp2_approx(part_ml[row * uint32(2)] - top)
+                            total += weight * part_ml[row * uint32(2) + uint32(1)]
                             a0, a1, a2, a3 = load_float4(part_o, row * uint32(D) + c)  # 16 bytes of the partial
                             o0 += weight * a0
                             o1 += weight * a1
                             o2 += weight * a2
                             o3 += weight * a3
                 inv = float32(1.0) / total
-                O[kv_head, r, c] = float16(o0 * inv)
-                O[kv_head, r, c + uint32(1)] = float16(o1 * inv)
-                O[kv_head, r, c + uint32(2)] = float16(o2 * inv)
-                O[kv_head, r, c + uint32(3)] = float16(o3 * inv)
+                at = row0 * uint32(D) + c  # O's row (kv head, r) is Q's: q head kv_head g + r // Q, query r % Q
+                store_flat(O, at, float16(o0 * inv))
+                store_flat(O, at + uint32(1), float16(o1 * inv))
+                store_flat(O, at + uint32(2), float16(o2 * inv))
+                store_flat(O, at + uint32(3), float16(o3 * inv))
             if t == 0:
                 tickets[kv_head] = uint32(0)  # every ticket is drawn: ready for the next call
 
@@ -306,11 +308,10 @@ def launch(Q, K, V, out, length=None):
     lanes = 1 << (d // 8 - 1).bit_length()  # build's LANES: a key's lanes
     count, chunk = splits(kv, length, VECTOR_WARPS * 32 // lanes * UNROLL)
     most = -(-most_blocks() // kv) * kv * rows  # partial rows at any length: the buffers stay put through a decode loop
-    part_o = scratch("decode_partial_o", most * d, np.float32)[: count * kv * rows * d].reshape(count * kv * rows, d)
-    part_ml = scratch("decode_partial_ml", most * 2, np.float32)[: count * kv * rows * 2].reshape(count * kv * rows, 2)
+    part_o = scratch("decode_partial_o", most * d, np.float32)  # whole buffers, indexed flat: no view made a call
+    part_ml = scratch("decode_partial_ml", most * 2, np.float32)
     tickets = scratch("decode_tickets", kv, np.uint32, zero=True)  # each kv head's last block resets its own
-    grouped_q, grouped_out = Q.reshape(kv, rows, d), out.reshape(kv, rows, d)
     scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
     grid = (kv, count)  # a block per kv head and split
     sizes = np.uint32(length), np.uint32(queries), scale_log2, np.uint32(chunk)
-    build(d, rows)[grid, THREADS](grouped_q, K, V, grouped_out, part_o, part_ml, tickets, *sizes)
+    build(d, rows)[grid, THREADS](Q, K, V, out, part_o, part_ml, tickets, *sizes)  # Q and O flat as (kv, R, d)
