@@ -20,6 +20,7 @@ import zoo
 from tests.conftest import ROOT, run_zoo
 from zoo.bench import harness
 from zoo.device.jit import jit
+from zoo.device.mma import pack_half2
 from zoo.device.wgmma import (
     ELEMENT,
     SWIZZLE_128B,
@@ -36,6 +37,7 @@ from zoo.device.wgmma import (
     mbarrier_init,
     mbarrier_wait,
     mma_async,
+    mma_async_a_regs,
     shared_address,
     swizzle_128b,
     tensor_map_2d,
@@ -154,6 +156,62 @@ def test_each_kind_reads_its_own_elements(kind, n_major):
     bytes give another product."""
     out, ref = _one_stage(one_stage_kernel(n_major=n_major, kind=kind), seed=3, kind=kind)
     assert np.linalg.norm(out - ref) <= 1e-6 * np.linalg.norm(ref)  # float32 sums of exact products
+
+
+def register_a_kernel(n_major=True):
+    """One m64n64k16 with A (64 x 16 float16) from registers, each thread's four words packed from the rows and
+    columns the register fragment names, and B (16 x 64) in shared memory, N-major (16 rows of 128 bytes) or
+    K-major (64 rows of 32 bytes, each a 128-byte row's first quarter), 128-byte swizzled."""
+
+    def place(offset):
+        return swizzle_128b(offset)
+
+    place = jit(device=True, forceinline=True)(place) if GPU else place
+    halves = (TILE_ALIGN + 64 * 128) // 2
+
+    @jit(arch_specific=True)
+    def kernel(A, B, out):
+        tiles = cuda.shared.array(halves, np.float16, alignment=SWIZZLE_ALIGN)
+        acc = cuda.local.array(32, float32)
+        tid = uint32(cuda.threadIdx.x)
+        tile0, base = first_tile(tiles)
+        for e in range(tid, 16 * 64, 128):
+            k, n = uint32(e) // uint32(64), uint32(e) % uint32(64)
+            at = k * uint32(128) + n * uint32(2) if n_major else n * uint32(128) + k * uint32(2)
+            tiles[tile0 + place(at) // uint32(2)] = B[k, n]
+        fence_proxy_async()  # the stores above are visible to the tensor cores
+        cuda.syncthreads()  # everyone's stores are
+        lane, warp = tid % uint32(32), tid // uint32(32)
+        row, col = warp * uint32(16) + lane // uint32(4), lane % uint32(4) * uint32(2)
+        a0 = pack_half2(A[row, col], A[row, col + uint32(1)])  # A[16 w + g, 2 q ..]
+        a1 = pack_half2(A[row + uint32(8), col], A[row + uint32(8), col + uint32(1)])  # row + 8
+        a2 = pack_half2(A[row, col + uint32(8)], A[row, col + uint32(9)])  # columns 8 + 2 q ..
+        a3 = pack_half2(A[row + uint32(8), col + uint32(8)], A[row + uint32(8), col + uint32(9)])
+        fence(acc, 32)  # A's words (and acc, dropped: accumulate 0) come before the MMA
+        desc = descriptor(base, uint32(8192), uint32(1024), SWIZZLE_128B)  # N-major: 8 k rows 1024 B apart
+        if not n_major:
+            desc = descriptor(base, uint32(16), uint32(1024), SWIZZLE_128B)  # K-major: 8 n rows 1024 B apart
+        mma_async_a_regs(acc, 0, 64, a0, a1, a2, a3, desc, 0, 1 if n_major else 0, "f16")
+        commit_group()
+        wait_group(0, acc, 32)
+        for j in range(8):
+            for h in range(2):
+                for c in range(2):
+                    out[row + uint32(8 * h), uint32(8 * j + c) + col] = acc[4 * j + 2 * h + c]
+
+    return kernel
+
+
+@pytest.mark.parametrize("n_major", [True, False], ids=["B-n-major", "B-k-major"])
+def test_the_register_a_form_reads_a_from_the_threads_fragments(n_major):
+    """mma_async_a_regs: the product of an A that only the 128 threads' words hold, B from shared memory."""
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((64, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 64)).astype(np.float16)
+    out = cuda.to_device(np.full((64, 64), np.nan, np.float32))
+    register_a_kernel(n_major)[1, 128](cuda.to_device(A), cuda.to_device(B), out)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(GPU, reason="the simulator's checks")

@@ -148,6 +148,23 @@ def test_head_size_256_with_grouped_kv_heads(variant):
     assert ok, detail
 
 
+HOPPER_STEPS = [v for v in STEPS if v.number >= 8]  # wgmma from v08 on: 64 query rows a warpgroup
+
+
+@pytest.mark.parametrize(
+    "size,kind,causal",
+    [((1, 77, 64), "full", False), ((1, 77, 64), "full", True), ((4, 31, 128), "gqa", True)],
+    ids=["77-full", "77-causal", "31x128-gqa-causal"],
+)
+@pytest.mark.parametrize("variant", HOPPER_STEPS, ids=lambda v: v.name)
+def test_hopper_steps_cross_query_and_key_blocks(variant, size, kind, causal):
+    """77 positions: two blocks of 64 query rows and two of the simulator's 64 keys, the second of each partial, the
+    diagonal's block masked and the one above it skipped; d = 128 with 4 q heads over 1 kv head, causal."""
+    Q, K, V = ATTENTION.make_inputs(size, seed=21, kind=kind)
+    _, ok, detail = _check(variant, Q, K, V, causal)
+    assert ok, detail
+
+
 @pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: the issue's sizes (1 to 4099 positions, d up to 256)")
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_grouped_kv_heads_with_the_causal_mask_at_gpu_sizes(variant):

@@ -26,6 +26,10 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
                                                               drops the old acc; trans_x 0 = K-major;
                                                               kind "f16", "bf16" (K 16), "tf32" (K 8) or
                                                               "e4m3" (K 32), a literal (K_OF)
+``mma_async_a_regs(acc, first, N, a0, a1, a2, a3,``            the same with A from registers (the
+``                 desc_b, accumulate, trans_b, kind)``         register-A form): a0 .. a3 are this
+                                                              thread's four words of A's fragment (below);
+                                                              kind "f16" or "bf16"
 ``commit_group()``, ``wait_group(n, acc, count)``             ``wgmma.commit_group`` / ``wait_group n``
 ``fence_proxy_async()``                                       ``fence.proxy.async.shared::cta``: generic
                                                               writes to shared memory (st.shared,
@@ -106,6 +110,18 @@ g = lane // 4, q = lane % 4) holds acc[4 j + 2 h + c] = D[16 w + g + 8 h, 8 j + 
 for j < N / 8 and h, c in {0, 1}: each warp owns 16 rows, each 8-column slice is
 laid out as ``mma.sync``'s C fragment (CUTLASS's ``CLayout_64xN``).
 
+A from registers (``mma_async_a_regs``): the PTX ISA's register fragment of A for
+m64nNk16 gives each warp 16 rows again, as four 32-bit words a thread, each two
+16-bit elements, the lower column in the low half: a0 = A[16 w + g, 2 q .. 2 q + 1],
+a1 = A[16 w + g + 8, 2 q ..], a2 = A[16 w + g, 8 + 2 q ..], a3 = A[16 w + g + 8, 8 + 2 q ..]
+(``mma.sync``'s A fragment, CUTLASS's ``ALayout_64x16``). That is the accumulator
+fragment of two 8-column slices, so the float32 results of one wgmma, rounded and
+paired (``zoo.device.mma.pack_half2``), are the A operand of the next without a trip
+through shared memory: ``wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16 d, {a0, a1,
+a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b`` (no imm-trans-a:
+registers have no major-ness). ``wgmma.fence`` must come between the writes of those
+registers and the MMA that reads them, as for the accumulators.
+
 In the simulator
 ----------------
 The same names are Python with the instructions' meaning, so the steps run in
@@ -120,6 +136,9 @@ the ``wait_group`` that retires the MMA, where the shared bytes it read are read
 again and must not have changed (a tile refilled too early raises). Each thread
 must ``fence`` after its last ``wait_group`` before the next ``mma_async``, and the
 four warps of a warpgroup must issue the same descriptors (both raise otherwise).
+``mma_async_a_regs`` gathers the 128 threads' words of A before any of them
+computes its fragment (the ``.sync`` of the instruction: all of a warpgroup
+issue it), so a thread missing from the warpgroup's MMA is a deadlock there.
 mbarriers keep their phase, pending arrivals and transaction bytes; ``tma_load_2d``
 copies at once (zeros outside the matrix, as TMA fills) with the 128B swizzle and
 completes its bytes on the barrier; ``cp.async`` has copied by the time it is
@@ -198,6 +217,7 @@ if SIMULATOR:  # Python with the instructions' meaning ("In the simulator", abov
         mbarrier_try_wait,
         mbarrier_wait,
         mma_async,
+        mma_async_a_regs,
         setmaxnreg_dec,
         setmaxnreg_inc,
         shared_address,
@@ -306,6 +326,47 @@ else:
             # side effects and a memory clobber: it reads shared memory, which LLVM must not move stores across
             asm = ir.InlineAsm(ftype, text, constraints, side_effect=True)
             result = builder.call(asm, [args[3], args[4], args[5]] + values)
+            for i, p in enumerate(pointers):
+                builder.store(builder.extract_value(result, i), p)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def mma_async_a_regs(typingctx, acc, first, n, a0, a1, a2, a3, desc_b, accumulate, trans_b, kind):
+        if not (_literal(first, n, trans_b) and isinstance(kind, types.StringLiteral)):
+            return None
+        _check_acc(acc, "wgmma.mma_async")
+        N, form = n.literal_value, kind.literal_value
+        if form not in TRANSPOSABLE:
+            raise TypeError(
+                f"mma_async_a_regs: kind is one of {', '.join(TRANSPOSABLE)} (A as pairs of 16-bit "
+                f"elements), not {form!r}"
+            )
+        if N % 8 or not 8 <= N <= 256:
+            raise TypeError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {N}")
+        count = N // 2
+        start = first.literal_value
+        tb = trans_b.literal_value
+        words = (types.uint32,) * 4
+        sig = types.void(acc, first, n, *words, types.uint64, types.uint32, trans_b, kind)
+        registers = ", ".join(f"${i}" for i in range(count))
+        a_words = ", ".join(f"${count + i}" for i in range(4))
+        text = (
+            "{\n.reg .pred p;\n"
+            f"setp.ne.b32 p, ${count + 5}, 0;\n"  # accumulate: D = A B + D, else D = A B
+            f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{form}.{form} {{{registers}}}, {{{a_words}}}, "
+            f"${count + 4}, p, 1, 1, {tb};\n}}"
+        )
+        constraints = ",".join(["=f"] * count + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(count)]) + ",~{memory}"
+
+        def codegen(context, builder, sig, args):
+            pointers = _acc_pointers(context, builder, sig.args[0], args[0], start, count)
+            values = [builder.load(p) for p in pointers]
+            ftype = ir.FunctionType(ir.LiteralStructType([_F32] * count), [_I32] * 4 + [_I64, _I32] + [_F32] * count)
+            inputs = [context.cast(builder, v, t, types.uint32) for v, t in zip(args[3:7], sig.args[3:7], strict=True)]
+            asm = ir.InlineAsm(ftype, text, constraints, side_effect=True)
+            result = builder.call(asm, inputs + [args[7], args[8]] + values)
             for i, p in enumerate(pointers):
                 builder.store(builder.extract_value(result, i), p)
             return context.get_dummy_value()

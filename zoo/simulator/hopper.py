@@ -4,10 +4,10 @@ A block's shared arrays get made-up addresses in a 256 KiB window (16 bytes past
 promises only 16), which the matrix descriptors name; ``mma_async`` decodes a descriptor as the PTX ISA's "Matrix
 Descriptor Format" says (swizzle included), reads the elements of its kind there (f16, bf16, tf32, e4m3), and
 computes its thread's fragment of the product, deferred as on the GPU: the accumulators change at the
-``wait_group`` that retires the MMA, where the bytes it read must not have changed. mbarriers keep their phase,
-pending arrivals and transaction bytes; ``tma_load_2d`` copies a box at once, swizzled, and completes its bytes on
-the barrier; a tensor map is a key to the matrix (``tensor_map``). ``zoo.device.wgmma``'s docstring says what each
-name means on the GPU.
+``wait_group`` that retires the MMA, where the bytes it read must not have changed; ``mma_async_a_regs`` gathers
+A from the 128 threads' words first. mbarriers keep their phase, pending arrivals and transaction bytes;
+``tma_load_2d`` copies a box at once, swizzled, and completes its bytes on the barrier; a tensor map is a key to the
+matrix (``tensor_map``). ``zoo.device.wgmma``'s docstring says what each name means on the GPU.
 """
 
 import functools
@@ -263,8 +263,14 @@ def mma_async(acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b, kind)
             f"thread {t.thread_id}: its warpgroup issued wgmma {seen[0]}, this thread {issued} "
             "(.sync.aligned: the same instruction, descriptors included, in every thread)"
         )
-    rows, cols = _fragment_rows_cols(t.thread_id % 128, int(n))
-    product = seen[2][rows][:, cols]  # 2 x N/4: this thread's rows and columns
+    _retire_later(state, acc, first, n, seen[2], seen[1], accumulate, t.thread_id)
+
+
+def _retire_later(state, acc, first, n, product, reads, accumulate, thread_id):
+    """This thread's fragment of ``product`` (64 x N, float64), added to acc[first ..] (or not: ``accumulate``) when
+    the wait_group that retires it comes; ``reads`` are the shared bytes it read, checked unchanged then."""
+    rows, cols = _fragment_rows_cols(thread_id % 128, int(n))
+    product = product[rows][:, cols]  # 2 x N/4: this thread's rows and columns
     count = n // 2
     shadow = state.shadow.get(id(acc))
     old = (shadow if shadow is not None else np.asarray(acc, dtype=np.float32))[first : first + count]
@@ -274,7 +280,68 @@ def mma_async(acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b, kind)
     if shadow is None:
         shadow = state.shadow[id(acc)] = np.array(acc, dtype=np.float32)
     shadow[first : first + count] = values
-    state.open.append(_Op(acc, first, values, seen[1]))
+    state.open.append(_Op(acc, first, values, reads))
+
+
+class _RegisterA:
+    """One register-A wgmma of a warpgroup while its threads bring their words of A."""
+
+    __slots__ = ("issued", "a_bits", "arrived", "product", "reads")
+
+    def __init__(self, issued):
+        self.issued, self.arrived, self.product, self.reads = issued, 0, None, None
+        self.a_bits = np.zeros((64, 16), np.uint32)  # A's 16-bit elements, as the threads' words hold them
+
+
+def mma_async_a_regs(acc, first, n, a0, a1, a2, a3, desc_b, accumulate, trans_b, kind):
+    """``mma_async`` with A (64 x 16) from the warpgroup's registers: this thread's four words hold
+    A[16 w + g + 8 h, 8 c + 2 q + e] in word 2 c + h, element e (e = 0 the low half)."""
+    t, state = _thread()
+    if not state.fenced:
+        raise RuntimeError("wgmma.mma_async without a wgmma.fence since this thread's last wait_group")
+    if kind not in ("f16", "bf16"):
+        raise ValueError(f"mma_async_a_regs: kind is one of f16, bf16 (A as pairs of 16-bit elements), not {kind!r}")
+    nbytes, decode = KINDS[kind]
+    if n % 8 or not 8 <= n <= 256:
+        raise ValueError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {n}")
+    space = _space()
+    issued = ("a in registers", int(first), int(n), int(desc_b), bool(accumulate), int(trans_b), kind)
+    key = (t.thread_id // 128, state.issued)  # the warpgroup's n-th MMA, whichever form
+    state.issued += 1
+    lane, warp = t.thread_id % 32, t.thread_id % 128 // 32
+    row, col = 16 * warp + lane // 4, 2 * (lane % 4)
+    with space.cond:
+        record = space.issued.get(key)
+        if record is None:
+            record = space.issued[key] = _RegisterA(issued)
+        if not isinstance(record, _RegisterA) or record.issued != issued:
+            seen = record.issued if isinstance(record, _RegisterA) else record[0]
+            raise RuntimeError(
+                f"thread {t.thread_id}: its warpgroup issued wgmma {seen}, this thread {issued} "
+                "(.sync.aligned: the same instruction, descriptors included, in every thread)"
+            )
+        for word, (dr, dc) in zip((a0, a1, a2, a3), ((0, 0), (8, 0), (0, 8), (8, 8)), strict=True):
+            word = int(word)
+            record.a_bits[row + dr, col + dc] = word & 0xFFFF
+            record.a_bits[row + dr, col + dc + 1] = word >> 16
+        record.arrived += 1
+        if record.arrived == 128:  # the last thread's words are in: the product, for all of them
+            b_at = operand_addresses(int(desc_b), int(n), int(trans_b), nbytes)
+            b_bits = space.read_bits(b_at, "wgmma operand B", nbytes)
+            record.product = decode(record.a_bits) @ decode(b_bits).T  # D = A B, 64 x N, in float64
+            record.reads = ((b_at, b_bits, nbytes),)
+            space.cond.notify_all()
+        patience = warps.Patience(record.arrived)
+        while record.product is None:  # .sync: the warpgroup's other threads are on their way to this MMA
+            if t.abort:
+                raise RuntimeError("wgmma.mma_async: aborted, another thread raised")
+            if patience.exhausted(record.arrived):
+                raise RuntimeError(
+                    f"wgmma.mma_async with A in registers: {record.arrived} of the warpgroup's 128 threads issued "
+                    f"it in {warps.DEADLOCK_S:.0f} s (a thread of the warpgroup skipped it?)"
+                )
+            space.cond.wait(POLL_S)
+    _retire_later(state, acc, first, n, record.product, record.reads, accumulate, t.thread_id)
 
 
 def commit_group():
