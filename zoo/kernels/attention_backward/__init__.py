@@ -26,8 +26,10 @@ its keys so that P^T and dS^T, rounded to float16, are the A fragments of
 dV's and dK's products without leaving registers; dS^T goes through shared
 memory once for dQ's product. v03 starts each block's walk at the first tile
 of queries that can see its keys under a causal mask: half the causal work.
-v01 takes any d up to 256, v02 and v03 multiples of 16 up to 128 (dK and dV of
-16 keys in registers), all with grouped KV heads.
+v04 copies the next tile of Q and dO with ``cp.async`` while the current one
+is used (attention v06's double buffering). v01 takes any d up to 256, the
+tensor-core steps multiples of 16 up to 128 (dK and dV of 16 keys in
+registers), all with grouped KV heads.
 
 Inputs, kinds, output
 ---------------------
