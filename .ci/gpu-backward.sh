@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The attention_backward family on the lent GPU (issue 65's backward pass), about 3 minutes on an H100:
-#   tests     pytest tests/kernels/test_attention_backward.py and the generic checks of every step at GPU_TEST_SIZES
-#             (1 to 4099 positions, d 64, 80, 128; full, causal, gqa)
+# The attention_backward family on the lent GPU (issue 65's backward pass), about 4 to 5 minutes on an H100 (estimated:
+# some 30 kernel builds of a few seconds each, the float64 references at 32 x 4096, the CPU row):
+#   tests     pytest (8 processes) tests/kernels/test_attention_backward.py and the generic checks of every step at
+#             GPU_TEST_SIZES (1 to 4099 positions, d 64, 80, 128, 256 for v01; full, causal, gqa)
 #   sanitize  compute-sanitizer memcheck and racecheck of every step at small cases (77 positions causal at d 64,
 #             33 positions over 1 kv head at d 128)
-#   time      zoo run at 32 heads x 4096 positions, d 64 and 128, full and causal, saved into results/<gpu>.json
+#   time      zoo run at 32 heads x 4096 positions, d 64 and 128, full and causal (0.3 s of samples a row), saved into
+#             results/<gpu>.json
 #   table     each row's ms, TFLOP/s (FlashAttention-2's count: 2.5 forwards) and % of torch sdpa's backward
 # Logs, the results file and the table under $OUT.
 #   usage: .ci/gpu-backward.sh [tests] [sanitize] [time] [table]   (default: all four)
@@ -26,7 +28,7 @@ failed=()
 for stage in ${*:-tests sanitize time table}; do
   case $stage in
     tests)
-      python3 -m pytest -q -p no:cacheprovider -p no:randomly -n 0 tests/kernels/test_attention_backward.py \
+      python3 -m pytest -q -p no:cacheprovider -p no:randomly -n 8 tests/kernels/test_attention_backward.py \
         tests/kernels/test_kernels.py -k attention_backward > "$OUT/backward-pytest.txt" 2>&1 || failed+=(tests)
       lap "tests: $(tail -1 "$OUT/backward-pytest.txt")";;
     sanitize)
@@ -47,7 +49,7 @@ for v in fam:
     time)
       sizes=()
       for s in $SIZES; do sizes+=(--size "$s"); done
-      python3 -m zoo run attention_backward "${sizes[@]}" --save > "$OUT/backward-run.txt" 2>&1 || failed+=(time)
+      python3 -m zoo run attention_backward "${sizes[@]}" --budget 0.3 --save > "$OUT/backward-run.txt" 2>&1 || failed+=(time)
       cp "results/$SLUG.json" "$OUT/" 2>/dev/null
       lap "zoo run: $(grep -c . "$OUT/backward-run.txt") lines of log in backward-run.txt";;
     table)
