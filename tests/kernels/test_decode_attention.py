@@ -46,25 +46,26 @@ def _check(variant, Q, K, V, **params):
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_a_cache_filled_in_part_with_two_new_positions(variant):
-    """Capacity 80, 70 positions filled, 2 new queries (keys 0-68 and 0-69): the unfilled positions hold NaN, which a
-    step that read them would spread. One q head a kv head over 70 keys splits in v02 and v03 (the simulator's
-    blocks of 32 keys); the first query's row sees no key in the last block of its last split."""
-    Q, K, V = _inputs(2, 2, 2, 80, 64, seed=1)
+    """Capacity 80, the positions from 70 on unfilled (NaN, which a step that read them would spread). Two new
+    queries at length 65 see keys 0-63 and 0-64: every splitting step (the simulator's blocks of 32 keys, 4 blocks an
+    SM) ends its last split at key 64, so the first query's row has no key in that split (a partial max of -inf).
+    Then one query at length 70: its last block of keys partial, the NaN just past it."""
+    Q, K, V = _inputs(1, 1, 2, 80, 64, seed=1)
     K[:, 70:] = V[:, 70:] = np.float16(np.nan)
-    _check(variant, Q, K, V, length=70)
-    _check(variant, np.ascontiguousarray(Q[:, :1]), K, V, length=65)  # one query, the split's last block partial
+    _check(variant, Q, K, V, length=65)
+    _check(variant, np.ascontiguousarray(Q[:, 1:]), K, V, length=70)
 
 
-@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", [v for v in STEPS if v.name != "v04_vector_loads"], ids=lambda v: v.name)
 def test_a_thousand_cached_positions(variant):
-    """The issue's 1000 positions, one q head and one kv head: 32 blocks of the simulator's 32 keys, 8 splits of v02's
-    and v03's (4 blocks an SM), the last split's last block partial (1000 = 31 x 32 + 8)."""
+    """The issue's 1000 positions, one q head and one kv head: 32 blocks of the simulator's 32 keys, 4 splits (4
+    blocks an SM), the last split's last block partial (1000 = 31 x 32 + 8). v04's loop is v05's (5 s here)."""
     _check(variant, *_inputs(1, 1, 1, 1000, 64, seed=3))
 
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_large_scores_give_finite_correct_rows(variant):
-    Q, K, V = _inputs(4, 2, 1, 40, 64, seed=2)
+    Q, K, V = _inputs(2, 1, 1, 40, 128, seed=2)  # d = 128, the headline's
     Q[1] *= np.float16(1000)  # scores in the thousands: an unsafe exp overflows
     _check(variant, Q, K, V)
 
@@ -149,7 +150,7 @@ def test_v05_leaves_every_ticket_drawn_for_the_next_call():
     block again, and the counters read zero between calls."""
     from zoo.runtime.buffers import scratch
 
-    Q, K, V = _inputs(4, 2, 1, 77, 64, seed=4)
+    Q, K, V = _inputs(2, 2, 1, 33, 64, seed=4)
     first = _check(DECODE["v05"], Q, K, V)
     assert not scratch("decode_tickets", 2, np.uint32, zero=True).copy_to_host().any()
     np.testing.assert_array_equal(_check(DECODE["v05"], Q, K, V), first)

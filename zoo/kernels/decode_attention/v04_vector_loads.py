@@ -1,19 +1,16 @@
 """16-byte loads: a key a group of lanes, eight columns a lane, an online softmax per group, no barrier in the loop.
 
 Changes:
-    From v03: the cache is read 16 bytes (eight float16) a load. A row of d
-    halves is d / 8 pieces, one a lane of a group of LANES lanes (16 at
-    d = 128: a warp reads two whole rows, 512 contiguous bytes, a load).
-    A lane keeps its eight columns of the R query rows in registers; a key's
-    R scores are the group's partial dot products summed by shuffles. Each
-    group keeps its own running max, sum and o (its lanes' columns) over the
-    keys it reads, UNROLL keys at a time, all their K and V loads issued
-    before the first is used. At the end a warp's groups merge by log-sum-exp
-    through shuffles, the warps through shared memory (the one barrier).
-    Scores are in log2 units (1 / sqrt(d) and log2 e in one factor), so each
-    exponential is one ``exp2_approx``, as in the attention family's v04.
-    The launch makes no view (Q, o and the partials indexed flat): its host
-    time stays under the 8k cache's 11 us of reading.
+    From v03: the cache is read 16 bytes (eight float16) a load: a row's d / 8
+    pieces go one a lane to a group of LANES lanes (16 at d = 128, so a warp
+    load reads two rows, 512 contiguous bytes). A lane keeps its eight columns
+    of the R query rows in registers; a key's R scores are the group's partial
+    dots summed by shuffles. Each group runs its own online softmax (max, sum,
+    o at its lanes' columns) over its keys, UNROLL at a time, all their K and
+    V loads issued before the first is used. At the end a warp's groups merge
+    by log-sum-exp through shuffles, the warps through shared memory (the one
+    barrier). Scores are in log2 units, each exponential one ``exp2_approx``
+    (attention's v04); the launch makes no view (Q, o, partials read flat).
 
 Why it is faster:
     Loads in flight. v03 read the cache two bytes a load, K with each lane of
