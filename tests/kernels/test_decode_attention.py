@@ -77,6 +77,12 @@ def test_the_splits_cover_the_cache_in_whole_blocks():
         count, chunk = v02.splits(rows, length)
         assert chunk % threads == 0 and (count - 1) * chunk < length <= count * chunk
         assert count == 1 or count * rows <= aim + rows  # about `aim` blocks, never many more
+    v05 = DECODE["v05"].module  # at an H100's 132 SMs, three blocks an SM; whole iterations of 32 keys (d = 128)
+    for kv, length in ((1, 1), (8, 8192), (8, 32768), (8, 100), (1, 10_000)):
+        count, chunk = v05.splits(kv, length, 32, 396)
+        assert chunk % 32 == 0 and (count - 1) * chunk < length <= count * chunk
+        assert count == 1 or count * kv <= 396 + kv
+    assert v05.splits(8, 8192, 32, 396) == (43, 192)  # 344 blocks at Llama-3-8B's 8 kv heads: one resident wave
 
 
 @pytest.mark.parametrize(
@@ -148,9 +154,12 @@ def test_a_cache_that_does_not_start_on_16_bytes_is_refused(variant, no_launch):
 def test_v05_leaves_every_ticket_drawn_for_the_next_call():
     """The last block of each kv head resets its counter: a second call (the next token) merges at the right
     block again, and the counters read zero between calls."""
-    from zoo.runtime.buffers import scratch
+    from numba import cuda
 
+    v05 = DECODE["v05"].module
     Q, K, V = _inputs(2, 2, 1, 33, 64, seed=4)
     first = _check(DECODE["v05"], Q, K, V)
-    assert not scratch("decode_tickets", 2, np.uint32, zero=True).copy_to_host().any()
+    _, _, most, _ = v05.plan(2, 1, 64, 2, 33, v05.most_blocks())
+    tickets = v05.buffers(most, 64, 2, cuda.device_array)[2]  # the counters the call used
+    assert not tickets.copy_to_host().any()
     np.testing.assert_array_equal(_check(DECODE["v05"], Q, K, V), first)

@@ -10,7 +10,8 @@ Changes:
     V loads issued before the first is used. At the end a warp's groups merge
     by log-sum-exp through shuffles, the warps through shared memory (the one
     barrier). Scores are in log2 units, each exponential one ``exp2_approx``
-    (attention's v04); the launch makes no view (Q, o, partials read flat).
+    (attention's v04). The launch makes no view (Q, o, partials read flat)
+    and works out its splits and buffers once a shape (``plan``, ``buffers``).
 
 Why it is faster:
     Loads in flight. v03 read the cache two bytes a load, K with each lane of
@@ -273,10 +274,10 @@ def validate(Q, K, V, length=None):
             )
 
 
-def splits(kv, length, stride):
-    """(splits, keys a split) for ``kv`` blocks a split over ``length`` keys: about SPLIT_BLOCKS_PER_SM blocks an SM
-    in all, each split a whole number of the block's iterations of ``stride`` keys."""
-    wanted = max(1, min(-(-most_blocks() // kv), -(-length // stride)))  # -(-a // b): a / b rounded up
+def splits(kv, length, stride, blocks):
+    """(splits, keys a split) for ``kv`` blocks a split over ``length`` keys: about ``blocks`` blocks in all, each
+    split a whole number of the block's iterations of ``stride`` keys."""
+    wanted = max(1, min(-(-blocks // kv), -(-length // stride)))  # -(-a // b): a / b rounded up
     chunk = -(-length // wanted)  # keys a split, rounded up to whole iterations
     chunk = -(-chunk // stride) * stride
     return -(-length // chunk), chunk
@@ -286,19 +287,30 @@ def most_blocks():
     return SPLIT_BLOCKS_PER_SM * sm_count()
 
 
+@functools.lru_cache(maxsize=256)
+def plan(bh, queries, d, kv, length, blocks):
+    """(grid, rows, partial rows to allocate, the kernel's scalars) for these shapes, once for each: the host's
+    arithmetic stays out of the per-call time (a decode loop calls at one more position each token)."""
+    rows = bh // kv * queries  # a kv head's query rows: its g q heads' consecutive rows of Q, as (kv, R, d)
+    lanes = 1 << (d // 8 - 1).bit_length()  # build's LANES: a key's lanes
+    count, chunk = splits(kv, length, VECTOR_WARPS * 32 // lanes * UNROLL, blocks)
+    most = -(-blocks // kv) * kv * rows  # partial rows at any length: the buffers stay put through a decode loop
+    scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
+    return (kv, count), rows, most, (np.uint32(length), np.uint32(queries), scale_log2, np.uint32(chunk))
+
+
+@functools.lru_cache(maxsize=16)
+def buffers(most, d, allocator):
+    """The partial rows' o and (m, l), ``most`` rows of d and 2 floats, looked up once a size: ``allocator`` (numba's
+    ``cuda.device_array``) is in the key as in ``scratch``'s, so an offline compile's stand-ins never serve a call."""
+    return scratch("decode_partial_o", most * d, np.float32), scratch("decode_partial_ml", most * 2, np.float32)
+
+
 def launch(Q, K, V, out, length=None):
     bh, queries, d = Q.shape
-    kv = K.shape[0]
-    rows = bh // kv * queries  # a kv head's query rows: its g q heads' consecutive rows of Q, as (kv, R, d)
     length = K.shape[1] if length is None else length
-    lanes = 1 << (d // 8 - 1).bit_length()  # build's LANES: a key's lanes
-    count, chunk = splits(kv, length, VECTOR_WARPS * 32 // lanes * UNROLL)
-    most = -(-most_blocks() // kv) * kv * rows  # partial rows at any length: the buffers stay put through a decode loop
-    part_o = scratch("decode_partial_o", most * d, np.float32)  # whole buffers, indexed flat: no view made a call
-    part_ml = scratch("decode_partial_ml", most * 2, np.float32)
+    grid, rows, most, sizes = plan(bh, queries, d, K.shape[0], length, most_blocks())  # grid: (kv heads, splits)
+    part_o, part_ml = buffers(most, d, cuda.device_array)  # whole buffers, indexed flat: no view made a call
     decode_kernel, combine = build(d, rows)
-    scale_log2 = np.float32(LOG2E / math.sqrt(d))  # exp(s / sqrt(d)) = exp2(s scale_log2)
-    grid = (kv, count)  # a block per kv head and split
-    sizes = np.uint32(length), np.uint32(queries), scale_log2, np.uint32(chunk)
     decode_kernel[grid, THREADS](Q, K, V, part_o, part_ml, *sizes)  # Q read flat as (kv heads, R, d)
-    combine[(rows, kv), THREADS](part_o, part_ml, out, np.uint32(count))
+    combine[(rows, grid[0]), THREADS](part_o, part_ml, out, np.uint32(grid[1]))
