@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Attention's Hopper steps (v08 on; issue 65) on the GPU, about 4 minutes on an H100: the checks at GPU sizes, the
+# sanitizers on small cases, and the timing table against torch sdpa. Logs under $OUT; short lines printed.
+#   usage: .ci/gpu-hopper.sh [tests] [sanitize] [time]     (default: all three)
+#   tests     pytest of the Hopper steps: tests/kernels/test_attention.py and the generic checks at GPU_TEST_SIZES
+#             (1 to 4099 positions, d 64, 80, 128, 256; full, causal, gqa, gqa with the causal mask), and the
+#             register-A wgmma of zoo.device.wgmma against NumPy
+#   sanitize  compute-sanitizer memcheck and racecheck of the Hopper steps at small sizes (gpu-hopper.py small)
+#   time      v07, the Hopper steps and torch sdpa at 32 x 4096 x {64, 128}, full and causal (gpu-hopper.py time)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .whl ]; then  # the lent GPU's Python (see docs/DEVELOPING.md, "Python on the lent GPU")
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
+fi
+OUT=${OUT:-$(mktemp -d)}
+export OUT PYTHONUNBUFFERED=1 ZOO_TARGET=gpu
+steps="v08 or v09 or v10 or v11 or v12"
+status=0
+for what in ${*:-tests sanitize time}; do
+  case $what in
+    tests)
+      python3 -m pytest -q -p no:cacheprovider -p no:randomly tests/kernels/test_attention.py tests/kernels/test_kernels.py \
+        tests/device/test_wgmma.py -k "(attention and ($steps)) or register_a" --durations=10 \
+        > "$OUT/hopper-pytest.txt" 2>&1 || status=1
+      grep -E "passed|failed" "$OUT/hopper-pytest.txt" | tail -1;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --report-api-errors no python3 .ci/gpu-hopper.py small > "$OUT/hopper-$tool.txt" 2>&1
+        code=$?
+        echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/hopper-$tool.txt" | tail -1) (exit $code)"
+        if [ $code -ne 0 ] || grep -qE 'WRONG|Traceback|SUMMARY: [1-9]' "$OUT/hopper-$tool.txt"; then status=1; fi
+      done;;
+    time)
+      python3 .ci/gpu-hopper.py time 2>&1 | tee "$OUT/hopper-time.txt" | grep -v '^zoo:'
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1;;
+    *) echo "unknown part: $what (tests, sanitize, time)"; status=2;;
+  esac
+done
+exit $status
