@@ -32,6 +32,13 @@ Use it exactly like ``numba.cuda.jit``. Two things differ:
   launch sets the attribute; numba's launch and the simulator run the kernel in
   plain stream order, which is always correct.
 
+* Under numba-cuda-mlir (``ZOO_BACKEND``) a device function is inlined into its caller when the kernel
+  is typed (numba's ``inline="always"``), as NVVM inlines numba-cuda's (no step's PTX there has a call):
+  numba-cuda-mlir ignores ``forceinline``, leaves a function of more than 64 statements a call, and 0.6.0
+  compiles such a call wrongly when the function declares a shared array (invalid MLIR: gemv v06-v10) or
+  takes a dtype (``A.dtype``: "Type cast not implemented: f16 to none", hgemm v02-v07). An
+  ``arch_specific`` kernel is compiled for ``chip="sm_90a"`` there and launched by numba-cuda-mlir.
+
 ``unrolled(count, body)`` is the ``#pragma unroll`` numba lacks: it returns a
 device function that runs ``body(0, ...)``, ``body(1, ...)``, ...,
 ``body(count - 1, ...)`` in straight-line code, each index a constant.
@@ -287,6 +294,11 @@ def jit(func=None, **options):
     dependent_launch = options.pop("dependent_launch", False)
     if SIMULATOR:
         options = {k: v for k, v in options.items() if k in _SIM_OPTIONS}
+    elif backend.MLIR and options.get("device"):
+        options.pop("forceinline", None)  # numba-cuda-mlir takes it and ignores it: its inlining is numba's
+        options.setdefault("inline", "always")  # as NVVM inlines numba-cuda's (see module docstring)
+    elif backend.MLIR and arch_specific:
+        options.setdefault("chip", "sm_90a")  # wgmma and setmaxnreg: Hopper's arch-specific target
     dispatcher = cuda.jit(func, **options)
     return dispatcher if options.get("device") else Kernel(dispatcher, arch_specific, dependent_launch)
 

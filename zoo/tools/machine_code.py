@@ -151,6 +151,16 @@ def _compile_options(dispatcher):
     return keep, options.get("max_registers")
 
 
+def _mlir_ptx(func, argtypes, options, chip):
+    """numba-cuda-mlir's PTX of kernel ``func`` for ``chip`` ("sm_90a"), as its compile_ptx would make it."""
+    from numba_cuda_mlir.compiler import _compile_and_optimize
+    from numba_cuda_mlir.numba_cuda import types
+    from numba_cuda_mlir.numba_cuda.typing import signature
+
+    targetoptions = {**options, "chip": chip, "abi": "numba", "_compile_output": "ptx", "lto": False}
+    return _compile_and_optimize(func, signature(types.none, *argtypes), targetoptions).ptx
+
+
 @contextlib.contextmanager
 def _dry_run(cc, record):
     """Launches compile instead of running; device calls get host stand-ins; sm_count answers for cc."""
@@ -173,7 +183,10 @@ def _dry_run(cc, record):
                     raise ValueError(f"{kernel.__name__} is arch-specific (sm_90a): compile it for 9.0, not {cc}")
                 target = arch_specific(cc)
                 arch = "sm_{}{}{}".format(*target)
-            ptx, _ = cuda.compile_ptx(kernel.dispatcher.py_func, argtypes, cc=target, **options)
+            if arch and zoo.runtime.backend.MLIR:  # its compile_ptx takes no chip (and no cc: the host's is used)
+                ptx = _mlir_ptx(kernel.dispatcher.py_func, argtypes, options, arch)
+            else:
+                ptx, _ = cuda.compile_ptx(kernel.dispatcher.py_func, argtypes, cc=target, **options)
             if arch:
                 ptx = retarget(ptx, arch)
             record.append(
@@ -191,7 +204,14 @@ def _dry_run(cc, record):
         def __init__(self, dispatcher):
             self.dispatcher, self.__name__ = dispatcher, dispatcher.py_func.__name__
 
-    saved_cuda = {k: getattr(cuda, k) for k in _FAKE_CUDA if hasattr(cuda, k)}
+    # host code that allocates through numba-cuda itself under either backend (collectives' world, TMA maps) gets the
+    # same stand-ins: its arrays are what a kernel of numba-cuda-mlir is launched on there too
+    stood_in = [cuda]
+    if zoo.runtime.backend.MLIR:
+        from numba import cuda as numba_cuda
+
+        stood_in.append(numba_cuda)
+    saved_cuda = [(m, {k: getattr(m, k) for k in _FAKE_CUDA if hasattr(m, k)}) for m in stood_in]
     saved = (
         Kernel.__getitem__,
         numba_dispatcher.CUDADispatcher.__getitem__,
@@ -202,8 +222,9 @@ def _dry_run(cc, record):
     numba_dispatcher.CUDADispatcher.__getitem__ = lambda dispatcher, config: compile_instead(Plain(dispatcher), config)
     zoo.runtime.OFFLINE = dict(zoo.runtime.OFFLINE or zoo.device.properties(), compute_capability=f"{cc[0]}.{cc[1]}")
     numba_dispatcher.get_current_device = lambda: Target()  # device functions ask for the current device
-    for k, v in _FAKE_CUDA.items():
-        setattr(cuda, k, v)
+    for m in stood_in:
+        for k, v in _FAKE_CUDA.items():
+            setattr(m, k, v)
     try:
         yield
     finally:
@@ -213,8 +234,9 @@ def _dry_run(cc, record):
             zoo.runtime.OFFLINE,
             numba_dispatcher.get_current_device,
         ) = saved
-        for k, v in saved_cuda.items():
-            setattr(cuda, k, v)
+        for m, saved_attributes in saved_cuda:
+            for k, v in saved_attributes.items():
+                setattr(m, k, v)
 
 
 def compile_step(variant, cc=(9, 0), size=None, kind=None):
