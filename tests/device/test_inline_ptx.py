@@ -18,7 +18,7 @@ import re
 
 import numba_cuda_mlir.tools
 
-from zoo.device import cuda, float16, float32, uint8, uint32
+from zoo.device import cuda, float16, float32, uint8, uint32, uint64
 from zoo.device.approx import exp2_approx
 from zoo.device.bits import as_uint32, from_uint32, hfma2, lop3, prmt, unpack_half2
 from zoo.device.dependent_launch import let_next_kernel_start, wait_for_previous_kernel
@@ -96,6 +96,49 @@ def three_adds(arr, scale):
 
 ptx, _ = cuda.compile_ptx(three_adds, (float32[::1], float32), cc=(9, 0))
 print("UNROLLED", ptx.count("st.global.f32"), "0f40000000" in ptx)  # three stores; index 2 a constant
+
+from zoo.device.wgmma import commit_group, cp_async_mbarrier_arrive, descriptor, fence, fence_mbarrier_init
+from zoo.device.wgmma import fence_proxy_async, first_tile, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init
+from zoo.device.wgmma import mbarrier_try_wait, mbarrier_wait, mma_async, setmaxnreg_inc, tensormap_acquire
+from zoo.device.wgmma import tma_load_2d, wait_group
+from zoo.tools.machine_code import _mlir_ptx
+
+
+def hopper(a, tmap, out):
+    tiles = cuda.shared.array(2048, float16, alignment=16)
+    bars = cuda.shared.array(2, uint64)
+    acc = cuda.local.array(4, float32)
+    for i in range(4):
+        acc[i] = float32(0)
+    first, address = first_tile(tiles)
+    if cuda.threadIdx.x == 0:
+        mbarrier_init(bars, 0, 1)
+        fence_mbarrier_init()
+    cuda.syncthreads()
+    tensormap_acquire(tmap)
+    mbarrier_arrive_expect_tx(bars, 0, 1024)
+    tma_load_2d(tiles, first, tmap, 0, 0, bars, 0)
+    mbarrier_wait(bars, 0, 0)
+    cp_async_mbarrier_arrive(bars, 1)
+    mbarrier_arrive(bars, 1)
+    done = mbarrier_try_wait(bars, 1, 0)
+    fence_proxy_async()
+    setmaxnreg_inc(240)
+    d = descriptor(address, uint32(0), uint32(1024), 1)
+    fence(acc, 4)
+    mma_async(acc, 0, 8, d, d, 1, 0, 0, "f16")
+    commit_group()
+    wait_group(0, acc, 4)
+    out[cuda.threadIdx.x] = acc[0] + acc[1] + acc[2] + acc[3] + float32(done) + a[0]
+
+
+ptx = _mlir_ptx(hopper, (float16[::1], uint64[::1], float32[::1]), {}, "sm_90a")
+print("PTX", *ptx.replace(";", " ").split())
+
+from zoo.device import mlir_wgmma, wgmma
+
+same = [getattr(mlir_wgmma, k) == getattr(wgmma, k) for k in ("K_OF", "TRANSPOSABLE", "TILE_ALIGN")]
+print("CONSTANTS", all(same))  # mlir_wgmma's copies of wgmma's
 """
 
 WANTED = {
@@ -106,6 +149,13 @@ WANTED = {
     "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
     "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
     "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "membar.gl", "%lanemask_lt",
+    "wgmma.fence.sync.aligned", "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.commit_group.sync.aligned",
+    "wgmma.wait_group.sync.aligned", "mbarrier.init.shared::cta.b64", "fence.mbarrier_init.release.cluster",
+    "mbarrier.arrive.expect_tx.shared::cta.b64", "mbarrier.arrive.shared::cta.b64",
+    "cp.async.mbarrier.arrive.noinc.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64",
+    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+    "fence.proxy.tensormap::generic.acquire.sys", "prefetch.tensormap", "fence.proxy.async.shared::cta",
+    "setmaxnreg.inc.sync.aligned.u32", "sm_90a",
 }  # fmt: skip
 
 
@@ -121,6 +171,7 @@ def test_the_ported_intrinsics_compile_to_their_instructions():
     assert WANTED <= found, (sorted(WANTED - found), r.stderr[-3000:])
     assert "PACKED True" in r.stdout, r.stderr[-3000:]  # pack_half2: two float16 as their bits, not converted
     assert "UNROLLED 3 True" in r.stdout, r.stderr[-3000:]  # zoo.device.jit.unrolled's chain of named arguments
+    assert "CONSTANTS True" in r.stdout, r.stderr[-3000:]
 
 
 def test_numba_cuda_keeps_its_own_intrinsics():

@@ -16,8 +16,9 @@ ones (``ld.v4.f32``, not ``ld.global.v4.f32``): the hardware resolves the space.
 
 A shared array's element (ldmatrix, cp.async) is made a shared-window address with ``cvta.to.shared`` inside the
 instruction's braces. Not here: ``mma.pack_half2`` (a float16 for an ``"h"`` operand is converted to an integer,
-not passed as its bits: ``zoo.device.mlir_lowerings`` bit casts it), and, not yet, ``wgmma`` and ``constant``
-(docs/numba-cuda-mlir.md says how each would port).
+not passed as its bits: ``zoo.device.mlir_lowerings`` bit casts it), ``wgmma`` (its accumulators are read and
+written in place: ``zoo.device.mlir_wgmma``), and, not yet, ``constant`` (docs/numba-cuda-mlir.md says how it
+would port).
 """
 
 import ctypes

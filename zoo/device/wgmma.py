@@ -148,7 +148,7 @@ check is that the hardware agrees with this reading of the PTX ISA:
 """
 
 from zoo.device.jit import jit
-from zoo.runtime import SIMULATOR
+from zoo.runtime import SIMULATOR, backend
 from zoo.runtime.backend import float16, float32, uint8, uint16, uint32, uint64
 from zoo.runtime.tensor_map import TENSOR_MAP_WORDS, tensor_map_2d  # noqa: F401 (the host side, for the steps)
 
@@ -523,3 +523,27 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+
+if backend.MLIR:  # numba-cuda-mlir compiles none of the above (llvmlite IR): the same instructions, its lowering
+    from zoo.device.mlir_wgmma import (  # noqa: F401, F811 (these names, for numba-cuda-mlir)
+        commit_group,
+        cp_async_mbarrier_arrive,
+        fence,
+        fence_mbarrier_init,
+        fence_proxy_async,
+        first_tile,
+        mbarrier_arrive,
+        mbarrier_arrive_expect_tx,
+        mbarrier_init,
+        mbarrier_try_wait,
+        mbarrier_wait,
+        mma_async,
+        mma_async_a_regs,
+        setmaxnreg_dec,
+        setmaxnreg_inc,
+        shared_address,
+        tensormap_acquire,
+        tma_load_2d,
+        wait_group,
+    )

@@ -7,7 +7,7 @@
                     counters run on it; the lean launch, the intrinsics and every figure in results/ are its
 ``numba-cuda-mlir``  ``pip install -e ".[mlir]"``: NVIDIA's MLIR-based successor (``from numba_cuda_mlir import
                     cuda``); a GPU only, since it has no simulator (numba-cuda-mlir#99); the zoo's intrinsics
-                    are its inline PTX there (``zoo.device.inline_ptx``), those of ``wgmma`` and ``constant``
+                    are its inline PTX there (``zoo.device.inline_ptx``, ``mlir_wgmma``), those of ``constant``
                     not yet (docs/numba-cuda-mlir.md: which steps run, and the plan for the rest)
 ==================  ====================================================================================
 
