@@ -3,9 +3,11 @@
 # the family's GPU test sizes? device time against numba-cuda's, host time of a call against numba-cuda's own launch
 # and the zoo's lean launch; for a failure, the exception and the intrinsic or API it names
 # (python -m zoo.tools.backends). Writes results/mlir-<gpu>.json and copies it, the table and the workers' logs
-# (one tarball) to $OUT. About 4-5 minutes on an H100 (no new worker starts after MLIR_DEADLINE=200 s, all stop by 280 s).
+# (one tarball) to $OUT. About 3 minutes on an H100 once installed (no new worker starts after MLIR_DEADLINE=110 s, all
+# stop by 170 s; what the clock leaves unrun is marked so in the table).
 #
-# numba-cuda-mlir travels in pieces (.ci/mlir-wheel-pieces: each under 30 MB, one a call): each call copies the
+# numba-cuda-mlir travels in pieces (.ci/mlir-wheel-pieces: each under 14 MB, so that one rides with .whl and the tree
+# in a call's 64 MiB), one a call on a warm machine: each call copies the
 # pieces it carries in .mlir-pieces/ to /tmp/mlir-pieces (kept on a warm machine), and until all are there says
 # which are missing and exits 0, so that the call can run other work. Once all are there it installs them into
 # /tmp/mlir-site (every file checked against the wheel's RECORD) and measures.
@@ -56,10 +58,10 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu-mlir.txt"
 python3 -c "import numba_cuda_mlir, numba, numba_cuda, cuda.bindings; print('numba-cuda-mlir', numba_cuda_mlir.__version__, \
 'numba', numba.__version__, 'cuda-bindings', cuda.bindings.__version__)" 2>&1 | tee -a "$OUT/gpu-mlir.txt"
 # one kernel first, alone: does numba-cuda-mlir import, compile and launch here at all (its error in a few lines)
-ZOO_BACKEND=numba-cuda-mlir timeout 120 python3 -m zoo check vector_add --step 1 2>&1 | tail -5 | tee -a "$OUT/gpu-mlir.txt"
+ZOO_BACKEND=numba-cuda-mlir timeout 60 python3 -m zoo check vector_add --step 1 2>&1 | tail -5 | tee -a "$OUT/gpu-mlir.txt"
 began=$(date +%s)
 SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())")
-timeout 280 python3 -m zoo.tools.backends run --deadline "${MLIR_DEADLINE:-200}" --scratch /tmp/mlir-workers \
+timeout 175 python3 -m zoo.tools.backends run --deadline "${MLIR_DEADLINE:-110}" --scratch /tmp/mlir-workers \
   > "$OUT/gpu-mlir-table.md" 2> "$OUT/gpu-mlir-stderr.txt"
 status=$?
 echo "gpu-mlir: measured in $(($(date +%s) - began)) s (exit $status)" | tee -a "$OUT/gpu-mlir.txt"
