@@ -46,26 +46,27 @@ def _check(variant, Q, K, V, **params):
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_a_cache_filled_in_part_with_two_new_positions(variant):
-    """Capacity 80, the positions from 70 on unfilled (NaN, which a step that read them would spread). Two new
-    queries at length 65 see keys 0-63 and 0-64: every splitting step (the simulator's blocks of 32 keys, 4 blocks an
-    SM) ends its last split at key 64, so the first query's row has no key in that split (a partial max of -inf).
-    Then one query at length 70: its last block of keys partial, the NaN just past it."""
-    Q, K, V = _inputs(1, 1, 2, 80, 64, seed=1)
-    K[:, 70:] = V[:, 70:] = np.float16(np.nan)
-    _check(variant, Q, K, V, length=65)
-    _check(variant, np.ascontiguousarray(Q[:, 1:]), K, V, length=70)
+    """Capacity 48, the positions from 38 on unfilled (NaN, which a step that read them would spread). Two new
+    queries at length 33 see keys 0-31 and 0-32: every splitting step (the simulator's blocks of 32 keys, v04 on
+    iterations of 16, 4 blocks an SM) ends its last split at key 32, so the first query's row has no key in that
+    split (a partial max of -inf). Then one query at length 38: a partial last block, the NaN just past it."""
+    Q, K, V = _inputs(1, 1, 2, 48, 64, seed=1)
+    K[:, 38:] = V[:, 38:] = np.float16(np.nan)
+    _check(variant, Q, K, V, length=33)
+    _check(variant, np.ascontiguousarray(Q[:, 1:]), K, V, length=38)
 
 
-@pytest.mark.parametrize("variant", [v for v in STEPS if v.name != "v04_vector_loads"], ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", [v for v in STEPS if v.name < "v04"], ids=lambda v: v.name)
 def test_a_thousand_cached_positions(variant):
     """The issue's 1000 positions, one q head and one kv head: 32 blocks of the simulator's 32 keys, 4 splits (4
-    blocks an SM), the last split's last block partial (1000 = 31 x 32 + 8). v04's loop is v05's (5 s here)."""
+    blocks an SM), the last split's last block partial (1000 = 31 x 32 + 8). v04 and v05 shuffle every score, a
+    rendezvous of 32 Python threads here: they take 1000 positions at GPU_TEST_SIZES."""
     _check(variant, *_inputs(1, 1, 1, 1000, 64, seed=3))
 
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_large_scores_give_finite_correct_rows(variant):
-    Q, K, V = _inputs(2, 1, 1, 40, 128, seed=2)  # d = 128, the headline's
+    Q, K, V = _inputs(2, 1, 1, 24, 128, seed=2)  # d = 128, the headline's
     Q[1] *= np.float16(1000)  # scores in the thousands: an unsafe exp overflows
     _check(variant, Q, K, V)
 
