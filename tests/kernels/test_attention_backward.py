@@ -74,6 +74,22 @@ def test_each_gradient_is_right_on_its_own(variant, causal):
 
 
 @pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+def test_large_scores_give_finite_correct_gradients(variant):
+    """Query rows scaled by 1000 give scores in the thousands and L as large: P must come from exp(c s - L), never
+    from exp(c s) / exp(L), which overflows to inf and then NaN. Causal, so that row 0's one key gives P = 1."""
+    Q, K, V, _, dO, _ = BACKWARD.inputs(TINY, 9, "causal")
+    Q[0, 3] *= np.float16(1000)
+    Q[1, 0] *= np.float16(-1000)
+    O, L = BACKWARD.module.forward(Q, K, V, causal=True)
+    inputs = (Q, K, V, O.astype(np.float16), dO, L.astype(np.float32))
+    assert np.abs(L).max() > 100
+    out = variant(*inputs, causal=True)
+    assert np.isfinite(out).all()
+    ok, err, detail = harness.compare(out, BACKWARD.reference(*inputs, causal=True), BACKWARD.tolerance(TINY))
+    assert ok, detail
+
+
+@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
 def test_garbage_in_out_and_a_second_call_with_other_shapes(variant):
     """dQ is summed by atomics into out: a step must clear it first. out starts as garbage (not NaN, which the generic
     check's poison is), and the second call is d = 80 causal with 2 q heads over 1 kv head."""

@@ -50,6 +50,7 @@ from zoo.runtime.buffers import scratch
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs and ldmatrix (sm_75 has m16n8k8 only)
 LOG2E = math.log2(math.e)
+NEG_INF = np.float32(-np.inf)  # a masked score: exp2(-inf) is exactly 0, where exp2 of a large one is inf
 LARGEST_D = 128  # dK and dV of 16 keys are d / 2 float32 registers a lane each: past 128 they spill
 ROWS = 128  # row_dot's threads a block, a query row each
 
@@ -197,21 +198,21 @@ def build(D, WARPS=WARPS, BQ=BQ, KV_GROUP=1):
                                 ds[c + 3],
                             )
 
-                # P^T = exp2(s c log2(e) - L log2(e)); a tile that crosses the end or a causal diagonal (the same
-                # branch for the whole block) then zeroes the pairs past the end and above the diagonal.
-                for j in range(NQ):
-                    for e in range(2):
-                        col = uint32(8 * j + e) + t * uint32(2)  # the query in the tile
-                        p[4 * j + e] = exp2_approx(p[4 * j + e] * scale_log2 - l_tile[col])  # key g
-                        p[4 * j + 2 + e] = exp2_approx(p[4 * j + 2 + e] * scale_log2 - l_tile[col])  # key g + 8
+                # Pairs past the end and above a causal diagonal score -inf, in a tile that crosses either (the same
+                # branch for the whole block); then P^T = exp2(s c log2(e) - L log2(e)), exactly 0 for them.
                 if q0 + uint32(BQ) > n or k0 + uint32(BKV) > n or (causal and k0 + uint32(BKV) > q0 + uint32(1)):
                     for j in range(NQ):
                         for e in range(2):
                             query = q0 + uint32(8 * j + e) + t * uint32(2)
                             if query >= n or key0 >= n or (causal and key0 > query):
-                                p[4 * j + e] = float32(0.0)
+                                p[4 * j + e] = NEG_INF
                             if query >= n or key1 >= n or (causal and key1 > query):
-                                p[4 * j + 2 + e] = float32(0.0)
+                                p[4 * j + 2 + e] = NEG_INF
+                for j in range(NQ):
+                    for e in range(2):
+                        col = uint32(8 * j + e) + t * uint32(2)  # the query in the tile
+                        p[4 * j + e] = exp2_approx(p[4 * j + e] * scale_log2 - l_tile[col])  # key g
+                        p[4 * j + 2 + e] = exp2_approx(p[4 * j + 2 + e] * scale_log2 - l_tile[col])  # key g + 8
                 # dS^T = P^T (dP^T - D), kept in registers and written to shared memory for dQ
                 for j in range(NQ):
                     for e in range(2):
