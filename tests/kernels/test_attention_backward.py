@@ -102,7 +102,7 @@ def test_garbage_in_out_and_a_second_call_with_other_shapes(variant):
         assert ok, f"{size} {kind} causal={causal}: {detail}"
 
 
-@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", [BACKWARD["v01"], BACKWARD["v04"]], ids=lambda v: v.name)
 def test_wrong_saved_statistics_fail_the_check(variant):
     """The steps trust L and O: an L off by log 2 (every P halved) or an O of another input gives gradients the
     comparison rejects, so the check can fail."""
@@ -174,12 +174,12 @@ def test_tensor_core_head_sizes_are_multiples_of_16_up_to_128(variant, no_launch
 def test_the_gpus_four_warps(variant, monkeypatch):
     """The simulator's blocks have 2 warps, the GPU's 4: with 4, two warps share each 16 queries of dQ (its columns
     split in two) and a block's 64 keys span two tiles of queries, which only this test runs before a GPU does. 2 q
-    heads over 1 kv head, causal; v04's at 66 positions and d = 32 (dQ's halves 16 columns), its second block
-    starting its walk at query 64 of each q head."""
+    heads over 1 kv head, causal; v04's one head at 66 positions and d = 32 (dQ's halves 16 columns), its second
+    block starting its walk at query 64."""
     step = variant.module
     build = step.build
     monkeypatch.setattr(step, "build", lambda d, **kw: build(d, WARPS=4, **kw))
-    inputs = _inputs((2, 66, 32) if variant.number == 4 else (2, 9, 64), 6, "gqa", causal=True)
+    inputs = _inputs((1, 66, 32), 6, "causal") if variant.number == 4 else _inputs((2, 9, 64), 6, "gqa", causal=True)
     out = variant(*inputs, causal=True)
     errors = _errors(out, BACKWARD.reference(*inputs, causal=True), 2)
     assert max(errors) <= BACKWARD.tolerance(inputs[0].shape), errors
@@ -189,10 +189,10 @@ def test_the_gpus_four_warps(variant, monkeypatch):
 def test_the_causal_skip_skips_the_query_tiles_above_the_diagonal_and_stays_right(variant):
     """40 positions: the second block of keys (from key 32 in the simulator's blocks) starts at query tile 32, the
     first tile skipped; a skip one tile too far would drop the diagonal's pairs and fail."""
-    inputs = BACKWARD.inputs((1, 40, 64), 7, "causal")
+    inputs = BACKWARD.inputs((1, 40, 32), 7, "causal")
     out = variant(*inputs, causal=True)
     errors = _errors(out, BACKWARD.reference(*inputs, causal=True), 1)
-    assert max(errors) <= BACKWARD.tolerance((1, 40, 64)), errors
+    assert max(errors) <= BACKWARD.tolerance((1, 40, 32)), errors
 
 
 @pytest.mark.parametrize("kind", BACKWARD.kinds)
