@@ -122,7 +122,7 @@ def build(D):
         query = uint32(cuda.blockIdx.x)
         head = uint32(cuda.blockIdx.y)
         rows = uint32(cuda.gridDim.y) * uint32(cuda.gridDim.x)  # partial rows per split
-        first = head * uint32(cuda.gridDim.x) + query
+        first = head * uint32(cuda.gridDim.x) + query  # the row's partial in split 0: head-major, as written
         top = NEG_INF
         for s in range(splits):
             top = max(top, part_ml[first + s * rows, 0])  # finite: split 0 holds key 0

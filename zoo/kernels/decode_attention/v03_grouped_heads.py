@@ -136,10 +136,10 @@ def build(D, R):
     @jit
     def combine(part_o, part_ml, O, splits):
         t = uint32(cuda.threadIdx.x)
-        query = uint32(cuda.blockIdx.x)
-        head = uint32(cuda.blockIdx.y)
+        r = uint32(cuda.blockIdx.x)  # a query row of the kv head (its g q heads x Q positions)
+        kv_head = uint32(cuda.blockIdx.y)
         rows = uint32(cuda.gridDim.y) * uint32(cuda.gridDim.x)  # partial rows per split
-        first = head * uint32(cuda.gridDim.x) + query
+        first = kv_head * uint32(cuda.gridDim.x) + r  # the row's partial in split 0: kv-head-major, as written
         top = NEG_INF
         for s in range(splits):
             top = max(top, part_ml[first + s * rows, 0])  # finite: split 0 holds key 0
@@ -151,7 +151,7 @@ def build(D, R):
             merged = float32(0.0)
             for s in range(splits):
                 merged += math.exp(part_ml[first + s * rows, 0] - top) * part_o[first + s * rows, c]
-            O[head, query, c] = float16(merged * inv)
+            O[kv_head, r, c] = float16(merged * inv)
 
     return decode_kernel, combine
 

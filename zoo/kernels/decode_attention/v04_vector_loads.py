@@ -232,10 +232,10 @@ def build(D, R):
     @jit
     def combine(part_o, part_ml, O, splits):
         t = uint32(cuda.threadIdx.x)
-        query = uint32(cuda.blockIdx.x)
-        head = uint32(cuda.blockIdx.y)
+        r = uint32(cuda.blockIdx.x)  # a query row of the kv head (its g q heads x Q positions)
+        kv_head = uint32(cuda.blockIdx.y)
         rows = uint32(cuda.gridDim.y) * uint32(cuda.gridDim.x)  # partial rows per split
-        first = head * uint32(cuda.gridDim.x) + query
+        first = kv_head * uint32(cuda.gridDim.x) + r  # the row's partial in split 0: kv-head-major, as written
         top = NEG_INF
         for s in range(splits):
             top = max(top, part_ml[(first + s * rows) * uint32(2)])  # finite: split 0 holds key 0
