@@ -19,8 +19,7 @@ Why it is faster:
     of the loop's latency. Split four ways, the same rows are 4096 warps, 31
     an SM, four times the bytes in flight, for one barrier and a few
     shared-memory stores per block. No atomics: every output written once.
-    Long outputs gain too, from shorter warps: fp16 at 14336 x 4096 on the
-    H100, 42.5 us in 1 slice, 39.5 in 4 (see slices_for).
+    Long outputs gain too, from shorter warps (see slices_for).
 """
 
 import functools
@@ -245,12 +244,9 @@ def slices_for(rows, chunks):
     with the SM part empty. Shorter warps fill the SM where one a group leaves slots empty (14336 rows: 27 warps
     an SM of the 40 the registers allow) and shorten the last wave where they are many (28672 rows: 54 an SM, in
     waves of 40). Why not more: each warp pays its set-up, the butterfly of four rows and the block's barrier once,
-    however few its trips. H100, graph us, slices 1 / 2 / 4 / 8 (the rule's pick starred):
-        fp16  14336 x 4096  42.5 / 40.3 / 39.5* / 39.1     fp16  28672 x 4096   83.5 / 77.9 / 76.7* / 75.8
-        int8  14336 x 4096  23.8 / 22.4* / 23.0 / 23.6     int8  4096 x 4096    14.0 / 8.5 / 7.7* / 8.5
-        fp32  14336 x 4096  80.1 / 82.9 / 78.8 / 77.6*     int8  8192 x 8192    32.2 / 25.0 / 24.9* / 25.4
-    Over fp32, fp16 and int8 at six shapes (2048 x 8192 to 28672 x 4096) the pick took at most 2% longer than the
-    fastest; the fewest slices for WARPS_PER_SM alone took up to 10% longer (fp16 at 28672 x 4096)."""
+    however few its trips. Over fp32, fp16 and int8 at six shapes (2048 x 8192 to 28672 x 4096) the pick took at most
+    2% longer than the fastest on the H100; the fewest slices for WARPS_PER_SM alone took up to 10% longer (fp16 at
+    28672 x 4096). The table of slices 1 to 8: ``sweeps/NOTES.md``."""
     groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
     slices = 1
     while slices < WARPS_PER_BLOCK and groups * slices < WARPS_PER_SM * sm_count():  # fill the SMs

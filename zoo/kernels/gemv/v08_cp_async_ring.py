@@ -20,13 +20,12 @@ Why it is faster:
     runs, so the GPU's reads come in four bursts with the DRAM queue empty
     while 16 warps an SM do their math, and every group's scale is a DRAM
     load the math waits for. Here the next run is in flight during this
-    one's math, and registers do not bound it (a slot is shared memory):
-    18.2 -> 14.7 us at 8192 x 8192 on the H100 (graph time), 55 -> 68% of
-    the copy of the same bytes (15.1 us with copies of half lines, see
-    copy_run). What is left (ncu, H100): a warp spends 7 of every 11 cycles
-    at the wait for its run, and this ring with the math taken out takes
-    13.0 us, 78% of the copy: the pattern of 128-byte pieces of 32 rows, not
-    the math, bounds it (see STAGES for the ring's depth).
+    one's math, and registers do not bound it (a slot is shared memory).
+    What is left (ncu, H100): a warp spends 7 of every 11 cycles at the wait
+    for its run, and this ring with the math taken out reaches only 78% of
+    the copy of the same bytes: the pattern of 128-byte pieces of 32 rows,
+    not the math, bounds it (see STAGES for the ring's depth; the figures
+    of the variants tried: ``sweeps/NOTES.md``).
 """
 
 import functools
@@ -59,7 +58,7 @@ X_BYTES = RUN_BLOCKS * BLOCK * 2  # 512: x of the run's 256 columns, float16, 16
 SLOT_BYTES = CODE_BYTES + X_BYTES  # one slot of a warp's ring: codes, then x
 # Slots in a warp's ring: STAGES - 1 runs in flight while one is read. 2, a double buffer: 16 warps an SM (two blocks
 # of 8) x 1 x 4 KB = 64 KB of weights in flight per SM, twice v07's 32 KB, in 2 x 8 x 2 x 4.5 KB = 144 KB of shared
-# memory. Measured at 8192 x 8192 (graph time, H100 / H200): 3 slots 16.1 / 12.7 us against 15.2 / 11.9. With runs of
+# memory. 3 slots were 6-7% slower at 8192 x 8192 on both the H100 and the H200. With runs of
 # 2 blocks, 2 KB: 3 slots (64 KB in flight again) was the best of 3 to 8, and 4 to 8 slower with every slot added.
 STAGES = 2
 AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c

@@ -14,17 +14,15 @@ Changes:
     is split in two (``copy_codes``, ``copy_x``) for the wait between them.
 
 Why it is faster:
-    At 8192 x 8192 the int4 GEMV reads 34 MB in about 12 us on an H100; in a
-    stream each kernel starts only after the one before has finished, so every
-    call pays the launch, its first loads' full latency with the memory idle,
-    and the last runs' math with no copy in flight: v08 spends 14.7 us where
-    the same ring with the math taken out takes 13.0. With the dependency
-    declared, the GPU places the next call's blocks as this call's blocks
-    leave, and their first copies go out before this call has ended (H100,
-    graph time, v08 -> v09): 14.7 -> 13.0 us at 8192 x 8192, 13.4 -> 11.7 at
-    4096 x 14336 (the copy of the same bytes: 11.7), 13.1 -> 11.2 at
-    14336 x 4096. Where each warp lets the next kernel start matters: see
-    let_next_kernel_start's comment in the kernel.
+    A call reads its weights in a few microseconds; in a stream each kernel
+    starts only after the one before has finished, so every call pays the
+    launch, its first loads' full latency with the memory idle, and the last
+    runs' math with no copy in flight. With the dependency declared, the GPU
+    places the next call's blocks as this call's blocks leave, and their
+    first copies go out before this call has ended: at 4096 x 14336 on the
+    H100 v09 matches the copy of the same bytes. Where each warp lets the
+    next kernel start matters: see let_next_kernel_start's comment in the
+    kernel; the figures: ``sweeps/NOTES.md``.
 """
 
 import functools
@@ -58,7 +56,7 @@ X_BYTES = RUN_BLOCKS * BLOCK * 2  # 512: x of the run's 256 columns, float16, 16
 SLOT_BYTES = CODE_BYTES + X_BYTES  # one slot of a warp's ring: codes, then x
 # Slots in a warp's ring: STAGES - 1 runs in flight while one is read. 2, a double buffer: 16 warps an SM (two blocks
 # of 8) x 1 x 4 KB = 64 KB of weights in flight per SM, twice v07's 32 KB, in 2 x 8 x 2 x 4.5 KB = 144 KB of shared
-# memory. Measured at 8192 x 8192 (graph time, H100 / H200): 3 slots 16.1 / 12.7 us against 15.2 / 11.9. With runs of
+# memory. 3 slots were 6-7% slower at 8192 x 8192 on both the H100 and the H200. With runs of
 # 2 blocks, 2 KB: 3 slots (64 KB in flight again) was the best of 3 to 8, and 4 to 8 slower with every slot added.
 STAGES = 2
 AND_XOR = (0xF0 & 0xCC) ^ 0xAA  # lop3's table of (a & b) ^ c
@@ -292,11 +290,10 @@ def build(group, slices, stages=STAGES):
             r = int64(0)
             while r < mine_runs:
                 if r == mine_runs - 1:  # every copy of this warp is asked for: the next kernel may start
-                    # placing blocks as this kernel's leave. At 4096 x 14336 on the H100 (one block an SM), us a
-                    # call: here 11.7; at the warp's first run 13.9 (the next kernel's blocks wait on every SM from
-                    # the start); a run earlier, right after the last copy is asked for, 12.3; after the last
-                    # run's math 14.1. At 14336 x 4096, where 40 SMs hold one block, not two, the first run does
-                    # as well (11.1)
+                    # placing blocks as this kernel's leave. Earlier (at the warp's first run) the next kernel's
+                    # blocks wait on every SM from the start; after the last run's math the memory is already idle.
+                    # Both, and a run earlier, were slower at 4096 x 14336 on the H100 (one block an SM); at
+                    # 14336 x 4096, where 40 SMs hold one block, not two, the first run does as well
                     let_next_kernel_start()
                 for k in range(queued):  # the oldest run's scales out of the queue, the others one place on
                     if k < per_run:

@@ -17,14 +17,12 @@ Why it is faster:
     Row-major, a run is 32 pieces of 128 bytes 7 KB apart (4096 x 14336),
     and the next 128 bytes of each row come a run later: every piece is a
     request of its own to a DRAM page that has likely closed since. Packed,
-    a warp reads one stream of 4 KB runs, as a copy kernel does. H100, graph
-    time (``zoo gemv-formats``), int4 at 8192 x 8192, 4096 x 14336 and 14336
-    x 4096, the same ring row-major -> packed: 12.95, 11.11, 11.36 us ->
-    11.98, 10.87, 11.05; with the tuned trigger (a warp lets the next kernel
-    start a run or two before its last, so that its first loads fill this
-    call's idle end) 12.00, 10.40, 10.33: 3.73x, 3.82x, 3.82x fp16's weights
-    per second. The H200 reaches 3.5x at the three shapes only with the
-    other kernels of the tuning (``KERNELS``).
+    a warp reads one stream of 4 KB runs, as a copy kernel does. With the
+    tuned trigger (a warp lets the next kernel start a run or two before its
+    last, so that its first loads fill this call's idle end) the H100 reads
+    int4 weights at about 3.8x fp16's rate at the three shapes; the H200
+    reaches 3.5x only with the other kernels of the tuning (``KERNELS``).
+    Every variant tried, with its figures: ``sweeps/NOTES.md``.
 """
 
 import functools
@@ -57,12 +55,12 @@ validate = check_index_range  # the step's size limit: its indices are uint32
 
 THREADS_PER_BLOCK = SPLIT_THREADS  # a multiple of 32: up to 8 warps share 32 rows
 # Why not 16 warps a block (twice the warps an SM at 4096 x 14336): one such block fills an SM's registers, so the
-# next kernel's block cannot start beside it (H200, graph time, 4096 x 14336, best ring each: 8.28 us -> 9.11)
+# next kernel's block cannot start beside it (10% slower on the H200 at 4096 x 14336)
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 ROWS_PER_WARP = 32  # two m-tiles of 16: each x pair feeds two mma
 # Why not one m-tile of 16 rows a warp, which gives 4096 x 14336 256 blocks, two an SM: x's shared-memory reads and the
-# mma per byte of codes double. H200, graph time, best ring each, 8192 x 8192, 4096 x 14336, 14336 x 4096: 9.12, 8.26,
-# 8.57 us -> 10.56, 9.18, 11.04, and 11.41 to 13.77 with launch bounds of three blocks an SM (80 registers, spilling)
+# mma per byte of codes double: slower at every shape, and slower still with launch bounds of three blocks an SM (80
+# registers, spilling)
 WARPS_AT_128_REGISTERS = 16  # warps an SM's 65,536 registers hold at 128 a thread (the launch bounds)
 WARPS_PER_SM = TENSOR_WARPS_PER_SM  # launch's target, as in v07 (2 in the simulator: both paths at the test sizes)
 BLOCK = 64  # columns of a block: lane t owns 16 of them (8 bytes of a row), four lanes cover one group of 64
@@ -73,8 +71,8 @@ CODE_BYTES = ROWS_PER_WARP * RUN_BYTES  # 4 KB: a run's codes, the warp's 32 row
 X_BYTES = RUN_BLOCKS * BLOCK * 2  # 512: x of the run's 256 columns, float16, 16 bytes a lane
 SCALES_AT = CODE_BYTES + X_BYTES  # a slot: codes, x, then the 32 rows' scales of the run (row r at r x 2 per_run)
 # Slots in a warp's ring: STAGES runs in flight during a run's math (v09: STAGES - 1), each slot refilled as soon as its
-# run is in registers (H100, graph time, the row-major ring at 4096 x 14336, one block an SM: 11.7 us -> 11.3; the
-# H200 may prefer v09's order, ``refill_after_math``). 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights
+# run is in registers (H100, the row-major ring at 4096 x 14336: 11.7 us -> 11.3; the H200 may prefer v09's
+# order, ``refill_after_math``). 2: eight warps an SM (one block) x 2 x 4 KB = 64 KB of weights
 # in flight, in 8 x 2 x 4.6 KB = 74 KB of shared memory a block, so the next kernel's block still fits beside it
 # (dependent launch). The default: a GPU's tune table (ring.py) may pick 3 slots, v09's order (refill after the math),
 # or an earlier trigger, per class.
@@ -85,8 +83,8 @@ STAGES = 2
 #   "immediate_offsets"  the copies' addresses a register plus a constant of the instruction (copy_codes_at_offsets)
 #   "one_group_a_block"  those, a block the warps of one group of 32 rows: at 14336 x 4096 448 blocks of four warps,
 #                        three or four an SM that leave as soon as their own warps are done, not 224 of eight, two an
-#                        SM, where a full SM has no room for the next call's block. H200, graph time, 14336 x 4096,
-#                        each kernel's best ring: 8.47 us -> 8.34 (where the groups have eight warps, the same grid)
+#                        SM, where a full SM has no room for the next call's block (where the groups have eight
+#                        warps, the same grid)
 KERNELS = ("packed", "immediate_offsets", "one_group_a_block")
 
 
@@ -157,11 +155,11 @@ def pick(tile0, tile1, upper, odd):
 # The scales likewise: (rows / 32, 32 groups), run k's 32 rows x per_run at 32 per_run k, row r's at per_run r.
 # Within each 4-byte word of codes, column c of its eight moves to nibble NIBBLE[c] (``_paired``): dequant's pairs
 # of nibbles (j, j + 4) are then columns (2j, 2j + 1), the pairs x's float16 already come in, so the kernel needs no
-# PRMT to pair x as v07 to v09 do (33 fewer instructions a run; H200, 8192 x 8192, 9.80 us -> 9.47, graph time).
+# PRMT to pair x as v07 to v09 do (33 fewer instructions a run).
 NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)
 # A warp's runs are one contiguous range. Orders that read W more in step (a group's warps taking its runs in turn;
 # W stored step-major, the grid reading one window of it at a time) gain 2-3% at 8192 x 8192, which meets 3.5x without
-# them, and lose at the Llama shapes, which do not (H200, graph time, 4096 x 14336: 8.24 us -> 8.49 and 8.67).
+# them, and lose at the Llama shapes, which do not (H200).
 
 
 def _paired(xp, codes):
@@ -226,7 +224,7 @@ def is_packed(W, x):
 #
 # Why every lane asks for 16 bytes, and not one lane for the run's 4 KB with a TMA bulk copy (``cp.async.bulk``, its
 # bytes counted on an mbarrier a slot, ``pack`` storing each run already swizzled): right sums from fewer
-# instructions, but 11 to 18% slower (H200, graph time, 4096 x 14336, best ring each: 8.27 us -> 9.18).
+# instructions, but 11 to 18% slower (H200, 4096 x 14336).
 @jit(device=True)
 def copy_codes(W, lines, at, ring, slot, lane):
     """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
@@ -245,15 +243,15 @@ def copy_x(x, at, ring, slot, lane):
     """Ask for x of the run at byte ``at``: its 256 columns (2 at + 8 lane ..), 16 bytes a lane, after the codes.
 
     Why x rides in the slot, a ring's turn ahead, and is not loaded from global memory when its run is read (which
-    would let the ring refill after the wait without waiting for x): tried on this kernel (H100, graph time), x
-    loaded at each run's start took 13.5 us at 4096 x 14336 against 10.9 (2 slots), and 13.7 with the warp's x
-    prefetched into L1 after the wait: every run's math then waits for a load's latency."""
+    would let the ring refill after the wait without waiting for x): tried on this kernel, x loaded at each run's
+    start was about 25% slower on the H100, with or without the warp's x prefetched into L1 after the wait: every
+    run's math then waits for a load's latency."""
     cp_async16(ring, slot + uint32(CODE_BYTES) + lane * uint32(16), x, 2 * at + int64(8 * lane))  # 8 float16 a lane
 
 
 # Why a run's scales ride in its slot, copied with its codes, and are not loaded into registers a run ahead: that load
 # came from DRAM through the queues the copies fill (~1.2 us under load), so a warp whose codes had landed could wait
-# on its scales (H100, graph time, the row-major ring at 14336 x 4096: 12.65 us loaded, 11.75 in the slot)
+# on its scales (8% slower on the H100 at 14336 x 4096)
 @jit(device=True)
 def copy_two_scales(scales, scales_row, at, ring, slot, lane):
     """Ask for the scales of the run at byte ``at``, groups of 128: lane l the two of row l of the warp's 32, packed
@@ -278,8 +276,8 @@ def set_copy_lines(lines, group_at, lane):
 # Immediate offsets (the kernels "immediate_offsets" and "one_group_a_block"): every address below is a register plus a
 # constant of the instruction, which ptxas folds into the LDGSTS ([R + imm], no instruction of its own), where
 # ``copy_codes`` computes each copy's row and swizzle and keeps eight sources in registers: a run's loop of 445 SASS
-# instructions, not 488 (sm_90). It counts where a run's math weighs against the memory: H200, graph time, best ring
-# each, 4096 x 14336, 8.23 us -> 7.98 (3.54x fp16's weights per second), while 8192 x 8192 went 9.14 -> 9.36.
+# instructions, not 488 (sm_90). It pays where a run's math weighs against the memory (4096 x 14336 on the H200) and
+# costs where it does not (8192 x 8192): a candidate of the tuning, not the rule.
 @jit(device=True)
 def copy_codes_at_offsets(W, source, at, ring, slot, lane):
     """Ask for a run's codes: the 32 rows' 128 bytes at byte ``at`` of a row into the slot. Instruction i, lane l:
@@ -327,9 +325,9 @@ def read_run(ring, slot, lane_src, g, t, codes, xs):
 
 
 # What the math costs: with add_run replaced by an XOR of the run's words, every copy and read kept, 4096 x 14336
-# takes 7.73 us, not 8.70 (H200, graph time): at the Llama shapes even free math leaves this ring near the goal, and
-# cheaper math (the magic numbers' offsets taken out once a group, shorter mma chains) moved less than that. The rest
-# is the ring's: the read roof (``zoo gemv-read-roof``, 64 KB an SM before the wait) takes 7.5 us there.
+# takes 11% less time (H200): at the Llama shapes even free math leaves this ring near the goal, and cheaper math (the
+# magic numbers' offsets taken out once a group, shorter mma chains) moved less than that. The rest is the ring's: the
+# read roof (``zoo gemv-read-roof``, 64 KB an SM before the wait) is barely below the math-free ring there.
 @jit(device=True)
 def add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total):
     """A run's mma, each group's sum scaled once in float32 and added to the lane's row total."""
@@ -369,8 +367,7 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
 
     # launch_bounds: at most 128 registers a thread, so that two blocks of 256 threads fit on an SM, as in v09 (the
     # next kernel's blocks beside this one's). A run held in registers while the next copies are asked for takes 64
-    # of them; without the bound ptxas gave a draft of this ring 134 and an SM one block: 12.4 us at 4096 x 14336
-    # against 11.5 with it (H100)
+    # of them; without the bound ptxas gave a draft of this ring 134 and an SM one block, which was slower
     @jit(dependent_launch=True, launch_bounds=(threads, blocks_an_sm))  # launched to overlap the kernel before it
     def gemv_int4_packed_ring(W, x, scales, out):
         if not at_offsets:  # a constant of the build: only one of its branches is compiled
@@ -416,8 +413,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             at = int64(piece) * per_slice * RUN_BYTES  # the next run to ask for: its first byte in a row
             first_at = at  # the first run's byte: its x is asked for after the wait
             # the first STAGES - 1 runs' codes and scales, before the wait (as v09). More landed by the wait was
-            # slower: run 0 loaded straight into registers, its slot then holding run STAGES (H200, graph time,
-            # 4096 x 14336: 8.24 us -> 9.78), or the warp's next runs asked of L2 (``cp.async.bulk.prefetch.L2``)
+            # slower: run 0 loaded straight into registers, its slot then holding run STAGES, or the warp's next
+            # runs asked of L2 (``cp.async.bulk.prefetch.L2``)
             for r in range(stages - 1):
                 if r < mine_runs:
                     copy_run(W, addresses, at, ring, ring_at + uint32(r * slot_size), lane)
@@ -432,10 +429,9 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                 if r < mine_runs:
                     slot = ring_at + uint32(r * slot_size)
                     if r == stages - 1:  # the slot v09 kept free for its first refill (asking for it before the wait
-                        copy_run(W, addresses, at, ring, slot, lane)  # too cost 8192 x 8192 1.3 us: it competes with
-                        copy_scales(scales, scales_row, at, ring, slot, lane)  # the last reads of the kernel before,
-                        at += RUN_BYTES  # which the wait is waiting for; H200, best ring each, 9.20, 8.19,
-                        # 8.57 us -> 10.10, 8.59, 9.17 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
+                        copy_run(W, addresses, at, ring, slot, lane)  # too was slower at every shape: it
+                        copy_scales(scales, scales_row, at, ring, slot, lane)  # competes with the last reads of
+                        at += RUN_BYTES  # the kernel before, which the wait is waiting for)
                     copy_x(x, first_at + r * RUN_BYTES, ring, slot, lane)
                 cp_async_commit()  # a group even when empty: wait_group counts groups (the first holds the codes)
             reading = ring_at  # the slot of run r, and of run r + STAGES once run r is in registers
@@ -443,8 +439,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
             # has ended), each asking for its first runs before its wait: ``trigger_early`` runs before the warp's last
             # (0: at its last, when every copy of the warp is asked for), the GPU's pick (``zoo tune``). Too early, the
             # next kernel's first runs compete with this one's; too late, they are not yet asked for when this kernel's
-            # last math and the wait leave the memory idle. H100, 4096 x 14336, three slots: at the last run 11.79 us,
-            # a run earlier 10.39, two 10.61; the H200 drains a call's runs faster and wants them earlier still
+            # last math and the wait leave the memory idle. On the H100 a run before the last was best (4096 x 14336,
+            # three slots); the H200 drains a call's runs faster and wants them earlier still
             trigger_at = max(mine_runs - int64(1 + trigger_early), int64(0))
             r = int64(0)
             while r < mine_runs:
@@ -460,8 +456,7 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
                 if refill_after_math:  # v09's order: STAGES - 1 runs in flight during the math, the slot waits
                     total = add_run(codes, xs, run_scales, blocks_per_group, upper, odd, total)
                 # (asking L2 for the warp's run 1, 2 or 3 beyond the ring here too, one cp.async.bulk.prefetch.L2
-                # from lane 0 with each refill: H200, best of the three and ring each, 9.11, 8.28, 8.57 us -> 9.14,
-                # 8.77, 8.88 at 8192 x 8192, 4096 x 14336, 14336 x 4096)
+                # from lane 0 with each refill, was slower at every shape on the H200)
                 if r + stages < mine_runs:  # run r + STAGES into the slot just read
                     copy_run(W, addresses, at, ring, reading, lane)
                     copy_scales(scales, scales_row, at, ring, reading, lane)
@@ -494,9 +489,8 @@ def build(group, slices, stages=STAGES, refill_after_math=False, trigger_early=0
 
 # Why a block takes whole groups of 32 rows although 4096 x 14336 then leaves 4 of the H200's 132 SMs idle: the call's
 # runs spread evenly over every warp, a group shared by warps of several blocks and added through L2 by the last of
-# them to finish, took 8.25 us -> 12.01 there (H200, graph time); the slices of a block add through shared memory.
-# And why one_group_a_block keeps these slices: eight warps a group at 14336 x 4096 (448 blocks of eight) took
-# 8.59 us -> 10.19.
+# them to finish, was about 45% slower there (H200); the slices of a block add through shared memory. And why
+# one_group_a_block keeps these slices: eight warps a group at 14336 x 4096 (448 blocks of eight) was slower too.
 def slices_for(rows):
     """Warps per 32 rows: the fewest (a power of two, at most a block) that make WARPS_PER_SM per SM."""
     groups = (rows + ROWS_PER_WARP - 1) // ROWS_PER_WARP
