@@ -54,6 +54,10 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
 ``setmaxnreg_inc(n)``, ``setmaxnreg_dec(n)``                  ``setmaxnreg``: a warpgroup's register budget
                                                               (needs ``jit(launch_bounds=...)``: without
                                                               it ptxas drops the instruction, silently)
+``named_barrier_sync(id, count)``                            ``bar.sync id, count``: wait until ``count``
+                                                              threads (whole warps) arrived at barrier id
+                                                              (1-15; 0 is ``syncthreads``'), this one too
+``named_barrier_arrive(id, count)``                          ``bar.arrive id, count``: arrive, not wait
 ``tensor_map_2d(matrix, box_rows, box_cols,`` (host)         ``cuTensorMapEncodeTiled``, 128B swizzle: the
 ``              shape=None)``                                 map as a device array of 16 uint64 (shape:
                                                               of a flat matrix, given as rows, cols)
@@ -139,7 +143,8 @@ four warps of a warpgroup must issue the same descriptors (both raise otherwise)
 ``mma_async_a_regs`` gathers the 128 threads' words of A before any of them
 computes its fragment (the ``.sync`` of the instruction: all of a warpgroup
 issue it), so a thread missing from the warpgroup's MMA is a deadlock there.
-mbarriers keep their phase, pending arrivals and transaction bytes; ``tma_load_2d``
+mbarriers keep their phase, pending arrivals and transaction bytes, named barriers their
+arrivals; ``tma_load_2d``
 copies at once (zeros outside the matrix, as TMA fills) with the 128B swizzle and
 completes its bytes on the barrier; ``cp.async`` has copied by the time it is
 issued, so ``cp_async_mbarrier_arrive`` arrives at once. What the simulator cannot
@@ -218,6 +223,8 @@ if SIMULATOR:  # Python with the instructions' meaning ("In the simulator", abov
         mbarrier_wait,
         mma_async,
         mma_async_a_regs,
+        named_barrier_arrive,
+        named_barrier_sync,
         setmaxnreg_dec,
         setmaxnreg_inc,
         shared_address,
@@ -409,6 +416,16 @@ else:
         if not _literal(n):
             return None
         return types.void(n), _bare(f"setmaxnreg.dec.sync.aligned.u32 {n.literal_value};")
+
+    @intrinsic
+    def named_barrier_sync(typingctx, barrier, count):
+        sig = types.void(types.uint32, types.uint32)
+        return sig, _bare("bar.sync $0, $1;", (types.uint32, types.uint32), "r,r")
+
+    @intrinsic
+    def named_barrier_arrive(typingctx, barrier, count):
+        sig = types.void(types.uint32, types.uint32)
+        return sig, _bare("bar.arrive $0, $1;", (types.uint32, types.uint32), "r,r")
 
     @intrinsic
     def shared_address(typingctx, arr, index):

@@ -442,6 +442,52 @@ def mbarrier_wait(bars, i, parity):
             space.cond.wait(POLL_S)
 
 
+# -- named barriers (bar.sync, bar.arrive) ------------------------------------------------------------------
+class _NamedBarrier:
+    __slots__ = ("count", "arrived", "generation")
+
+    def __init__(self, count):
+        self.count, self.arrived, self.generation = count, 0, 0
+
+
+def _named_arrive(barrier, count, wait):
+    """An arrival at named barrier ``barrier`` of ``count`` threads; ``wait``: until the count is reached."""
+    me = threading.current_thread()
+    space = _space()
+    if not 0 < int(barrier) < 16 or int(count) % 32:
+        raise ValueError(
+            f"bar.sync/bar.arrive: barrier 1-15 (0 is syncthreads') and whole warps, got {barrier}, {count}"
+        )
+    with space.cond:
+        named = space.barriers.setdefault(("named", int(barrier)), _NamedBarrier(int(count)))
+        if named.count != int(count):
+            raise RuntimeError(f"named barrier {barrier}: {count} threads here, {named.count} in its other arrivals")
+        generation = named.generation
+        named.arrived += 1
+        if named.arrived == named.count:
+            named.arrived, named.generation = 0, generation + 1
+            space.cond.notify_all()
+            return
+        patience = warps.Patience(named.arrived)
+        while wait and named.generation == generation:
+            if me.abort:
+                raise RuntimeError("bar.sync: aborted, another thread raised")
+            if patience.exhausted(named.arrived):
+                raise RuntimeError(
+                    f"bar.sync {barrier}, {count}: {named.arrived} threads arrived in {warps.DEADLOCK_S:.0f} s "
+                    "(deadlock?)"
+                )
+            space.cond.wait(POLL_S)
+
+
+def named_barrier_sync(barrier, count):
+    _named_arrive(barrier, count, True)
+
+
+def named_barrier_arrive(barrier, count):
+    _named_arrive(barrier, count, False)
+
+
 # -- TMA ---------------------------------------------------------------------------------------------------
 _TENSOR_MAPS = {}
 _map_keys = itertools.count(1)
