@@ -27,7 +27,9 @@ dV's and dK's products without leaving registers; dS^T goes through shared
 memory once for dQ's product. v03 starts each block's walk at the first tile
 of queries that can see its keys under a causal mask: half the causal work.
 v04 copies the next tile of Q and dO with ``cp.async`` while the current one
-is used (attention v06's double buffering). v01 takes any d up to 256, the
+is used (attention v06's double buffering). v05 adds dQ into the output four
+columns at a time (``red.global.add.v4.f32``, Hopper on), a quarter of the
+atomic requests to the L2. v01 takes any d up to 256, the
 tensor-core steps multiples of 16 up to 128 (dK and dV of 16 keys in
 registers), all with grouped KV heads.
 
