@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The attention_backward family on the lent GPU (issue 65's backward pass), about 4 to 5 minutes on an H100 (estimated:
-# some 30 kernel builds of a few seconds each, the float64 references at 32 x 4096, the CPU row):
+# The attention_backward family on the lent GPU (issue 65's backward pass), about 5 minutes on an H100 (estimated:
+# some 40 kernel builds of a few seconds each for five steps, the float64 references at 32 x 4096, the CPU row):
 #   tests     pytest (8 processes) tests/kernels/test_attention_backward.py and the generic checks of every step at
 #             GPU_TEST_SIZES (1 to 4099 positions, d 64, 80, 128, 256 for v01; full, causal, gqa)
 #   sanitize  compute-sanitizer memcheck and racecheck of every step at small cases (77 positions causal at d 64,
