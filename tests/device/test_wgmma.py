@@ -38,6 +38,8 @@ from zoo.device.wgmma import (
     mbarrier_wait,
     mma_async,
     mma_async_a_regs,
+    named_barrier_arrive,
+    named_barrier_sync,
     shared_address,
     swizzle_128b,
     tensor_map_2d,
@@ -212,6 +214,34 @@ def test_the_register_a_form_reads_a_from_the_threads_fragments(n_major):
     register_a_kernel(n_major)[1, 128](cuda.to_device(A), cuda.to_device(B), out)
     ref = A.astype(np.float64) @ B.astype(np.float64)
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-5, atol=1e-5)
+
+
+@jit
+def turns_kernel(out, rounds):
+    """Two warpgroups take turns through named barriers 1 and 2, as attention v11's consumers do: each round,
+    warpgroup w waits for its turn, appends its number to out (one thread), and hands the turn over."""
+    turn = cuda.shared.array(1, uint32)
+    tid = uint32(cuda.threadIdx.x)
+    w = tid // uint32(128)
+    if tid == uint32(0):
+        turn[0] = uint32(0)
+    cuda.syncthreads()  # the counter is set
+    if w == uint32(1):
+        named_barrier_arrive(1, 256)  # warpgroup 0 goes first
+    for _ in range(rounds):
+        named_barrier_sync(uint32(1) + w, 256)
+        if tid % uint32(128) == uint32(0):
+            out[turn[0]] = w
+            turn[0] += uint32(1)
+        named_barrier_arrive(uint32(2) - w, 256)
+    if w == uint32(0):
+        named_barrier_sync(1, 256)  # warpgroup 1's last hand-over
+
+
+def test_named_barriers_make_two_warpgroups_alternate():
+    out = cuda.to_device(np.full(8, 7, np.uint32))
+    turns_kernel[1, 256](out, 4)
+    np.testing.assert_array_equal(out.copy_to_host(), [0, 1] * 4)
 
 
 @pytest.mark.skipif(GPU, reason="the simulator's checks")
