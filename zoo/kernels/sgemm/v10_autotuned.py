@@ -16,8 +16,9 @@ Why it is faster:
     reuses each loaded value more, but a problem with few tiles leaves SMs idle
     for the whole call (wave quantization). Measuring beats reasoning about all
     of these at once. On the H200 the large class keeps v09's shape, and the
-    small and skinny classes pick 64 x 128 tiles: at 1024^3 their kernel takes
-    95 us where v09's takes 139 us (see the comments in ``launch``).
+    small and skinny classes pick 64 x 128 tiles, which give 1024^3 twice
+    v09's blocks (see the comments in ``launch``; the sweep's figures:
+    ``sweeps/NOTES.md``).
 """
 
 from zoo.kernels.sgemm.tiles import DEFAULT, tiles_for
@@ -37,7 +38,7 @@ def kernel_for(tiles):
 
 def launch(A, B, C, out, alpha=1.0, beta=0.0):
     # On the H200 the sweep keeps v09's 128 x 128 x 16 tiles with 64 x 64 warp tiles for the large class
-    # (41.5 TFLOP/s at 4096^3, 2 blocks per SM). The small and skinny classes both pick 64 x 128 x 16 with
+    # (2 blocks per SM). The small and skinny classes both pick 64 x 128 x 16 with
     # 64 x 32 warp tiles: 64 results a thread at 118 registers, 4 blocks per SM. At 1024^3 v09's tiles make
     # 64 blocks for 132 SMs (under half a wave); these make 128. A call at 1024^3 still costs more host time
     # than its kernel (the padding check and four reshaped views per call), which v11 removes.
