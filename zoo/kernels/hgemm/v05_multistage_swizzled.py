@@ -51,15 +51,13 @@ class Tiles(NamedTuple):
     BK: int = 32
     # 64 x 64 warp tiles, four warps (v04's are eight of 64 x 32): a warp's A fragment feeds eight mma
     # instead of four, for about 1.7 times the registers. v04's kernel built with them (once a step of its own)
-    # ran 44.1% of cuBLAS at 4096 on the H200 against v04's 41.8%, 28% against 31% at 2048: a few percent alone;
-    # they pay with the stages below.
+    # gained a few percent at 4096 on the H200 and lost at 2048: they pay with the stages below.
     WM: int = 64
     WN: int = 64
-    # Timed one after another on an H200 at 4096: v04's kernel with 64 x 64 warp tiles 26.9% of cuBLAS, this
-    # kernel with two stages 35.6%, with three 39.2%, with four 27.8%; at 8192 two, three and four stages all
-    # gave 51%. With three, 207 registers a thread (v04's kernel with these warp tiles: 166) leave room for two
-    # blocks an SM instead of three, so 4096^2 is 3.9 waves of 1024 tiles over 264 slots (nearly four whole
-    # waves) instead of 2.6.
+    # Three stages were the fastest at 4096 on the H200, four the slowest; at 8192 two, three and four stages
+    # were even (the figures: docs/hgemm-tuning-notes.md). With three, 207 registers a thread (v04's kernel with
+    # these warp tiles: 166) leave room for two blocks an SM instead of three, so 4096^2 is 3.9 waves of 1024 tiles
+    # over 264 slots (nearly four whole waves) instead of 2.6.
     STAGES: int = 3
 
     @property

@@ -14,7 +14,7 @@ Why it is faster:
     lanes of a row wrote 4 bytes every 8, so a store half-filled 8 sectors
     and two stores completed them. Paired, one warp store fills its 8
     sectors whole and a thread issues 64 stores, half as many: at 4096^3
-    the call went from 270 to 248 us on the H100 (260 to 224 on the H200).
+    the call went from 270 to 248 us on the H100.
 """
 
 from typing import NamedTuple

@@ -16,8 +16,9 @@ Why it is faster:
     the tensor cores idle and the next block not yet resident). Here the
     next tile's first STAGES copies land during the store, so a tile after
     the first starts multiplying at once, and the set-up is paid once an SM.
-    It pays where v13 lost most, 8192^3 on the H100 (2,048 blocks: v13 76%
-    of cuBLAS, v14 92%); at 4096^3 it is a few points below v13. At 1024^3
+    It pays where v13 lost most, 8192^3 on the H100 (2,048 blocks, each
+    paying a start and an end); at 4096^3 it is a few points below v13
+    (figures: docs/hgemm-tuning-notes.md, and hgemm.md). At 1024^3
     (32 tiles) a launch call costs the host more than either kernel takes,
     so the figures there are the host's pace (†).
 """

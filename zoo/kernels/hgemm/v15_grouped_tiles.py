@@ -15,8 +15,9 @@ Why it is faster:
     far past the 50 MiB L2: each of the 15.5 waves reads B from DRAM again.
     In groups of 16 block rows a wave is 16 rows by 8.25 columns, 32 + 33 =
     65 MiB: half the DRAM traffic, which the H100 (3.35 TB/s) feels more
-    than the H200 (4.8 TB/s): at 8192^3 on the H100 it took v14's 91% of
-    cuBLAS to 98% (groups of 8 or 32 rows did less). At 4096^3 a wave along
+    than the H200 (4.8 TB/s): at 8192^3 on the H100 it closes most of v14's
+    gap to cuBLAS (groups of 8 or 32 rows did less; the figures:
+    docs/hgemm-tuning-notes.md). At 4096^3 a wave along
     block rows (8 rows, all 16 B panels: 40 MiB) fits the L2 already.
     Products are bit for bit v14's.
 """
