@@ -34,8 +34,8 @@ THREADS_PER_BLOCK = 256
 UNROLL = 2  # float4 per thread per pass: 32 bytes in flight per thread
 # No cap: enough blocks for one pass. ``python -m zoo elementwise-sweep`` on the H200 at 2^28 elements
 # (results/sweeps/nvidia-h200-elementwise-sweep.csv, timed with the hold at 9a44317): a one-pass grid
-# moves 4,140 to 4,263 GB/s (97 to 100% of the copy) whatever the unrolling (1, 2, 4 or 8 float4 a
-# thread); a grid of 4 to 16 blocks per SM 3,826 to 3,973 GB/s (90 to 93%).
+# moves 97 to 100% of the copy's bytes a second whatever the unrolling (1, 2, 4 or 8 float4 a thread); a grid
+# of 4 to 16 blocks per SM 90 to 93% (the chart: docs/results.md, from that CSV).
 BLOCKS_PER_SM = None
 FALLBACK_BLOCKS_PER_SM = 8  # the scalar loop's grid, as v03's: 8 x 256 = 2048 threads, a full Hopper SM
 LIMIT = 2**31  # elements; i + stride stays below 2^32
