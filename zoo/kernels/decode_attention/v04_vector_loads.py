@@ -74,8 +74,8 @@ def build(D, R):
     @jit(device=True, forceinline=True)
     def load_key(u, K, V, key0, at0, end, busy, k_words, v_words):
         """The lane's pieces of K and V of the iteration's key u (u a constant): two 16-byte loads, or zeros."""
-        key = key0 + u * uint32(BLOCK_GROUPS)  # the block's groups read BLOCK_GROUPS consecutive keys a load
-        at = at0 + u * uint32(BLOCK_GROUPS * D)  # flat index of the piece
+        key = uint32(key0 + u * uint32(BLOCK_GROUPS))  # the block's groups read BLOCK_GROUPS consecutive keys a load
+        at = uint32(at0 + u * uint32(BLOCK_GROUPS * D))  # flat index of the piece
         if busy and key < end:
             k_words[u * 4], k_words[u * 4 + 1], k_words[u * 4 + 2], k_words[u * 4 + 3] = load_words4(K, at)
             v_words[u * 4], v_words[u * 4 + 1], v_words[u * 4 + 2], v_words[u * 4 + 3] = load_words4(V, at)
@@ -85,21 +85,19 @@ def build(D, R):
                 v_words[u * 4 + w] = uint32(0)
 
     @jit(device=True, forceinline=True)
-    def score_key(u, k_words, q, s, key0, end, length, queries, scale_log2):
+    def score_key(u, k_words, q, s, key0, row_end, scale_log2):
         """Key u's R scores (u a constant), in log2 units: the lane's eight products, summed over the group."""
         k0, k1 = unpack_half2(k_words[u * 4])  # the key's eight columns at this lane, widened once for every row
         k2, k3 = unpack_half2(k_words[u * 4 + 1])
         k4, k5 = unpack_half2(k_words[u * 4 + 2])
         k6, k7 = unpack_half2(k_words[u * 4 + 3])
-        key = key0 + u * uint32(BLOCK_GROUPS)
+        key = uint32(key0 + u * uint32(BLOCK_GROUPS))
         for r in range(R):
             dot = q[r * 8] * k0 + q[r * 8 + 1] * k1 + q[r * 8 + 2] * k2 + q[r * 8 + 3] * k3
             dot += q[r * 8 + 4] * k4 + q[r * 8 + 5] * k5 + q[r * 8 + 6] * k6 + q[r * 8 + 7] * k7
             for k in range(REDUCE_STEPS):  # butterfly over the group: xor by less than LANES stays inside it
                 dot += cuda.shfl_xor_sync(FULL_MASK, dot, LANES >> (k + 1))
-            # row r is query r % Q of its q head: it sees keys below length - Q + r % Q + 1
-            sees = key < end and key < length - queries + uint32(r) % queries + uint32(1)
-            s[u * R + r] = dot * scale_log2 if sees else NEG_INF
+            s[u * R + r] = dot * scale_log2 if key < row_end[r] else NEG_INF  # past the row's last key: masked
 
     @jit(device=True, forceinline=True)
     def softmax_row(r, s, m, l, acc):
@@ -169,6 +167,7 @@ def build(D, R):
         k_words = cuda.local.array(WORDS, uint32)
         v_words = cuda.local.array(WORDS, uint32)
         s = cuda.local.array(SCORES, float32)
+        row_end = cuda.local.array(R, uint32)  # each row's keys end here: the split's end or the row's causal limit
         t = uint32(cuda.threadIdx.x)
         lane = t % uint32(32)
         warp = t // uint32(32)
@@ -177,8 +176,8 @@ def build(D, R):
         group = warp * uint32(GROUPS) + lane // uint32(LANES)  # the block's groups read consecutive keys
         kv_head = uint32(cuda.blockIdx.x)
         split = uint32(cuda.blockIdx.y)
-        first = split * chunk  # this block's keys: first .. end - 1
-        end = min(length, first + chunk)
+        first = uint32(split * chunk)  # this block's keys: first .. end - 1 (uint32: numba widens to 64 bits)
+        end = uint32(min(length, first + chunk))
         column = piece * uint32(8)
         for i in range(COLS):
             q[i] = float32(0.0)
@@ -186,18 +185,21 @@ def build(D, R):
         for r in range(R):
             m[r] = NEG_INF
             l[r] = float32(0.0)
+            # row r is query r % Q of its q head: it sees keys below length - Q + r % Q + 1 (one division a row, here)
+            row_end[r] = min(end, uint32(length - queries + uint32(r) % queries + uint32(1)))
         if busy:
             load_q(Q, kv_head * uint32(R * D) + column, q)
 
-        for k0 in range(first, end, uint32(BLOCK_GROUPS * UNROLL)):
-            key0 = k0 + group
+        k0 = first
+        while k0 < end:
+            key0 = uint32(k0 + group)
+            at0 = uint32((kv_head * uint32(K.shape[1]) + key0) * uint32(D) + column)  # flat index of key0's piece
             # Every load of the iteration first: UNROLL keys' pieces of K and of V, 2 x UNROLL x 16 bytes a lane.
-            load_keys(
-                K, V, key0, (kv_head * uint32(K.shape[1]) + key0) * uint32(D) + column, end, busy, k_words, v_words
-            )
-            scores(k_words, q, s, key0, end, length, queries, scale_log2)
+            load_keys(K, V, key0, at0, end, busy, k_words, v_words)
+            scores(k_words, q, s, key0, row_end, scale_log2)
             softmax(s, m, l, acc)
             add_values(v_words, s, acc)
+            k0 = uint32(k0 + uint32(BLOCK_GROUPS * UNROLL))
 
         for k in range(MERGE_STEPS):  # a warp's groups merge: lanes LANES, 2 LANES, ... apart hold the same columns
             merge(LANES << k, m, l, acc)
