@@ -23,6 +23,10 @@ ATTENTION = zoo.family("attention")
 STEPS = ATTENTION.variants
 SMALL = (2, 17, 64)  # two heads, a partial block of keys and of queries on every step
 TINY = (2, 9, 64)  # the same in fewer positions: the simulator runs every thread of every block
+# v10 and v11 change when v09's MMAs are issued, not what they compute, and run 384 simulator threads a block (several
+# times v07's time): in the simulator the edge cases below run up to v09, and v10 and v11 meet the generic sizes and
+# test_hopper_steps_cross_query_and_key_blocks; on a GPU every step runs every test
+EDGE_STEPS = STEPS if not zoo.SIMULATOR else [v for v in STEPS if v.number <= 9]
 
 
 def _check(variant, Q, K, V, causal):
@@ -33,7 +37,7 @@ def _check(variant, Q, K, V, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", EDGE_STEPS, ids=lambda v: v.name)
 def test_large_scores_give_finite_correct_rows(variant, causal):
     """Query rows scaled by 1000 give scores in the thousands: an unsafe exp overflows to inf and then NaN."""
     Q, K, V = ATTENTION.make_inputs(TINY, seed=7)
@@ -47,7 +51,7 @@ def test_large_scores_give_finite_correct_rows(variant, causal):
     assert ok, detail
 
 
-@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", EDGE_STEPS, ids=lambda v: v.name)
 def test_causal_first_row_is_the_first_value_row_exactly(variant):
     """Query 0 sees key 0 alone: its probability is 1 and O[0] = V[0], bit for bit in float16. Two q heads share one
     kv head (grouped KV heads): both rows 0 are kv head 0's V[0]."""
@@ -60,7 +64,7 @@ def test_causal_first_row_is_the_first_value_row_exactly(variant):
 
 
 @pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", EDGE_STEPS, ids=lambda v: v.name)
 def test_one_position_returns_v(variant, d):
     """One key: every query row is V's row, its kv head's (2 q heads over 1 kv head) at d = 128."""
     Q, K, V = ATTENTION.make_inputs((2, 1, d), seed=9, kind="gqa" if d == 128 else "full")
@@ -68,7 +72,7 @@ def test_one_position_returns_v(variant, d):
         np.testing.assert_array_equal(variant(Q, K, V, causal=causal), np.broadcast_to(V, Q.shape))
 
 
-@pytest.mark.parametrize("variant", STEPS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", EDGE_STEPS, ids=lambda v: v.name)
 def test_a_second_call_with_other_inputs_and_shapes_is_right(variant):
     """Kept buffers (v01's scores), cached kernels and a partial last block must not leak into the next call. The
     second call is d = 80 with 2 q heads over 1 kv head, causal: 10 chunks of 16 bytes a row (a partial last pass of
