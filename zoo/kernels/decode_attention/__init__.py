@@ -77,10 +77,11 @@ TOLERANCE = 1.5e-3  # float32 arithmetic, float16 output; the float16 CuPy basel
 MAX_HEAD_DIM = 256  # the largest d the steps compile for
 
 THREADS = 32 if SIMULATOR else 128  # threads per block: a key a thread for scores, a column a thread for P V
-# Blocks a split launch aims for, per SM (zoo.device.sm_count(): 132 on an H100 or H200, 1 in the simulator, where
-# four blocks make the tests cross split boundaries). Three: v04's 136 registers a thread fit three blocks of 128
-# threads on an SM, so its whole grid is resident at once (one wave, no tail of a second).
-SPLIT_BLOCKS_PER_SM = 4 if SIMULATOR else 3
+# Blocks a split launch aims for, per SM (zoo.device.sm_count(): 132 on an H100 or H200; 1 in the simulator, where
+# four blocks make the tests cross split boundaries). Four: v04's and v05's 128 registers a thread fit four blocks of
+# 128 threads on an SM, so the whole grid is resident at once (one wave, no tail of a second) with 64 KB of loads in
+# flight an SM. .ci/gpu-decode.sh times v05 at 2, 3, 4 and 6.
+SPLIT_BLOCKS_PER_SM = 4
 VECTOR_WARPS = 2 if SIMULATOR else 4  # v04 on: warps a block (two in the simulator: the warps' merge is exercised)
 UNROLL = 2 if SIMULATOR else 4  # v04 on: keys each group of lanes loads before it uses one (K and V, 16 bytes each)
 

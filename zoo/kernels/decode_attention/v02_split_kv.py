@@ -3,7 +3,7 @@
 Changes:
     From v01: the grid gets a third axis, the splits: block (query, head,
     split) walks keys split * chunk .. (split + 1) * chunk only, with chunk a
-    multiple of 128 chosen so that the grid holds about three blocks an SM
+    multiple of 128 chosen so that the grid holds about four blocks an SM
     (``splits``). Each block writes its unnormalized o, its max m
     and its sum l to a float32 scratch buffer instead of o. A second kernel,
     ``combine``, merges a row's splits: with M the largest m,
@@ -12,7 +12,7 @@ Changes:
 
 Why it is faster:
     Parallelism. v01 ran 32 blocks at Llama-3-8B's shapes, a quarter of the
-    SMs, each walking the whole cache with its latency exposed; here over 400
+    SMs, each walking the whole cache with its latency exposed; here 512
     blocks keep every SM's loads in flight, for the price of a second launch
     and a scratch buffer of a few hundred KB (splits x rows x (d + 2) floats,
     written and read once: under 1% of the cache's bytes at 8k positions).

@@ -19,7 +19,7 @@ Why it is faster:
     so an SM had few bytes requested at any time. Here a warp's load brings
     512 bytes, every byte of the sectors it touches, and each lane has
     UNROLL x 2 loads of 16 bytes outstanding before it waits: 4 KB a warp,
-    48 KB an SM at three blocks, where Little's law asks for about 25 KB
+    64 KB an SM at four blocks, where Little's law asks for about 25 KB
     (3.35 TB/s over 132 SMs, times about a microsecond of latency). Each
     element of the cache is widened once and feeds R multiply-adds.
 """
