@@ -6,8 +6,9 @@
 # (one tarball) to $OUT. About 3 minutes on an H100 once installed (no new worker starts after MLIR_DEADLINE=110 s, all
 # stop by 170 s; what the clock leaves unrun is marked so in the table).
 #
-# numba-cuda-mlir travels in pieces (.ci/mlir-wheel-pieces: each under 14 MB, so that one rides with .whl and the tree
-# in a call's 64 MiB), one a call on a warm machine: each call copies the
+# numba-cuda-mlir travels in four pieces (.ci/mlir-wheel-pieces: each under 12 MB) over calls on one warm machine, e.g.
+# carry=[".mlir-pieces/<piece 1>", "<2>", "<3>"] (~61 MB with the tree), then carry=[".whl", ".mlir-pieces/<piece 4>"]
+# (~64.4 MB of the 64 MiB limit): a call that still misses a piece exits before .whl is needed. Each call copies the
 # pieces it carries in .mlir-pieces/ to /tmp/mlir-pieces (kept on a warm machine), and until all are there says
 # which are missing and exits 0, so that the call can run other work. Once all are there it installs them into
 # /tmp/mlir-site (every file checked against the wheel's RECORD) and measures.
