@@ -392,8 +392,8 @@ def test_tensor_maps_are_checked_before_encoding():
     [
         ("v08", (5, 7, 270)),  # 5 k steps through 4 stages
         ("v10", (100, 250, 330)),  # 6 k steps: two batches of MMAs in flight, each buffer refilled behind them
-        ("v12", (100, 250, 330)),  # 6 k steps through 4 stages: the producer runs ahead, mbarriers hand over
-        ("v13", (100, 250, 330)),  # the same through TMA boxes, the bytes counted on the full barriers
+        ("v12", (100, 250, 270)),  # 5 k steps through 4 stages: the producer runs ahead, mbarriers hand over
+        ("v13", (100, 250, 270)),  # the same through TMA boxes, the bytes counted on the full barriers
         ("v14", (130, 257, 130)),  # 4 tiles of 3 k steps in one persistent block: the stages run on across tiles
         # v15 walks v14's pipeline in another tile order: its order is checked below, its products by test_kernels
     ],
