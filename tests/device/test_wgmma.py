@@ -556,3 +556,28 @@ def test_arch_specific_kernels_launch_from_their_own_sm90a_module():
     plans = [p for p in kernel.lean._plans.values() if p is not None]
     assert plans and kernel.arch_specific
     assert any(isinstance(f, lean_launch.ArchSpecificFunction) for f in lean_launch._arch_specific_functions.values())
+
+
+def test_both_backends_check_an_instruction_form_with_the_same_rules():
+    """zoo.device.wgmma (numba-cuda) and zoo.device.mlir_wgmma (numba-cuda-mlir) type mma_async through these checks:
+    every kind at N 8 and 256 passes, transposes only for the 16-bit kinds, register A only for them."""
+    from zoo.device.wgmma_forms import K_OF, TRANSPOSABLE, check_mma_form, check_register_a_form
+
+    for form in K_OF:
+        for n in (8, 256):
+            check_mma_form(n, form, 0, 0)
+    for form in TRANSPOSABLE:
+        check_mma_form(64, form, 1, 1)
+        check_register_a_form(64, form)
+    for args, message in (
+        ((64, "f32", 0, 0), "kind is one of f16, bf16, tf32, e4m3"),
+        ((60, "f16", 0, 0), "m64nNk16 takes N = 8, 16, ..., 256, not 60"),
+        ((264, "e4m3", 0, 0), "m64nNk32 takes N"),
+        ((64, "tf32", 0, 1), "K-major only"),
+    ):
+        with pytest.raises(TypeError, match=message):
+            check_mma_form(*args)
+    with pytest.raises(TypeError, match="A as pairs of 16-bit elements"):
+        check_register_a_form(64, "e4m3")
+    with pytest.raises(TypeError, match="takes N = 8"):
+        check_register_a_form(4, "f16")

@@ -18,11 +18,9 @@ from numba_cuda_mlir.numba_cuda import types
 from zoo.device.inline_ptx import element_address, uint32
 from zoo.device.mlir_lowerings import asm, asm_on
 
-# zoo.device.wgmma's (which imports this module, so these are not imported from it; tests/device/test_inline_ptx.py
-# checks they are the same): K of one instruction by kind, the kinds that may be read MN-major, a swizzled tile's start
-K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32}
-TRANSPOSABLE = ("f16", "bf16")
-TILE_ALIGN = 1024
+# zoo.device.wgmma's (which imports this module, so they come from the module both share): K of one instruction by
+# kind, the kinds that may be read MN-major, a swizzled tile's start, and the checks of an instruction's form
+from zoo.device.wgmma_forms import K_OF, TILE_ALIGN, TRANSPOSABLE, check_mma_form, check_register_a_form  # noqa: F401
 
 
 def _stub(name):
@@ -113,14 +111,9 @@ def _mma_async_impl(acc, first, n, desc_a, desc_b, accumulate, trans_a, trans_b,
         return None
     _check_acc(acc, "wgmma.mma_async")
     N, form = n.literal_value, kind.literal_value
-    if form not in K_OF:
-        raise TypeError(f"wgmma.mma_async: kind is one of {', '.join(K_OF)}, not {form!r}")
-    if N % 8 or not 8 <= N <= 256:
-        raise TypeError(f"wgmma m64nNk{K_OF[form]} takes N = 8, 16, ..., 256, not {N}")
-    count, start = N // 2, first.literal_value
     ta, tb = trans_a.literal_value, trans_b.literal_value
-    if form not in TRANSPOSABLE and (ta or tb):
-        raise TypeError(f"wgmma .{form} reads A and B K-major only: trans_a and trans_b must be 0")
+    check_mma_form(N, form, ta, tb)
+    count, start = N // 2, first.literal_value
     registers = ", ".join(f"${i}" for i in range(count))
     transposes = f", {ta}, {tb}" if form in TRANSPOSABLE else ""
     text = (
@@ -146,12 +139,7 @@ def _mma_async_a_regs_impl(acc, first, n, a0, a1, a2, a3, desc_b, accumulate, tr
         return None
     _check_acc(acc, "wgmma.mma_async")
     N, form = n.literal_value, kind.literal_value
-    if form not in TRANSPOSABLE:
-        raise TypeError(
-            f"mma_async_a_regs: kind is one of {', '.join(TRANSPOSABLE)} (A as pairs of 16-bit elements), not {form!r}"
-        )
-    if N % 8 or not 8 <= N <= 256:
-        raise TypeError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {N}")
+    check_register_a_form(N, form)
     count, start, tb = N // 2, first.literal_value, trans_b.literal_value
     registers = ", ".join(f"${i}" for i in range(count))
     a_words = ", ".join(f"${count + i}" for i in range(4))

@@ -153,22 +153,18 @@ check is that the hardware agrees with this reading of the PTX ISA:
 """
 
 from zoo.device.jit import jit
+from zoo.device.wgmma_forms import K_OF, TILE_ALIGN, TRANSPOSABLE, check_mma_form, check_register_a_form
 from zoo.runtime import SIMULATOR, backend
 from zoo.runtime.backend import float16, float32, uint8, uint16, uint32, uint64
 from zoo.runtime.tensor_map import TENSOR_MAP_WORDS, tensor_map_2d  # noqa: F401 (the host side, for the steps)
 
 SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3  # the descriptor's bits 62-63
-# The input types mma_async's ``kind`` names (PTX's), each with K of one instruction: always 32 bytes of a row of A
-# (16 f16 or bf16, 8 tf32, 32 e4m3), so a k slice is 32 bytes whatever the kind. Only the 16-bit kinds may be read
-# MN-major (trans 1): tf32 and e4m3 take A and B K-major (PTX ISA, wgmma.mma_async: "The transpose operation is only
-# supported for the .f16/.bf16 types"). ELEMENT is the dtype a kernel's shared tiles hold for each kind: bfloat16 and
-# e4m3 travel as their bits (uint16, uint8), tf32 as the float32 it is read from (the tensor core ignores the low 13
-# bits of its mantissa).
-K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32}
-TRANSPOSABLE = ("f16", "bf16")
+# K_OF (K of one instruction by kind), TRANSPOSABLE and TILE_ALIGN come from zoo.device.wgmma_forms, which both
+# backends' intrinsics share. ELEMENT is the dtype a kernel's shared tiles hold for each kind: bfloat16 and e4m3 travel
+# as their bits (uint16, uint8), tf32 as the float32 it is read from (the tensor core ignores the low 13 bits of its
+# mantissa).
 ELEMENT = {"f16": float16, "bf16": uint16, "tf32": float32, "e4m3": uint8}
 SWIZZLE_BYTES = {SWIZZLE_NONE: 16, SWIZZLE_128B: 128, SWIZZLE_64B: 64, SWIZZLE_32B: 32}  # a row of the pattern
-TILE_ALIGN = 1024  # bytes: a 128B-swizzled tile starts where the XOR pattern (8 rows of 128 bytes) starts
 # cuda.shared.array(0, ..., alignment=SWIZZLE_ALIGN) promises the compiler a 1024-byte-aligned dynamic array, so
 # first_tile's skew folds to 0. Only a kernel with no static shared array may pass it: the driver starts dynamic
 # shared memory right after the static arrays (measured on an H100: 64 bytes of mbarriers at 0x400, the dynamic
@@ -306,15 +302,10 @@ else:
             return None
         _check_acc(acc, "wgmma.mma_async")
         N, form = n.literal_value, kind.literal_value
-        if form not in K_OF:
-            raise TypeError(f"wgmma.mma_async: kind is one of {', '.join(K_OF)}, not {form!r}")
-        if N % 8 or not 8 <= N <= 256:
-            raise TypeError(f"wgmma m64nNk{K_OF[form]} takes N = 8, 16, ..., 256, not {N}")
+        ta, tb = trans_a.literal_value, trans_b.literal_value
+        check_mma_form(N, form, ta, tb)
         count = N // 2
         start = first.literal_value
-        ta, tb = trans_a.literal_value, trans_b.literal_value
-        if form not in TRANSPOSABLE and (ta or tb):
-            raise TypeError(f"wgmma .{form} reads A and B K-major only: trans_a and trans_b must be 0")
         sig = types.void(acc, first, n, types.uint64, types.uint64, types.uint32, trans_a, trans_b, kind)
         registers = ", ".join(f"${i}" for i in range(count))
         transposes = f", {ta}, {tb}" if form in TRANSPOSABLE else ""  # the other forms take no imm-trans operands
@@ -345,13 +336,7 @@ else:
             return None
         _check_acc(acc, "wgmma.mma_async")
         N, form = n.literal_value, kind.literal_value
-        if form not in TRANSPOSABLE:
-            raise TypeError(
-                f"mma_async_a_regs: kind is one of {', '.join(TRANSPOSABLE)} (A as pairs of 16-bit "
-                f"elements), not {form!r}"
-            )
-        if N % 8 or not 8 <= N <= 256:
-            raise TypeError(f"wgmma m64nNk16 takes N = 8, 16, ..., 256, not {N}")
+        check_register_a_form(N, form)
         count = N // 2
         start = first.literal_value
         tb = trans_b.literal_value
