@@ -60,6 +60,17 @@ def tune_with_sizes(monkeypatch, tune_module, family, sizes):
 
 
 @pytest.fixture
+def no_launch(monkeypatch):
+    """Any kernel launched while the test runs fails it: a bad input must be refused before any launch."""
+    from zoo.device.jit import Kernel
+
+    def refuse(self, config):
+        raise AssertionError("a kernel was launched before the input was rejected")
+
+    monkeypatch.setattr(Kernel, "__getitem__", refuse)
+
+
+@pytest.fixture
 def launch_configs(monkeypatch):
     """``launch_configs(kernel)``: a list that gathers the launch configuration (``kernel[config]``) of every launch of
     ``kernel`` while the test runs; watch several kernels by calling it once for each."""
