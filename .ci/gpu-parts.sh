@@ -1,0 +1,35 @@
+# Sourced by the one-call drivers (.ci/gpu-either, .ci/gpu-issue65), in the checkout's root, with BUDGET set (seconds):
+# sets Python up once from .whl (then moves .whl away: the scripts they run install from it when it is there), saves
+# results/<gpu>.json as $OUT/before-<gpu>.json, and defines
+#   part SECONDS NAME COMMAND...   COMMAND with its OUT under $OUT/NAME, cut at SECONDS or at the budget's end (not
+#                                  started with less than PART_MIN_S seconds left, default 60); its exit and time go
+#                                  into summary, and a failure sets status to 1
+#   archive_parts                  every part's logs as one archive, $OUT/logs.tgz (the device tool brings back a few
+#                                  files only)
+# and GPU (its name), SLUG (its results file's), OUT, status and summary.
+OUT=${OUT:-$(mktemp -d)}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
+mv .whl /tmp/whl-installed
+export ZOO_TARGET=gpu PYTHONUNBUFFERED=1
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())" 2>/dev/null)
+cp "results/$SLUG.json" "$OUT/before-$SLUG.json"
+status=0
+summary=()
+part() {
+  local limit=$1 name=$2
+  shift 2
+  local left=$((BUDGET - SECONDS))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt "${PART_MIN_S:-60}" ]; then summary+=("$name: not run ($left s of the budget left)"); return; fi
+  mkdir -p "$OUT/$name"
+  local began=$SECONDS
+  OUT="$OUT/$name" timeout "$limit" "$@" > "$OUT/$name/stdout.txt" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] && status=1
+  summary+=("$name: exit $rc after $((SECONDS - began)) s (limit $limit s)")
+}
+archive_parts() {
+  (cd "$OUT" && dirs=$(find . -mindepth 1 -maxdepth 1 -type d) && [ -n "$dirs" ] && tar czf logs.tgz $dirs && rm -rf $dirs)
+}
