@@ -103,6 +103,7 @@ def build(D, R):
                     total += p
                 for k in range(5):
                     total += cuda.shfl_xor_sync(FULL_MASK, total, 16 >> k)
+                cuda.syncwarp()  # every lane has read the row's old max before lane 0 replaces it
                 if lane == 0:
                     rescale = math.exp(m_old - m_safe)  # 0 on the row's first keys, 1 while its max holds
                     row_rescale[r] = rescale
