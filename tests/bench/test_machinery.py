@@ -183,6 +183,14 @@ def test_case_keys_round_trip(text, case):
     assert results.size_key(*case, kinds=(None,)) == text
 
 
+def test_a_size_may_be_written_as_a_power():
+    assert results.parse_case("2^24@pairs") == (16777216, "pairs")
+    assert results.parse_size("2^10x1000") == (1024, 1000)
+    for text in ("2^", "^3", "2^x", "0^2"):
+        with pytest.raises(ValueError):
+            results.parse_size(text)
+
+
 def test_the_first_kind_keeps_the_plain_key():
     assert results.size_key(64, "float32", ("float32", "int32")) == "64"
     assert results.size_key(64, "int32", ("float32", "int32")) == "64@int32"

@@ -60,12 +60,20 @@ def parse_case(text):
 
 
 def parse_size(text):
-    """'4096' -> 4096; '1000x777x333' -> (1000, 777, 333). ValueError otherwise."""
+    """'4096' -> 4096; '1000x777x333' -> (1000, 777, 333); '2^24' -> 16777216 (a power as B^E). ValueError
+    otherwise."""
+
+    def number(part):
+        base, power, exponent = part.partition("^")
+        return int(base) ** int(exponent) if power else int(part)
+
     parts = text.lower().split("x")
     try:
-        values = tuple(int(p) for p in parts)
+        values = tuple(number(p) for p in parts)
     except ValueError:
-        raise ValueError(f"a size is an integer or integers joined by 'x' (1000x777x333), not {text!r}") from None
+        raise ValueError(
+            f"a size is an integer or integers joined by 'x' (1000x777x333; a power as 2^24), not {text!r}"
+        ) from None
     if any(v < 1 for v in values):
         raise ValueError(f"sizes are positive, got {text!r}")
     return values[0] if len(values) == 1 else values
