@@ -61,6 +61,79 @@ def test_the_output_of_the_last_timed_call_is_checked(tmp_path, monkeypatch, alw
     assert m.correct is always_right, m
 
 
+IN_PLACE_SPEC = tmpfamily.SPEC.replace('INPUTS = ("x",)', 'INPUTS = ("x", "h")\nUPDATED_IN_PLACE = ("h",)').replace(
+    """def make_inputs(size, seed):
+    return (np.random.default_rng(seed).standard_normal(int(size), dtype=np.float32),)
+
+
+def reference(x):
+    return 2.0 * x.astype(np.float64)
+
+
+def output_for(x):
+    return x.shape, np.float32""",
+    """def make_inputs(size, seed):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal(int(size), dtype=np.float32) for _ in range(2))
+
+
+def reference(x, h):
+    return 2.0 * (x.astype(np.float64) + h)
+
+
+def output_for(x, h):
+    return x.shape, np.float32""",
+)
+
+IN_PLACE_STEP = '''
+"""h += x, then twice h: a step that updates an input in place, as rmsnorm's residual stream.
+
+Changes:
+    A test variant.
+
+Why it is faster:
+    It is not.
+"""
+from numba import cuda
+
+from zoo.device.jit import jit
+
+
+@jit
+def add_in_place_kernel(x, h, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        h[i] += x[i]
+        out[i] = 2 * h[i]
+
+
+def launch(x, h, out):
+    add_in_place_kernel[(x.size + 31) // 32, 32](x, h, out)
+'''
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_inputs_updated_in_place_are_restored_before_each_checked_call(tmp_path, monkeypatch, declared):
+    """A step that updates an input in place (h += x) is right on every call, each on the inputs it was given: with
+    UPDATED_IN_PLACE the harness gives the first call and the one checked after the timing the case's inputs, and
+    the row is correct; without, the check sees what the timed calls made of h, and the row is wrong."""
+    spec = IN_PLACE_SPEC if declared else IN_PLACE_SPEC.replace('UPDATED_IN_PLACE = ("h",)', "")
+    fam = tmpfamily.load(tmp_path, "inplace", {"v01_add.py": IN_PLACE_STEP}, monkeypatch, spec=spec)
+    monkeypatch.setattr(registry, "_FAMILIES", None)
+    monkeypatch.setattr(harness, "time_launches", _fake_timer)
+    assert fam.updated_in_place == ((1,) if declared else ())
+    first = harness.measure_variant(fam["v01"], 33)
+    second = harness.measure_variant(fam["v01"], 33)  # the case's device inputs are shared by its rows
+    assert (first.correct, second.correct) == (declared, declared)
+
+
+def test_updated_in_place_names_an_input(tmp_path, monkeypatch):
+    spec = IN_PLACE_SPEC.replace('UPDATED_IN_PLACE = ("h",)', 'UPDATED_IN_PLACE = ("residual",)')
+    fam = tmpfamily.load(tmp_path, "inplacebad", {"v01_add.py": IN_PLACE_STEP}, monkeypatch, spec=spec)
+    with pytest.raises(registry.RegistryError, match="residual"):
+        _ = fam.updated_in_place
+
+
 class _Events:
     """Fake cuda.event / synchronize / event_elapsed_time that log what the timer does, in order."""
 

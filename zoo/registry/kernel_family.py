@@ -152,6 +152,16 @@ class Family:
         return tuple((dtypes(d), n) for d, n in zip(*rules, strict=True))
 
     @functools.cached_property
+    def updated_in_place(self) -> tuple[int, ...]:
+        """Positions among INPUTS of the arrays a call updates in place (UPDATED_IN_PLACE: rmsnorm's residual)."""
+        names = [n.rstrip("?") for n in self.INPUTS]
+        updated = tuple(getattr(self.module, "UPDATED_IN_PLACE", ()))
+        unknown = sorted(set(updated) - set(names))
+        if unknown:
+            raise RegistryError(f"family {self.name}: UPDATED_IN_PLACE names {unknown}, not among INPUTS {names}")
+        return tuple(names.index(n) for n in updated)
+
+    @functools.cached_property
     def host_inputs(self) -> bool:
         """True when the steps take host arrays and do their own transfers (HOST_INPUTS)."""
         return bool(getattr(self.module, "HOST_INPUTS", False))

@@ -39,6 +39,7 @@ from zoo.errors import OutOfRange, Unavailable
 
 ORDER = 180  # after attention (175): the decoder's own ops begin here, then rope, silu_mul, embedding, argmax
 INPUTS = ("x", "residual", "weight")
+UPDATED_IN_PLACE = ("residual",)  # h += x: the harness restores it before each checked call
 DTYPE = {"x": np.float32, "residual": np.float32, "weight": np.float16}
 NDIM = {"x": 2, "residual": 2, "weight": 1}
 SIZE_DIMS = (1, 2)  # hidden (one row) or rows x hidden
