@@ -11,7 +11,7 @@ OUT=${OUT:-$(mktemp -d)}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
 mv .whl /tmp/whl-installed
-export ZOO_TARGET=gpu PYTHONUNBUFFERED=1
+export ZOO_TARGET=gpu PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-170}  # rich tables whole in the logs
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())" 2>/dev/null)
 cp "results/$SLUG.json" "$OUT/before-$SLUG.json"
