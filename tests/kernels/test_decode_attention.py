@@ -121,7 +121,7 @@ def test_flops_and_bytes_at_llama_3_8b():
     assert DECODE.flops(size) == 4 * 32 * 8192 * 128
 
 
-VECTOR_STEPS = [DECODE["v04"], DECODE["v05"]]  # the steps that read the cache 16 bytes a load
+VECTOR_STEPS = [DECODE["v04"], DECODE["v05"], DECODE["v06"]]  # the steps that read the cache 16 bytes a load
 
 
 @pytest.mark.parametrize("variant", VECTOR_STEPS, ids=lambda v: v.name)
@@ -155,3 +155,39 @@ def test_v05_leaves_every_ticket_drawn_for_the_next_call():
     tickets = v05.buffers(most, 64, 2, cuda.device_array)[2]  # the counters the call used
     assert not tickets.copy_to_host().any()
     np.testing.assert_array_equal(_check(DECODE["v05"], Q, K, V), first)
+
+
+def test_v06_reads_the_length_from_the_device_and_a_second_call_at_another_length_is_right():
+    """One device length array and one out, two calls, as a model's replayed graph makes them: capacity 48 in three
+    splits of 16 (the simulator's iterations of 16 keys, 4 blocks), NaN from 40 on. At 17 the third split holds no key
+    and must leave without drawing a ticket (else no block merges and out keeps its NaN); at 40, all three merge."""
+    from numba import cuda
+
+    Q, K, V = _inputs(2, 1, 1, 48, 64, seed=5)
+    K[:, 40:] = V[:, 40:] = np.float16(np.nan)
+    length = cuda.to_device(np.array([17], np.int32))
+    out = cuda.to_device(np.full(Q.shape, np.nan, np.float16))
+    arrays = [cuda.to_device(a) for a in (Q, K, V)]
+    for filled in (17, 40):
+        length.copy_to_device(np.array([filled], np.int32))
+        DECODE["v06"](*arrays, length=length, out=out)
+        ok, _, detail = harness.compare(out.copy_to_host(), DECODE.reference(Q, K, V, length=filled), DECODE.TOLERANCE)
+        assert ok, f"length {filled} on the device: {detail}"
+
+
+@pytest.mark.parametrize(
+    "length,message",
+    [
+        (lambda cuda: cuda.to_device(np.array([3], np.int64)), "one-element int32"),
+        (lambda cuda: cuda.to_device(np.array([3, 4], np.int32)), "one-element int32"),
+        (lambda cuda: np.array([3], np.int32), "length must be an int"),
+    ],
+)
+def test_a_device_length_of_another_form_is_refused_and_earlier_steps_refuse_one(length, message, no_launch):
+    from numba import cuda
+
+    arrays = _inputs(2, 1, 1, 9, 64, seed=0)
+    with pytest.raises(TypeError, match=message):
+        DECODE["v06"](*arrays, length=length(cuda))
+    with pytest.raises(TypeError, match="v05 plans its launch from the length on the host"):
+        DECODE["v05"](*arrays, length=cuda.to_device(np.array([3], np.int32)))

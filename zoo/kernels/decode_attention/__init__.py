@@ -17,11 +17,13 @@ over many blocks whose partial results are merged by their log-sum-exp
 (v02, FlashDecoding), to one block reading a kv head's cache once for all the
 q heads that share it (v03, grouped KV heads), to the cache read 16 bytes a
 load with many loads in flight and no barrier in the loop (v04), to one
-launch, the last block of each kv head merging its splits (v05).
+launch, the last block of each kv head merging its splits (v05), to a launch
+that reads the length on the GPU, so a CUDA graph can replay it at every token
+(v06).
 
 The host API (what a model's decode loop would call)::
 
-    step = zoo.family("decode_attention")["v05"]      # or the best step
+    step = zoo.family("decode_attention")["v06"]      # or the best step
     step(q, k_cache, v_cache, length=t, out=o)        # device arrays: CuPy or numba
 
 with ``q`` of shape (B H, Q, d) (B sequences of H q heads, Q new positions
@@ -32,7 +34,13 @@ batch stays folded into the first axis), and ``length`` the positions filled
 length - Q + j and sees keys 0 .. length - Q + j (causal within the new
 positions; for Q = 1, every cached key). Everything is float16; the steps
 accumulate in float32. A bad shape, a ``length`` past the cache or shorter than
-Q is a ValueError before any launch.
+Q is a ValueError before any launch. From v06 on, ``length`` may also be a
+one-element int32 device array (CuPy or numba), read by the kernel: a model
+whose position lives on the GPU passes it, and a CUDA graph of the call replays
+at every position. Its value cannot be checked without waiting for the GPU: the
+kernel takes a value past the cache as the cache's capacity. v01 to v05 plan
+their launch from a host int and refuse a device length (a TypeError), as
+anything but an int, None or such an array is refused, before any launch.
 
 Sizes: H x Hkv x n x d (q heads, kv heads, cache positions, head size), or n
 for 1 x 1 x n x 64, one query position; the headline is Llama-3-8B's 32 x 8 x 8192 x 128, and 32k
@@ -156,12 +164,41 @@ def output_for(Q, K, V, length=None):
             f"Q's heads must be a whole number of groups of the cache's (grouped KV heads), got {Q.shape[0]} q heads "
             f"and {K.shape[0]} kv heads"
         )
+    if on_device(length):
+        if tuple(length.shape) != (1,) or length.dtype != np.int32:
+            raise TypeError(
+                f"length on the device must be a one-element int32 array, got {np.dtype(length.dtype)} of shape "
+                f"{tuple(length.shape)}"
+            )
+        return Q.shape, np.float16  # its value is read by the kernel (v06 on), the host never sees it
     if length is not None and (isinstance(length, bool) or not isinstance(length, (int, np.integer))):
-        raise TypeError(f"length must be an int (the cache positions filled), got {length!r}")
+        raise TypeError(
+            f"length must be an int (the cache positions filled) or a one-element int32 device array, got {length!r}"
+        )
     n, queries = visible(Q, K, length)
     if not queries <= n <= K.shape[1]:
         raise ValueError(f"length must lie between Q's {queries} new positions and the cache's {K.shape[1]}, got {n}")
     return Q.shape, np.float16
+
+
+def on_device(length):
+    """Whether ``length`` is a device array (CuPy, numba or the simulator's), which v06 on read on the GPU."""
+    return not isinstance(length, np.ndarray) and (
+        hasattr(length, "__cuda_array_interface__") or hasattr(length, "copy_to_host")
+    )
+
+
+def host_length(K, length, step):
+    """The positions filled as a host int, for a step that plans its launch from it (v01 to v05): the cache's
+    capacity for None; a device length (which v06 on read on the GPU) is a TypeError before any launch."""
+    if length is None:
+        return K.shape[1]
+    if on_device(length):
+        raise TypeError(
+            f"decode_attention {step} plans its launch from the length on the host: pass an int (v06 on read a "
+            "device length on the GPU)"
+        )
+    return int(length)
 
 
 def flops(size):

@@ -30,6 +30,7 @@ from zoo.device.warp import FULL_MASK
 from zoo.kernels.decode_attention import (
     THREADS,  # threads per block: a key each for the scores, a column each for p V
     check_limits,
+    host_length,  # a host int of the positions filled: a device length is refused
 )
 
 WARPS = THREADS // 32
@@ -117,7 +118,7 @@ validate = check_limits
 
 def launch(Q, K, V, out, length=None):
     bh, queries, d = Q.shape
-    length = K.shape[1] if length is None else length
+    length = host_length(K, length, "v01")
     kv_group = np.uint32(bh // K.shape[0])  # q heads per kv head
     grid = (queries, bh)
     build(d)[grid, THREADS](Q, K, V, out, np.uint32(length), np.float32(1 / math.sqrt(d)), kv_group)

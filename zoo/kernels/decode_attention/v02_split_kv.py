@@ -30,6 +30,7 @@ from zoo.kernels.decode_attention import (
     SPLIT_BLOCKS_PER_SM,  # blocks a launch aims for, per SM
     THREADS,  # threads per block: a key each for the scores, a column each for p V
     check_limits,
+    host_length,  # a host int of the positions filled: a device length is refused
 )
 from zoo.runtime.buffers import scratch
 
@@ -157,7 +158,7 @@ def most_blocks():
 
 def launch(Q, K, V, out, length=None):
     bh, queries, d = Q.shape
-    length = K.shape[1] if length is None else length
+    length = host_length(K, length, "v02")
     kv_group = np.uint32(bh // K.shape[0])  # q heads per kv head
     rows = bh * queries
     count, chunk = splits(rows, length)

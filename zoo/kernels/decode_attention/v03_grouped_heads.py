@@ -32,6 +32,7 @@ from zoo.kernels.decode_attention import (
     SPLIT_BLOCKS_PER_SM,  # blocks a launch aims for, per SM
     THREADS,  # threads per block: a key each for the scores, a column each for p V
     check_limits,
+    host_length,  # a host int of the positions filled: a device length is refused
 )
 from zoo.runtime.buffers import scratch
 
@@ -184,7 +185,7 @@ def launch(Q, K, V, out, length=None):
     bh, queries, d = Q.shape
     kv = K.shape[0]
     rows = bh // kv * queries  # a kv head's query rows: its g q heads' consecutive rows of Q, as (kv, R, d)
-    length = K.shape[1] if length is None else length
+    length = host_length(K, length, "v03")
     count, chunk = splits(kv, length)
     most = -(-most_blocks() // kv) * kv * rows  # partial rows at any length: the buffers stay put through a decode loop
     part_o = scratch("decode_partial_o", most * d, np.float32)[: count * kv * rows * d].reshape(count * kv * rows, d)

@@ -41,6 +41,7 @@ from zoo.kernels.decode_attention import (
     UNROLL,  # keys a group loads before it uses one
     VECTOR_WARPS,  # warps a block
     check_limits,
+    host_length,  # a host int of the positions filled: a device length is refused
 )
 from zoo.runtime.buffers import scratch
 
@@ -310,7 +311,7 @@ def buffers(most, d, allocator):
 
 def launch(Q, K, V, out, length=None):
     bh, queries, d = Q.shape
-    length = K.shape[1] if length is None else length
+    length = host_length(K, length, "v04")
     grid, rows, most, sizes = plan(bh, queries, d, K.shape[0], length, most_blocks())  # grid: (kv heads, splits)
     part_o, part_ml = buffers(most, d, cuda.device_array)  # whole buffers, indexed flat: no view made a call
     decode_kernel, combine = build(d, rows)

@@ -39,6 +39,7 @@ from zoo.kernels.decode_attention import (
     UNROLL,  # keys a group loads before it uses one
     VECTOR_WARPS,  # warps a block
     check_limits,
+    host_length,  # a host int of the positions filled: a device length is refused
 )
 from zoo.runtime.buffers import scratch
 
@@ -357,7 +358,7 @@ def buffers(most, d, kv, allocator):
 
 def launch(Q, K, V, out, length=None):
     bh, queries, d = Q.shape
-    length = K.shape[1] if length is None else length
+    length = host_length(K, length, "v05")
     grid, rows, most, sizes = plan(bh, queries, d, K.shape[0], length, most_blocks())  # grid: (kv heads, splits)
     part_o, part_ml, tickets = buffers(most, d, grid[0], cuda.device_array)  # whole, indexed flat: no view a call
     build(d, rows)[grid, THREADS](Q, K, V, out, part_o, part_ml, tickets, *sizes)  # Q and O flat as (kv, R, d)
