@@ -1,9 +1,10 @@
 """The model from the zoo's kernels against the same model in float64 NumPy, token by token (issue 66).
 
-In the simulator: the tiny model (2 layers, hidden 64, 4 heads, 2 KV heads) in float16 and in int4, with the
-families' first steps (the fast steps' gemv takes seconds a call there); on a GPU every lever, the CUDA graph's
-included. Each test generates a few tokens greedily and checks, at every position, the logits against the
-reference's for the same tokens and the argmax against the reference's own choice.
+In the simulator: the tiny model (2 layers, hidden 64, 4 heads, 2 KV heads) in float16 with the model's own
+attention, and in int4 with decode_attention's last step, with the families' first steps (the fast steps' gemv takes
+seconds a call there); on a GPU every lever, the CUDA graphs' included. Each test generates a few tokens greedily
+and checks, at every position, the logits against the reference's for the same tokens and the argmax against the
+reference's own choice.
 """
 
 import dataclasses
@@ -46,9 +47,11 @@ def _check(weights, lever, tokens=TOKENS):
 
 
 SIMULATED = [
-    decode.lever("naive"),
-    dataclasses.replace(decode.lever("fused"), name="int4, first steps", int4=True),
-]
+    decode.lever("naive"),  # the model's own attention
+    # the ladder's last lever with the first steps: int4 and decode_attention's last step (its length on the GPU)
+    dataclasses.replace(decode.lever("fused"), name="int4, decode attention, first steps", int4=True,
+                        family_attention=True),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("lever", SIMULATED if zoo.SIMULATOR else decode.LEVERS, ids=lambda lever: lever.name)

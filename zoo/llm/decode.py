@@ -8,13 +8,16 @@ The model's own kernels: ``append_kv`` writes the token's rotated key and its va
 into the float16 KV cache at p; ``attention_chunk`` is a plain attention of one query
 over a chunk of the cache (grouped KV heads read by the query heads they serve), the
 chunks spread over the GPU, and ``combine_chunks`` merges them by the online-softmax
-rule (flash-decoding's plan; the attention family's issue brings a tuned one);
-``advance`` moves p on and records the new token.
+rule (flash-decoding's plan); ``advance`` moves p on, keeps the length filled (p + 1,
+on the GPU too) and records the new token.
 
 A ``Lever`` names what a token runs: which step of each family (the first, the last),
 whether the projections that share an input are fused into one GEMV (Q, K and V;
 gate and up), whether the residual add is fused into the norm, whether the token is
-replayed as a CUDA graph, and whether the linear layers are int4.
+replayed as a CUDA graph, whether the linear layers are int4, and whether the
+attention is the decode_attention family's last step (one launch a layer on the
+layer's cache, its length read on the GPU, so the graph replays it) in place of the
+model's own two kernels.
 """
 
 import math
@@ -132,11 +135,13 @@ def combine_chunks(maxima, sums, partial, out, chunks, head_size):
 
 
 @jit
-def advance(token, position, tokens):
-    """The next position, and the token chosen for it recorded there."""
+def advance(token, position, filled, tokens):
+    """The next position, the positions the next token's attention reads (p + 1), and the token chosen for it
+    recorded there."""
     if cuda.grid(1) == 0:
         p = position[0] + int32(1)
         position[0] = p
+        filled[0] = p + int32(1)
         if p < tokens.size:
             tokens[p] = token[0]
 
@@ -152,6 +157,7 @@ class Lever:
     graph: bool
     int4: bool
     about: str
+    family_attention: bool = False  # decode_attention's last step in place of attention_chunk and combine_chunks
 
 
 LEVERS = (
@@ -165,7 +171,12 @@ LEVERS = (
           about="the whole token captured once, replayed as one graph"),
     Lever("int4", "last", fused_projections=True, fused_norm=True, graph=True, int4=True,
           about="int4 weights (a scale per 128) through gemv's packed tensor-core ring"),
+    Lever("decode attention", "last", fused_projections=True, fused_norm=True, graph=True, int4=True,
+          family_attention=True,
+          about="the decode_attention family's last step (one launch, 16-byte loads, the length read on the GPU)"),
 )  # fmt: skip
+# The attention lever comes last: the ladder is cumulative and the issue's order ends with it, and once int4 has cut
+# the weights' bytes fourfold the cache is a larger share of what a token reads, so its row shows the attention best.
 
 
 def lever(name):
@@ -175,12 +186,18 @@ def lever(name):
     raise ValueError(f"no lever {name!r}: {', '.join(choice.name for choice in LEVERS)}")
 
 
+def _last_attention_step():
+    family = zoo.family("decode_attention")
+    return family[len(family)]
+
+
 def _steps(which):
     """{family: the step module a token launches}: each family's first or last step."""
     steps = {}
     for name in ("embedding", "rmsnorm", "gemv", "rope", "silu_mul", "argmax"):
         fam = zoo.family(name)
         steps[name] = fam[1 if which == "first" else len(fam)].module
+    steps["decode_attention"] = _last_attention_step().module  # the one whose launch a graph replays (v06 on)
     if which == "first":  # the first rmsnorm step is unfused: the fused lever names its next
         steps["rmsnorm_fused"] = zoo.family("rmsnorm")[2].module
     else:
@@ -202,6 +219,7 @@ class Decoder:
         zeros = lambda shape, dtype: cuda.to_device(np.zeros(shape, dtype))  # noqa: E731
         self.token = zeros(1, np.int32)
         self.position = zeros(1, np.int32)
+        self.filled = cuda.to_device(np.ones(1, np.int32))  # positions the token's attention reads: position + 1
         self.tokens = zeros(self.max_context, np.int32)
         self.residual = zeros((1, c.hidden), np.float32)
         self.nothing = zeros((1, c.hidden), np.float32)  # layer 0's sublayer output: the stream is the embedding
@@ -226,6 +244,12 @@ class Decoder:
         self.qk_flat = self.qk.reshape(self.qk.size)
         self.act_flat = self.act.reshape(c.intermediate)
         self.flat = {id(a): a.reshape(a.size) for a in (self.o, self.gate_up, self.down, self.logits)}
+        # decode_attention's layout: q as (q heads, 1 position, d), the first rows of qk (contiguous: no copy); a
+        # layer's cache as (kv heads, capacity, d), the layer's own contiguous block; o as (q heads, 1, d)
+        self.q_rows = self.qk.reshape(c.heads + c.kv_heads, 1, c.head_size)[: c.heads]
+        self.attention_rows = self.attention.reshape(c.heads, 1, c.head_size)
+        self.layer_caches = [(self.k_cache[i], self.v_cache[i]) for i in range(c.layers)]
+        self._family_attention_checked = False
         self._graphs = {}
 
     # -- one token ---------------------------------------------------------------------------------------------
@@ -249,6 +273,8 @@ class Decoder:
         c, w = self.config, self.weights
         steps = steps or _steps(lever.step)
         mark = mark or (lambda kind: None)
+        if lever.family_attention:
+            self._check_family_attention()
         steps["embedding"].launch(w.embedding, self.token, self.residual)
         mark("embedding")
         delta = self.nothing
@@ -266,13 +292,18 @@ class Decoder:
                 np.uint32(c.heads), np.uint32(c.kv_heads), np.uint32(c.head_size),
             )  # fmt: skip
             mark("rope and cache")
-            attention_chunk[(c.heads, chunks), ATTENTION_THREADS](
-                self.qk_flat, self.k_cache, self.v_cache, np.int32(i), self.position, self.maxima, self.sums,
-                self.partial, np.uint32(group), np.uint32(c.head_size), scale,
-            )  # fmt: skip
-            combine_chunks[c.heads, ATTENTION_THREADS](
-                self.maxima, self.sums, self.partial, self.attention, np.uint32(chunks), np.uint32(c.head_size)
-            )
+            if lever.family_attention:  # one launch on the layer's cache; the length is read on the GPU
+                steps["decode_attention"].launch(
+                    self.q_rows, *self.layer_caches[i], self.attention_rows, length=self.filled
+                )
+            else:
+                attention_chunk[(c.heads, chunks), ATTENTION_THREADS](
+                    self.qk_flat, self.k_cache, self.v_cache, np.int32(i), self.position, self.maxima, self.sums,
+                    self.partial, np.uint32(group), np.uint32(c.head_size), scale,
+                )  # fmt: skip
+                combine_chunks[c.heads, ATTENTION_THREADS](
+                    self.maxima, self.sums, self.partial, self.attention, np.uint32(chunks), np.uint32(c.head_size)
+                )
             mark("attention")
             self._linear(layer.o, self.attention, self.o, lever, steps)
             mark("gemv")
@@ -290,8 +321,16 @@ class Decoder:
         self._linear(w.lm_head, self.normed_flat, self.logits, lever, steps)
         mark("gemv")
         steps["argmax"].launch(self.logits, self.token)
-        advance[1, 32](self.token, self.position, self.tokens)
+        advance[1, 32](self.token, self.position, self.filled, self.tokens)
         mark("argmax")
+
+    def _check_family_attention(self):
+        """decode_attention's checks (the family's and its last step's own) on the model's views, once: a token
+        launches the step's ``launch`` directly, as it does every family's, so a head size the step cannot take is
+        refused here, before any launch of the token."""
+        if not self._family_attention_checked:
+            _last_attention_step().validate(self.q_rows, *self.layer_caches[0], length=self.filled)
+            self._family_attention_checked = True
 
     def time_by_kind(self, lever, hold=None):
         """{kind: device ms} of one eager token under ``lever`` (its graph's kernels are the same), timed between
@@ -324,6 +363,7 @@ class Decoder:
         if not 0 <= first_token < self.config.vocab:
             raise ValueError(f"token {first_token} is outside the vocabulary of {self.config.vocab}")
         self.position.copy_to_device(np.array([position], np.int32))
+        self.filled.copy_to_device(np.array([position + 1], np.int32))
         self.token.copy_to_device(np.array([first_token], np.int32))
         tokens = np.zeros(self.max_context, np.int32)
         tokens[position] = first_token

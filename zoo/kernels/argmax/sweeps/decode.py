@@ -1,16 +1,19 @@
 """Greedy decoding of a Llama-style model built from the zoo's kernels: tokens a second, lever by lever (issue 66).
 
-``zoo.llm`` composes the families (embedding, rmsnorm, gemv, rope, silu_mul, argmax) and a
-decode attention of its own into Llama-3-8B's decoder, with random weights made on the
-GPU from a seed. This command generates ``--tokens`` tokens greedily at batch 1 after a
-context of ``--context`` positions (random keys and values stand in for a prompt's:
-what a decode step reads does not depend on their values), once per lever:
+``zoo.llm`` composes the families (embedding, rmsnorm, gemv, rope, silu_mul, argmax;
+decode_attention in the last lever) and a decode attention of its own into Llama-3-8B's
+decoder, with random weights made on the GPU from a seed. This command generates
+``--tokens`` tokens greedily at batch 1 after a context of ``--context`` positions
+(random keys and values stand in for a prompt's: what a decode step reads does not
+depend on their values), once per lever:
 
     naive        each family's first step, Q K V and gate up as separate GEMVs, one launch at a time
     fused        Q K V in one GEMV, gate and up in one, the residual add inside the norm
     fast steps   each family's last step (gemv's split-k fp16 kernel, float4 loads, ...)
     CUDA graph   the whole token (about 450 launches) captured once and replayed as one graph
     int4         the linear layers in int4 with a scale per 128, gemv's packed tensor-core ring
+    decode attention  the decode_attention family's last step in place of the model's own two attention
+                 kernels: one launch a layer, its length read on the GPU, so the graph replays it
 
 and the same model in PyTorch float16 on the same weights and cache, eager and (``--compile``)
 with ``torch.compile(mode="reduce-overhead")``. Each row gives tokens a second, and the
@@ -204,7 +207,7 @@ def _torch_rows(decoder, first_token, args, row):
 def findings(rows):
     by = {r["lever"]: r for r in rows if is_number(r.get("tokens_per_s"))}
     out = []
-    for name in ("CUDA graph", "int4"):
+    for name in ("CUDA graph", "int4", "decode attention"):
         r = by.get(name)
         if r:
             out.append(
