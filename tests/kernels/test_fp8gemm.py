@@ -1,5 +1,6 @@
 """fp8gemm beyond the generic checks: e4m3 rounding, the reference on dequantized inputs, the error quantization
-costs, the shapes the step refuses, and (on a GPU) the cuBLASLt rows through torch._scaled_mm."""
+costs, the shapes the step refuses, the simulator's model of the tensor core's truncating adder, and (on a GPU)
+the cuBLASLt rows through torch._scaled_mm."""
 
 import numpy as np
 import pytest
@@ -42,6 +43,15 @@ def test_shapes_and_scales_are_checked_before_a_launch():
     big, one = np.empty((65536, 1), np.uint8), np.empty((65536, 1), np.uint8)  # out: 2^32 elements
     with pytest.raises(OutOfRange, match="2\\^32"):
         FP8["v01"].validate(big, one, scales)
+
+
+def test_the_simulated_e4m3_adder_cuts_each_term_below_13_fraction_bits_of_the_largest():
+    from zoo.simulator.hopper import truncating_sum
+
+    # 2^-14 falls below 1's 13 fraction bits; -2^-14 too, toward zero; 2^-13 is kept. Beside 2 (exponent 1) the
+    # quantum is 2^-12, so 3 x 2^-13 keeps 2^-12; the same negated. The accumulator is a term like the others.
+    terms = np.array([[1, 2**-13, 2**-14, -(2**-14)], [2, 3 * 2**-13, 0, 0], [-2, -3 * 2**-13, 0, 0]], np.float64)
+    np.testing.assert_array_equal(truncating_sum(terms), [1 + 2**-13, 2 + 2**-12, -2 - 2**-12])
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="needs a GPU: cuBLAS and cuBLASLt")

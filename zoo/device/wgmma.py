@@ -135,9 +135,12 @@ there. ``shared_address`` gives each shared array of a block a made-up address
 exactly as above, reads the elements of its kind from those addresses (swizzle
 applied; a tf32 without the 13 low mantissa bits its tensor core ignores), and
 computes its thread's fragment (float64 products rounded to float32, as
-``zoo.device.mma`` does). It is deferred as on the GPU: the accumulators change at
-the ``wait_group`` that retires the MMA, where the shared bytes it read are read
-again and must not have changed (a tile refilled too early raises). Each thread
+``zoo.device.mma`` does; e4m3 adds as its tensor core does, every term aligned to
+the largest one's exponent and cut toward zero below 13 fraction bits of it:
+``zoo.simulator.hopper.truncating_sum``, which gives the errors an H100 measured).
+It is deferred as on the GPU: the accumulators change at the ``wait_group`` that
+retires the MMA, where the shared bytes it read are read again and must not have
+changed (a tile refilled too early raises). Each thread
 must ``fence`` after its last ``wait_group`` before the next ``mma_async``, and the
 four warps of a warpgroup must issue the same descriptors (both raise otherwise).
 ``mma_async_a_regs`` gathers the 128 threads' words of A before any of them
