@@ -2,6 +2,9 @@
 
     python3 .ci/gpu-decode.py small          every step at two small cases, checked (what the sanitizers run)
     python3 .ci/gpu-decode.py splits         v05 at the bench sizes with 2, 3, 4 and 6 blocks an SM, beside the copy
+    python3 .ci/gpu-decode.py graph          v06 captured once in a CUDA graph at 32 x 8 x 32768 x 128, replayed at
+                                             five lengths written into its device length: checked, and timed beside
+                                             v05 (host int, planned for the length) and the copy of the filled bytes
     python3 .ci/gpu-decode.py table FILE     the results file's decode_attention rows: us, GB/s, % of the copy
 
 Timings are device times (zoo.bench.harness.time_launches) on CuPy arrays, as `zoo run` takes them.
@@ -30,6 +33,28 @@ def small():
             ok, err, _ = harness.compare(step(Q, K, V, length=length), ref, DECODE.TOLERANCE)
             failed += not ok
             print(f"{step.name:24} Q {q_shape} cache {kv_shape} length {length}: {'ok' if ok else 'WRONG'} ({err:.1e})")
+    failed += device_length(rng)
+    return failed
+
+
+def device_length(rng):
+    """v06 with its length in a one-element int32 CuPy array, two calls on the same buffers and out: 4 q heads over
+    2 kv heads, capacity 1100 at d 128 (many splits), lengths 77 (most splits leave at once) then 1100."""
+    import cupy
+
+    Q, K, V = (
+        rng.standard_normal(s, dtype=np.float32).astype(np.float16)
+        for s in ((4, 1, 128), (2, 1100, 128), (2, 1100, 128))
+    )
+    arrays = [cupy.asarray(a) for a in (Q, K, V)]
+    out, length = cupy.empty(Q.shape, np.float16), cupy.zeros(1, np.int32)
+    failed = 0
+    for filled in (77, 1100):
+        length[...] = filled
+        DECODE["v06"](*arrays, length=length, out=out)
+        ok, err, _ = harness.compare(cupy.asnumpy(out), DECODE.reference(Q, K, V, length=filled), DECODE.TOLERANCE)
+        failed += not ok
+        print(f"v06 device length {filled:5} of cache (2, 1100, 128): {'ok' if ok else 'WRONG'} ({err:.1e})")
     return failed
 
 
@@ -66,6 +91,44 @@ def splits():
         print(row)
 
 
+def graph():
+    """v06 in a CUDA graph captured once at capacity 32768 (Llama-3-8B's heads), replayed at lengths 1, 1000, 4099,
+    8192 and 32768 set in its device length, each checked against float64; timed (the replay) beside v06 eager on the
+    same device length, v05 launched with the host int (its splits planned for the length) and a copy of as many bytes
+    as K's filled positions hold (what the call reads, half of it, read and written). Prints a table; returns the
+    number of wrong rows."""
+    import functools
+
+    import cupy
+
+    from zoo.bench import libraries
+
+    v05, v06 = DECODE["v05"].module, DECODE["v06"]
+    size = (32, 8, 32768, 128)
+    host = DECODE.make_inputs(size, 0)
+    Q, K, V = (cupy.asarray(a) for a in host)
+    out, length = cupy.empty_like(Q), cupy.full(1, size[2], np.int32)
+    replay = zoo.graph(lambda: v06(Q, K, V, length=length, out=out))  # one eager call, then the capture
+    print("v06 in one CUDA graph at capacity 32768 (32 x 8 x n x 128), replayed at each length; us a call")
+    print(f"{'length':>7} {'graph':>8} {'v06 eager':>9} {'v05 int':>8} {'copy':>8} {'graph % copy':>12} correct")
+    failed = 0
+    for filled in (1, 1000, 4099, 8192, 32768):
+        length[...] = filled
+        replay()
+        cupy.cuda.Device().synchronize()
+        ok, err, _ = harness.compare(cupy.asnumpy(out), DECODE.reference(*host, length=filled), DECODE.TOLERANCE)
+        failed += not ok
+        graph_ms = _ms(replay)
+        eager_ms = _ms(functools.partial(DECODE["v06"].module.launch, Q, K, V, out, length))
+        v05_ms = _ms(functools.partial(v05.launch, Q, K, V, out, filled))
+        copy_ms = _ms(functools.partial(libraries.copy_leading_bytes, (K,), K.nbytes * filled // size[2]))
+        print(
+            f"{filled:7} {1e3 * graph_ms:8.1f} {1e3 * eager_ms:9.1f} {1e3 * v05_ms:8.1f} {1e3 * copy_ms:8.1f} "
+            f"{100 * copy_ms / graph_ms:11.1f}% {'ok' if ok else 'WRONG'} ({err:.1e})"
+        )
+    return failed
+
+
 def table(path):
     """Each step's and row's time at the bench sizes from a results file, with GB/s and % of the copy."""
     import json
@@ -100,7 +163,9 @@ if __name__ == "__main__":
         sys.exit(1 if small() else 0)
     elif what == "splits":
         splits()
+    elif what == "graph":
+        sys.exit(1 if graph() else 0)
     elif what == "table":
         table(sys.argv[2])
     else:
-        sys.exit(f"unknown part {what}: small, splits, table FILE")
+        sys.exit(f"unknown part {what}: small, splits, graph, table FILE")

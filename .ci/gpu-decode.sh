@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The decode_attention family on a GPU (issue 65), about 3 minutes on an H100; logs, results and tables under $OUT:
+# The decode_attention family on a GPU (issues 65, 66), about 3.5 minutes on an H100; logs, results and tables under $OUT:
 #   sanitize  compute-sanitizer memcheck and racecheck of every step on .ci/gpu-decode.py small (8 q heads over 2 kv
 #             heads, 2 new positions, 1000 of 1100 cached, d 80; 4 q heads over 4 kv heads, 77 positions, d 128),
 #             started in the background: the two tools and the tests (checks all) run side by side; time waits
@@ -9,8 +9,12 @@
 #             CuPy composition, torch SDPA and the copy of the cache's bytes), alone on the GPU; results/<gpu>.json
 #             copied to $OUT
 #   splits    v05 with 2, 3, 4 and 6 blocks an SM at both sizes, beside the copy (a tuning candidate, not saved)
+#   graph     v06 (issue 66: the length on the GPU) captured once in a CUDA graph at capacity 32768, replayed at
+#             lengths 1 to 32768 set in its device length: each checked, timed beside v06 eager, v05 with the host int
+#             and the copy of the filled bytes (about 20 s; the small case the sanitizers run has v06's device length
+#             at 77 and 1100 of 1100 positions, and the tests and `time` cover v06 as every step)
 #   table     from the results file: us, GB/s, % of the copy and of SDPA, host us a call
-#   usage: .ci/gpu-decode.sh [sanitize] [tests] [time] [splits] [table]   (default: all five, in that order)
+#   usage: .ci/gpu-decode.sh [sanitize] [tests] [time] [splits] [graph] [table]   (default: all six, in that order)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ls .whl/*.whl >/dev/null 2>&1; then  # as .ci/gpu-session sets Python up (docs/DEVELOPING.md, "Python on the lent GPU")
@@ -36,7 +40,7 @@ sanitized() {  # wait for the sanitizers started by the sanitize part, then read
   done
 }
 
-for part in ${*:-sanitize tests time splits table}; do
+for part in ${*:-sanitize tests time splits graph table}; do
   case $part in
     sanitize)  # in the background: the tests (checks too) run beside them; the timing waits for them
       stamp "compute-sanitizer memcheck and racecheck, started"
@@ -60,10 +64,15 @@ for part in ${*:-sanitize tests time splits table}; do
       stamp "v05 blocks an SM"
       python3 .ci/gpu-decode.py splits 2>&1 | grep -v '^zoo:' | tee -a "$LOG"
       [ "${PIPESTATUS[0]}" -eq 0 ] || failed+=(splits);;
+    graph)
+      sanitized
+      stamp "v06 in a CUDA graph, replayed at five lengths"
+      python3 .ci/gpu-decode.py graph 2>&1 | grep -v '^zoo:' | tee -a "$LOG"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || failed+=(graph);;
     table)
       stamp "table"
       python3 .ci/gpu-decode.py table "results/$SLUG.json" 2>&1 | grep -v '^zoo:' | tee -a "$LOG";;
-    *) echo "unknown part: $part (sanitize, tests, time, splits, table)"; failed+=("$part");;
+    *) echo "unknown part: $part (sanitize, tests, time, splits, graph, table)"; failed+=("$part");;
   esac
 done
 sanitized

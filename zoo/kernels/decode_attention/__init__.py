@@ -65,8 +65,9 @@ for the scores with q heads grouped by kv head, the softmax as CuPy ops,
 ``enable_gqa`` on the same arrays, where PyTorch imports; the strongest row is
 the copy of the cache's bytes. The goal (issue 65): 85% of the copy at 8k and
 32k positions. On a GPU, ``.ci/gpu-decode.sh`` checks every step at
-GPU_TEST_SIZES and under compute-sanitizer, times them with ``zoo run --save``
-and tries v05 at other numbers of blocks an SM.
+GPU_TEST_SIZES and under compute-sanitizer, times them with ``zoo run --save``,
+tries v05 at other numbers of blocks an SM and replays v06 in one CUDA graph at
+lengths 1 to 32768 set in its device length.
 """
 
 import math
