@@ -14,7 +14,8 @@ gemv's prepared-weights API). ``decode`` holds the model's few kernels of its ow
 KV cache append, a plain decode attention over grouped KV heads, the token's record)
 and the ``Decoder``, which runs a token with the steps a ``Lever`` names: the
 families' first steps launched one by one, fused projections, their last steps, the
-whole token as one CUDA graph, int4 weights. ``reference`` is the same model in float64
+whole token as one CUDA graph, int4 weights, the decode_attention family's last step
+for the attention. ``reference`` is the same model in float64
 NumPy, token by token, which the tiny model must match. ``torch_model`` is the same
 model in PyTorch (eager, or ``torch.compile``) on the same weights, for the timings of
 ``python -m zoo decode``.
