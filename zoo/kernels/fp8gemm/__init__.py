@@ -28,8 +28,11 @@ the K products loses up to 2^-13 of the running sum, toward zero, with the produ
 over all K products, not over the K / 32 instructions. TOLERANCE(size) = max(1e-5, 2^-14 sqrt(K)): 3.9e-3 at
 K = 4096, 5.5e-3 at 8192 (one 2^-13 cut a product, its mean magnitude half that). The accumulation's error in
 the tensor core is the same for cuBLASLt's FP8 GEMM with fast accumulation, which the strongest row checks
-against this tolerance too; PyTorch's default (``use_fast_accum=False``) is nearer float32. A wrong scale, layout
-or format is off by O(1).
+against this tolerance too; PyTorch's default (``use_fast_accum=False``) is nearer float32. v02 cuts the walk short
+as DeepSeek-V3 does, adding each 128 products' partial sum in float32 registers, and declares its own tolerance,
+that of one 128-long walk (6.9e-4 at any K from 128 on). In the simulator ``mma_async`` adds e4m3 as the tensor
+core does (``zoo.simulator.hopper.truncating_sum``), so both walks show there too. A wrong scale, layout or format
+is off by O(1).
 
 The error that quantization itself costs is reported apart (``quantization_error``), as the gemv family reports
 its formats': against the float32 product of the unquantized normals it is a few percent (3 mantissa bits:
