@@ -174,9 +174,10 @@ def restore_updated_inputs(fam: Family, sets, host_inputs) -> None:
     for arrays_of_a_set in sets:
         for i in fam.updated_in_place:
             target, values = arrays_of_a_set[i], host_inputs[i]
-            if isinstance(target, np.ndarray):
+            library = arrays.library_of(target)
+            if library == arrays.NUMPY:
                 np.copyto(target, values)
-            elif hasattr(target, "copy_to_device"):  # numba's device array
+            elif library == arrays.NUMBA:
                 target.copy_to_device(values)
             else:  # CuPy's
                 target.set(values)

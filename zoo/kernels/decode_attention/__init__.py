@@ -76,6 +76,7 @@ import numpy as np
 
 from zoo import SIMULATOR
 from zoo.errors import Unavailable
+from zoo.runtime import arrays
 
 ORDER = 176  # after attention (175): its forward's online softmax, now over a cache a token reads once
 INPUTS = ("Q", "K", "V")
@@ -184,9 +185,10 @@ def output_for(Q, K, V, length=None):
 
 def on_device(length):
     """Whether ``length`` is a device array (CuPy, numba or the simulator's), which v06 on read on the GPU."""
-    return not isinstance(length, np.ndarray) and (
-        hasattr(length, "__cuda_array_interface__") or hasattr(length, "copy_to_host")
-    )
+    try:
+        return arrays.library_of(length) != arrays.NUMPY
+    except TypeError:  # an int, None, or anything else: not an array zoo takes
+        return False
 
 
 def host_length(K, length, step):
