@@ -2,7 +2,8 @@
 # sets Python up once from .whl (then moves .whl away: the scripts they run install from it when it is there), saves
 # results/<gpu>.json as $OUT/before-<gpu>.json, and defines
 #   part SECONDS NAME COMMAND...   COMMAND with its OUT under $OUT/NAME, cut at SECONDS or at the budget's end (not
-#                                  started with less than PART_MIN_S seconds left, default 60); its exit and time go
+#                                  started when the budget's end would cut it below PART_MIN_S seconds, default 60, or
+#                                  below SECONDS when SECONDS is less); its exit and time go
 #                                  into summary, and a failure sets status to 1
 #   archive_parts                  every part's logs as one archive, $OUT/logs.tgz (the device tool brings back a few
 #                                  files only)
@@ -20,9 +21,10 @@ summary=()
 part() {
   local limit=$1 name=$2
   shift 2
-  local left=$((BUDGET - SECONDS))
+  local left=$((BUDGET - SECONDS)) least=${PART_MIN_S:-60}
+  [ "$limit" -lt "$least" ] && least=$limit  # a short part needs only its own limit
   [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -lt "${PART_MIN_S:-60}" ]; then summary+=("$name: not run ($left s of the budget left)"); return; fi
+  if [ "$limit" -lt "$least" ]; then summary+=("$name: not run ($left s of the budget left)"); return; fi
   mkdir -p "$OUT/$name"
   local began=$SECONDS
   OUT="$OUT/$name" timeout "$limit" "$@" > "$OUT/$name/stdout.txt" 2>&1
