@@ -1,8 +1,10 @@
 """Tests run on whatever target zoo chose: the simulator here and in CI, the GPU on a GPU machine."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
-    """In the simulator, each process that runs tests keeps its simulated threads on one CPU: xdist's worker
+    """The run's user cache (ZOO_CACHE) is a folder of its own, made by the process that starts the run and
+    inherited by xdist's workers and the processes tests start: the exercise runner keeps a lesson's figures there
+    for every later check in the run, and no test reads or writes the cache of the user running them.
+
+    In the simulator, each process that runs tests keeps its simulated threads on one CPU: xdist's worker
     gwN takes the Nth CPU; a run without workers takes one. xdist's controller runs no test and stays
     unpinned, or every worker it starts would inherit its one CPU."""
+    if not hasattr(config, "workerinput"):  # the process that starts the run (xdist's controller, or the only one)
+        config.zoo_cache = tempfile.mkdtemp(prefix="zoo-test-cache-")
+        os.environ["ZOO_CACHE"] = config.zoo_cache
     if not zoo.SIMULATOR:
         return
     from zoo import simulator
@@ -25,6 +34,11 @@ def pytest_configure(config):
         simulator.settle_process(int(worker.removeprefix("gw")))
     elif not getattr(config.option, "numprocesses", None):  # no xdist, or -n 0: this process runs the tests
         simulator.settle_process()
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "zoo_cache", None):
+        shutil.rmtree(config.zoo_cache, ignore_errors=True)
 
 
 def run_zoo(*args, env=None):

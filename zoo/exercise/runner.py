@@ -16,6 +16,8 @@ process. ``faulthandler`` is the backstop, should the watcher never get to run.
 """
 
 import faulthandler
+import functools
+import hashlib
 import inspect
 import json
 import math
@@ -411,17 +413,51 @@ def run_cases(exercise, v, path, cases, events):
 
 
 def observe_step(variant, size, kind, extra):
-    """Figures of one call at ``size``, in the simulator."""
+    """Figures of one call at ``size``, in the simulator; kept in the user's cache (``lessons/``) under a hash of
+    the step's text, the case and every source file of zoo, so the zoo's step is observed once, not at each check
+    of a learner's file, and an unchanged file is not observed twice."""
     from zoo.exercise import observe
+    from zoo.runtime import user_cache
 
     fam = variant.family
+    digest = hashlib.sha256(f"{_zoo_sources_digest()} {fam.name} {size!r} {kind!r}\n".encode())
+    digest.update(variant.source.encode())
+    kept = user_cache.root() / "lessons" / f"{digest.hexdigest()[:32]}.json"
+    try:
+        return json.loads(kept.read_text())
+    except (OSError, ValueError):
+        pass  # not observed yet (or a file cut short): observe it now
     inputs = fam.inputs(size, 7, kind)
     device_inputs, device_out, _, _ = variant.prepare(*inputs)
     names = [n.rstrip("?") for n in fam.INPUTS] + ["out"]
     with observe.observing(zip(names, (*device_inputs, device_out), strict=False)) as obs:
         variant.launch(device_inputs, device_out)
     shape, _ = fam.output_for(*inputs)
-    return observe.figures(obs, int(np.prod(shape)) if shape else 1, extra)
+    found = {k: _plain(v) for k, v in observe.figures(obs, int(np.prod(shape)) if shape else 1, extra).items()}
+    try:  # written whole, then renamed: a reader never sees half a file, two writers leave one whole
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}")
+        partial.write_text(json.dumps(found))
+        os.replace(partial, kept)
+    except OSError:
+        pass  # a cache that cannot be written costs time, never a result
+    return found
+
+
+def _plain(value):
+    """A figure as JSON keeps it: NumPy's scalars as Python's."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+@functools.cache
+def _zoo_sources_digest():
+    """One hash of every source file of zoo (the simulator, the device package, the families, the observer):
+    a change to any of them makes every kept figure stale."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 STANDARD_FIGURES = ("global_loads_per_output", "load_sectors_per_request", "store_sectors_per_request", "shared_ways")

@@ -25,19 +25,18 @@ reads right.
 """
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from zoo.runtime import user_cache
 from zoo.runtime.gpu import slug
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"  # the repository's results folder
 
 
 def cache_path(family):
-    """This GPU's table of ``family`` in the user's cache: $ZOO_CACHE, else $XDG_CACHE_HOME/zoo, else ~/.cache/zoo."""
-    root = os.environ.get("ZOO_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo"
-    return Path(root) / "tune" / f"{slug()}-{family}.json"
+    """This GPU's table of ``family`` in the user's cache (``zoo.runtime.user_cache``)."""
+    return user_cache.root() / "tune" / f"{slug()}-{family}.json"
 
 
 def repo_path(family):
