@@ -11,10 +11,7 @@
 #   heads     v05-v07 and torch sdpa at 32 x 4096 x {64, 80, 128, 256}, 32 and 8 kv heads, full and causal
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then  # the lent GPU's Python (see docs/DEVELOPING.md, "Python on the lent GPU")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export OUT PYTHONUNBUFFERED=1 ZOO_TARGET=gpu
 status=0

@@ -12,10 +12,7 @@
 #   usage: .ci/gpu-backward.sh [tests] [sanitize] [time] [table]   (default: all four)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl >/dev/null 2>&1; then  # the lent GPU's Python (docs/DEVELOPING.md, "Python on the lent GPU")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export OUT PYTHONUNBUFFERED=1 ZOO_TARGET=gpu NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/backward-gpu.txt"

@@ -12,10 +12,7 @@
 # PNG go to $OUT. Expected 3 to 4 minutes on an H100 (about 2.5 without step 4).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl >/dev/null 2>&1; then  # as .ci/gpu-session sets Python up (docs/DEVELOPING.md, "Python on the lent GPU")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export ZOO_TARGET=gpu PYTHONUNBUFFERED=1 NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 FAMILIES="embedding rmsnorm rope silu_mul argmax"

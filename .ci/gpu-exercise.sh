@@ -7,12 +7,7 @@
 # Exits 1 when a step's file did not pass, a starter did not fail, or the notebook failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-else
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD  # keep a caller's /tmp/site (.ci/gpu-either)
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT/files"
 export PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-150}

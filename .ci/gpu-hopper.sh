@@ -10,10 +10,7 @@
 #   tune      the last step's other keys per block and stages at the same sizes (gpu-hopper.py tune, about 1 minute)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then  # the lent GPU's Python (see docs/DEVELOPING.md, "Python on the lent GPU")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export OUT PYTHONUNBUFFERED=1 ZOO_TARGET=gpu
 steps="v08 or v09 or v10 or v11 or v12"

@@ -1,5 +1,5 @@
 # Sourced by the one-call drivers (.ci/gpu-either, .ci/gpu-issue65), in the checkout's root, with BUDGET set (seconds):
-# sets Python up once from .whl (then moves .whl away: the scripts they run install from it when it is there), saves
+# sets Python up once (.ci/gpu-python.sh, from .whl; then moves .whl away, so the scripts they run keep it), saves
 # results/<gpu>.json as $OUT/before-<gpu>.json, and defines
 #   part SECONDS NAME COMMAND...   COMMAND with its OUT under $OUT/NAME, cut at SECONDS or at the budget's end (not
 #                                  started when the budget's end would cut it below PART_MIN_S seconds, default 60, or
@@ -9,9 +9,8 @@
 #                                  files only)
 # and GPU (its name), SLUG (its results file's), OUT, status and summary.
 OUT=${OUT:-$(mktemp -d)}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-mv .whl /tmp/whl-installed
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
+[ -d .whl ] && rm -rf /tmp/whl-installed && mv .whl /tmp/whl-installed  # a warm machine's earlier call left one there
 export ZOO_TARGET=gpu PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-170}  # rich tables whole in the logs
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())" 2>/dev/null)

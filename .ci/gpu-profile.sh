@@ -8,10 +8,7 @@
 # Prints a short table last; exits 1 when a command failed or a figure disagrees by more than 10%.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl > /dev/null 2>&1; then  # the device image's numpy breaks numba: see docs/DEVELOPING.md, "Python on the lent GPU"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-170} ZOO_TARGET=gpu
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)

@@ -7,8 +7,7 @@
 #   usage: .ci/gpu-stencil.sh [SIZE]    (default 16384x16384)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1 ZOO_TARGET=gpu NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 SIZE=${1:-16384x16384} python3 - <<'EOF' 2>&1 | tee "$OUT/gpu-stencil.txt"

@@ -14,12 +14,7 @@
 # SIZES=4096 leaves 8192^3 out (about 2.5 minutes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl >/dev/null 2>&1; then  # as .ci/gpu-session sets Python up (docs/DEVELOPING.md, "Python on the lent GPU")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-else
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD  # keep a caller's /tmp/site (.ci/gpu-either)
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 export ZOO_TARGET=gpu PYTHONUNBUFFERED=1

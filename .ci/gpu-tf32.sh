@@ -7,8 +7,7 @@
 # Python is set up as .ci/gpu-session sets it up (docs/DEVELOPING.md, "Python on the lent GPU"); under 3 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1  # as .ci/gpu-session does
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export ZOO_TARGET=gpu PYTHONUNBUFFERED=1
 python3 - <<'EOF' 2>&1 | tee "$OUT/gpu-tf32.txt"

@@ -15,10 +15,7 @@
 # the logs and the crosscheck's JSON to $OUT. `python -m zoo report` afterwards puts the figures on the pages.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl >/dev/null 2>&1; then  # as .ci/gpu-session sets Python up (docs/DEVELOPING.md, "Python on the lent GPU")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 export ZOO_TARGET=gpu PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-150}
 began=$SECONDS

@@ -8,12 +8,7 @@
 # Exits 1 when a step failed. About 3 minutes on an H100 (most of it compiling, the sanitizers and the references).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl > /dev/null 2>&1; then  # the device image's numpy is too new for numba-cuda 0.30 (see gpu-session)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH || exit 1
-else
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD  # keep a caller's /tmp/site (.ci/gpu-either)
-fi
+. .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 ZOO_TARGET=gpu
