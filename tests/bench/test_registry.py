@@ -145,3 +145,11 @@ def test_arch_specific_steps_say_the_highest_compute_capability_they_run_on(tmp_
     assert "needs compute capability 9.0" in fam["v02"].unsupported((8, 9))
     too_new = fam["v02"].unsupported((10, 0))
     assert too_new.endswith("runs on compute capability 9.0 at most (sm_90a only); the target is 10.0")
+
+
+def test_a_rate_beside_names_a_family_that_measures_flops():
+    named = {fam.name: fam.rate_beside for fam in zoo.families() if fam.rate_beside}
+    assert named, "no family sets RATE_BESIDE: the attention pages lose their GEMM comparison"
+    names = {fam.name for fam in zoo.families()}
+    for family, other in named.items():
+        assert other in names and other != family, f"{family}: RATE_BESIDE = {other!r} is not another family"

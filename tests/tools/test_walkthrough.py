@@ -4,7 +4,7 @@ what ``python -m zoo report`` would write now, so a new or edited step cannot le
 import pytest
 
 import zoo
-from zoo.bench import results
+from zoo.bench import results, strongest
 from zoo.tools import report, walkthrough
 
 
@@ -120,3 +120,26 @@ def test_a_wrong_row_gets_no_bar_in_the_family_plot_and_says_wrong(monkeypatch):
     labels = {t.get_text() for t in ax.texts}
     widths = sorted(p.get_width() for p in ax.patches)
     assert "WRONG" in labels and widths == [0.0, 100.0], (labels, widths)
+
+
+def test_attention_pages_give_the_best_rate_beside_hgemms():
+    """RATE_BESIDE: each GPU's section names hgemm's best step and rate, and the share of it attention's best step
+    reaches at each headline case; the figures are the results' own, recomputed here."""
+    all_results = results.load_all()
+    fam, hgemm = zoo.family("attention"), zoo.family("hgemm")
+    checked = 0
+    for data in all_results.values():
+        by_size, gemm = data["families"].get(fam.name), data["families"].get(hgemm.name)
+        if not by_size or not gemm:
+            continue
+        gemm_key = report.headline(hgemm, gemm)
+        gemm_name, gemm_best = strongest.best_step(hgemm, gemm[gemm_key])
+        key = report.headline_keys(fam, by_size)[0]
+        name, best = strongest.best_step(fam, by_size[key])
+        share = 100 * best["gflops"] / gemm_best["gflops"]
+        section = walkthrough._rate_beside(fam, data["families"], by_size, [key])
+        assert f"{gemm_name} at {gemm_key}, runs at {gemm_best['gflops'] / 1e3:,.1f} TFLOP/s" in section, section
+        assert f"{name} at {key}, {best['gflops'] / 1e3:,.1f} TFLOP/s ({share:.1f}% of it)" in section, section
+        checked += 1
+    assert checked, "no GPU's results have both attention and hgemm"
+    assert walkthrough._rate_beside(zoo.family("reduce"), {}, {}, []) == ""  # no RATE_BESIDE: no sentence

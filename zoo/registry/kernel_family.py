@@ -151,6 +151,11 @@ class Family:
                 rules.append([value] * len(names))
         return tuple((dtypes(d), n) for d, n in zip(*rules, strict=True))
 
+    @property
+    def rate_beside(self) -> str | None:
+        """The family whose best rate the pages give beside this one's (RATE_BESIDE: attention beside hgemm)."""
+        return getattr(self.module, "RATE_BESIDE", None)
+
     @functools.cached_property
     def updated_in_place(self) -> tuple[int, ...]:
         """Positions among INPUTS of the arrays a call updates in place (UPDATED_IN_PLACE: rmsnorm's residual)."""

@@ -80,6 +80,9 @@ OPTIONAL_SPEC = {
     "ROW_CODE": "{row name: 'module.function'}: the code a user writes for a library row (a Triton kernel and its "
     "launch, a torch function, CUDA C and its RawModule call), whose lines of code the tables give "
     "(``zoo.bench.code_lines``); a row not named here counts the spec's own row function",
+    "RATE_BESIDE": "the name of a family whose best step's rate (GFLOP/s, at its headline size) each GPU's page "
+    "gives beside this family's best steps, with the share: attention beside hgemm, how close it comes to a plain "
+    "GEMM on the same GPU",
     "UPDATED_IN_PLACE": "names among INPUTS of the arrays every call updates in place (rmsnorm's residual stream): "
     "the harness copies their values back from the host before a row's first call and again before the call it "
     "checks after the timing (its inputs would otherwise be what thousands of calls made of them), untimed",

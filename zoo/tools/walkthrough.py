@@ -92,12 +92,39 @@ def _measured_tables(fam, all_results):
         keys = report.headline_keys(fam, by_size)
         for key in keys:
             parts.append(f"Size {key}:\n\n" + report.family_table(fam, name, key, by_size[key]))
+        beside = _rate_beside(fam, data["families"], by_size, keys)
+        parts += [beside] if beside else []
         parts += _user_loops(fam, by_size, keys[0])
         parts += [_other_tools(fam, key, by_size[key]) for key in keys if _other_tools(fam, key, by_size[key])]
         png = report.family_plot_path(slug, fam)
         if png.exists():
             parts.append(f"![{fam.name} on {name}](plots/{png.name})")
     return parts or ["Not measured on a GPU yet: `python -m zoo run --save`, then `python -m zoo report`."]
+
+
+def _rate_beside(fam, families, by_size, keys):
+    """The best step's rate at each of ``keys`` beside the best step of the family the spec's RATE_BESIDE names, at
+    that family's headline size on the same GPU (attention beside hgemm: how close it comes to a plain GEMM); ''
+    where either was not measured."""
+    if not fam.rate_beside or fam.rate_beside not in families:
+        return ""
+    other = zoo.family(fam.rate_beside)
+    other_key = report.headline(other, families[other.name])
+    theirs = strongest.best_step(other, families[other.name][other_key])
+    if theirs is None or not theirs[1].get("gflops"):
+        return ""
+    ours = []
+    for key in keys:
+        best = strongest.best_step(fam, by_size[key])
+        if best is not None and best[1].get("gflops"):
+            share = 100 * best[1]["gflops"] / theirs[1]["gflops"]
+            ours.append(f"{best[0]} at {key}, {best[1]['gflops'] / 1e3:,.1f} TFLOP/s ({share:.1f}% of it)")
+    if not ours:
+        return ""
+    return (
+        f"**Beside a plain GEMM.** The zoo's best {other.name} step on this GPU, {theirs[0]} at {other_key}, runs "
+        f"at {theirs[1]['gflops'] / 1e3:,.1f} TFLOP/s; here the best step is " + "; ".join(ours) + "."
+    )
 
 
 def _other_tools(fam, key, entries):

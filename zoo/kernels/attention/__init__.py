@@ -300,6 +300,7 @@ def triton_attention(Q, K, V, out, causal=False):
 EXTRA_BASELINES = {"torch sdpa": torch_sdpa, "triton": triton_attention}
 ROW_CODE = {"triton": "zoo.bench.triton_rows.attention"}
 STRONGEST = "torch sdpa"  # FlashAttention-style fused kernels, 4-D inputs: what a model calls
+RATE_BESIDE = "hgemm"  # each page gives the best rate beside hgemm's: how close attention comes to a plain GEMM
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------

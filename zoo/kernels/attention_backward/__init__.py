@@ -295,6 +295,7 @@ def torch_sdpa_backward(Q, K, V, O, dO, L, out, causal=False):
 
 EXTRA_BASELINES = {"torch sdpa backward": torch_sdpa_backward}
 STRONGEST = "torch sdpa backward"  # FlashAttention-2's backward kernels: what a training step calls
+RATE_BESIDE = "hgemm"  # the pages give the best rate beside hgemm's: five GEMMs a tile, softmax's gradient between
 
 
 # -- the CPU beside the GPU --------------------------------------------------------------------------------------
