@@ -374,6 +374,20 @@ def cmd_report(args):
     console.print(f"{changed} file(s) changed" if changed else "nothing changed")
 
 
+def cmd_llm_budget(args):
+    from zoo.device import slug
+    from zoo.llm import budget, config
+
+    gpu = args.gpu or ("nvidia-h100-80gb-hbm3" if zoo.SIMULATOR else slug())
+    model = {"llama3-8b": config.LLAMA3_8B, "tiny": config.TINY}[args.model]
+    try:
+        rates = budget.rates_from_results(gpu)
+        lines = budget.report(model, rates, gpu, args.batch, args.context, args.prompt, args.train_tokens)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print("\n".join(lines))
+
+
 def cmd_doctor(args):
     from zoo.device import properties, versions
 
@@ -565,6 +579,17 @@ def build_parser():
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("doctor", help="mode, versions, device and its properties")
     s.set_defaults(func=cmd_doctor)
+    s = sub.add_parser(
+        "llm-budget",
+        help="a model's memory and its decode, prefill and training times on a measured GPU, from the zoo's rates",
+    )
+    s.add_argument("--gpu", help="results/<GPU>.json to read the rates from (default: this GPU, else the H100's)")
+    s.add_argument("--model", choices=("llama3-8b", "tiny"), default="llama3-8b")
+    s.add_argument("--batch", type=int, default=1, help="sequences decoded together (default 1)")
+    s.add_argument("--context", type=int, default=1024, help="positions each sequence's KV cache holds (default 1024)")
+    s.add_argument("--prompt", type=int, default=1024, help="tokens of the prompt's prefill (default 1024)")
+    s.add_argument("--train-tokens", type=float, default=1e9, help="tokens of the training estimate (default 1e9)")
+    s.set_defaults(func=cmd_llm_budget)
     from zoo.exercise import cli as exercise_cli  # learn by doing: list, start, hint, check
 
     exercise_cli.add_parser(sub, Parser, UsageError)

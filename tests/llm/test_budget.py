@@ -1,0 +1,87 @@
+"""zoo llm-budget's arithmetic: Llama-3-8B's known sizes, the roofline's two sides meeting at the ridge, the rates
+read from a results file, and bad input refused."""
+
+import json
+
+import pytest
+
+import zoo
+from zoo.llm import budget, config
+
+C = config.LLAMA3_8B
+FIRST_GEMV, LAST_GEMV = zoo.family("gemv")[1].name, list(zoo.family("gemv"))[-1].name
+RATES = budget.Rates("test GPU", 3000.0, "copy", 600.0, "gemm", {"fp16": 2500.0}, {"fp16": "gemv"})
+
+
+def test_llama3_8b_has_its_known_sizes():
+    assert budget.parameters(C) == 8_030_261_248  # Llama-3-8B: 8.03 B parameters, embedding and lm_head untied
+    assert budget.kv_bytes_per_position(C) == 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, fp16
+    assert budget.memory(C, 1, 8192, "fp16")["kv_cache"] == 2**30  # 8k positions: 1 GiB
+    fp16, int4 = budget.weight_bytes(C, "fp16"), budget.weight_bytes(C, "int4")
+    assert fp16 == pytest.approx(2 * budget.parameters(C))
+    linear = sum(r * k for r, k in budget.linear_shapes(C))
+    assert int4 - (fp16 - 2 * linear) == pytest.approx(linear / 2 + 2 * linear / config.GROUP)  # 4 bits + a scale
+
+
+def test_decode_is_the_weights_read_at_batch_one_and_the_flops_past_the_ridge():
+    one = budget.decode_step(C, RATES, 1, 1024, "fp16")
+    linear = sum(r * k for r, k in budget.linear_shapes(C))
+    assert one["matrices_s"] == pytest.approx(2 * linear / 2500e9)  # gemv's fp16 rate: the copy's is not used
+    assert one["attention_s"] == pytest.approx(1024 * budget.kv_bytes_per_position(C) / 3000e9)
+    ridge = one["ridge_batch"]
+    assert ridge == pytest.approx(240)  # 600 TFLOP/s over 2.5 TB/s, 2 bytes and 2 flops a weight a sequence
+    far = budget.decode_step(C, RATES, int(4 * ridge), 1, "fp16")
+    assert far["matrices_s"] == pytest.approx(2 * int(4 * ridge) * linear / 600e12)  # compute-bound: the flops
+    near = budget.decode_step(C, RATES, int(ridge) - 10, 1, "fp16")
+    assert near["matrices_s"] >= one["matrices_s"] * 0.999  # below the ridge, never less than reading the weights
+
+
+def test_training_state_is_16_bytes_a_parameter():
+    t = budget.training(C, RATES, 1e9, 80e9)
+    assert t["state_bytes"] == 16 * budget.parameters(C)
+    assert t["largest_parameters"] == 5e9  # the largest model whose Adam state fits an 80 GB H100
+    assert t["seconds"] == pytest.approx(6 * budget.parameters(C) * 1e9 / 600e12)
+
+
+def _results(tmp_path, families):
+    (tmp_path / "gpu.json").write_text(json.dumps({"device": {"name": "A GPU"}, "families": families}))
+    return tmp_path
+
+
+def test_rates_come_from_the_results_the_largest_copy_and_the_best_correct_steps(tmp_path):
+    row = lambda **kw: {"correct": True, **kw}  # noqa: E731
+    families = {
+        "rmsnorm": {"4096x4096": {"copy_ceiling": row(gbps=3300.0, ms=0.02)}},  # in the L2: not DRAM's rate
+        "vector_add": {"268435456": {"copy_ceiling": row(gbps=2900.0, ms=1.0)}},
+        "hgemm": {
+            "4096": {"v15_grouped_tiles": row(gflops=650_000.0), "baseline": row(gflops=700_000.0)},
+            "4096@bfloat16": {"v15_grouped_tiles": row(gflops=660_000.0)},
+        },
+        "gemv": {
+            f"{s}@fp16": {LAST_GEMV: row(gbps=g), FIRST_GEMV: row(gbps=100.0)}
+            for s, g in (("8192x8192", 2800.0), ("4096x14336", 2600.0), ("14336x4096", 2700.0))
+        },
+    }
+    rates = budget.rates_from_results("gpu", _results(tmp_path, families))
+    assert (rates.copy_gbs, rates.copy_from) == (2900.0, "vector_add copy_ceiling at 268435456")
+    assert rates.gemm_tflops == 650.0  # a step's, in fp16: not the library's, not bfloat16's
+    assert rates.weights_gbs("fp16") == 2700.0 and "14336x4096" in rates.gemv_from["fp16"]  # the median shape
+    assert rates.weights_gbs("int4") == 2900.0  # not measured: the copy's
+
+
+def test_missing_results_are_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="measured GPUs are"):
+        budget.rates_from_results("nope", tmp_path)
+    with pytest.raises(ValueError, match="no copy_ceiling row"):
+        budget.rates_from_results("gpu", _results(tmp_path, {}))
+    with pytest.raises(ValueError, match="must be positive"):
+        budget.report(C, RATES, "gpu", 0, 1024, 1024, 1e9)
+
+
+def test_the_command_reads_a_measured_gpu_without_one(zoo_cli):
+    r = zoo_cli("llm-budget", "--gpu", "nvidia-h100-80gb-hbm3", "--batch", "4", "--context", "8192")
+    assert r.returncode == 0, r.stderr
+    assert "8.03 B parameters" in r.stdout and "KV cache 4.29 GB (batch 4 x 8192 positions)" in r.stdout
+    assert "the matrices turn compute-bound from batch" in r.stdout
+    bad = zoo_cli("llm-budget", "--gpu", "nvidia-h100-80gb-hbm3", "--batch", "0")
+    assert bad.returncode == 2 and "must be positive" in bad.stderr

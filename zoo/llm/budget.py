@@ -1,0 +1,234 @@
+"""What a model needs on a GPU, and how long its work takes there, from the zoo's own measurements (``zoo llm-budget``).
+
+Everything here is arithmetic on two kinds of input, each said where it is used:
+
+- the model's shapes (``config.Config``): its parameters, the bytes its weights take in fp16 or in the gemv family's
+  int4 (a float16 scale per 128 weights), the KV cache's bytes per position;
+- two rates this GPU measured, read from ``results/<gpu>.json`` (so a machine without a GPU can ask about one that
+  was measured): a copy (the ``copy_ceiling`` row that moved the most bytes, far past the L2 cache: what
+  memory-bound work can reach), the gemv family's best step in fp16 and in int4 (the median over the shapes it
+  was measured at: what a token's matrix reads reach), and the zoo's best fp16 GEMM (hgemm's best step: what
+  compute-bound work can reach).
+
+A decode token at batch B reads every weight once and each sequence's KV cache, and multiplies B vectors by every
+weight matrix: each matrix takes the longer of its bytes over gemv's rate and its 2 B flops per weight over the
+GEMM rate (the roofline; the batch where the two meet is the ridge, where GEMV turns into GEMM). A prompt's prefill
+is compute: 2 flops per weight per token, and causal attention's 2 x 2 x n^2 / 2 x d flops per head and layer, at
+the GEMM rate. Training with Adam in mixed precision keeps 16 bytes a parameter (fp16 weights and gradients, float32
+master weights and two moments) and does 6 flops per parameter per token. Activations are left out where the
+sentence says so: at decode they are a few MB, in training they depend on checkpointing.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import zoo
+from zoo.llm.config import GROUP, Config
+
+FP16 = 2  # bytes
+TRAIN_BYTES_PER_PARAM = 16  # fp16 weights 2 + fp16 gradients 2 + float32 master weights 4 + Adam's two moments 8
+TRAIN_FLOPS_PER_PARAM = 6  # per token: 2 forward, 4 backward
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+@dataclass(frozen=True)
+class Rates:
+    """A GPU's measured rates, with where each came from."""
+
+    device: str
+    copy_gbs: float  # GB/s, bytes read + written, of the fastest copy row
+    copy_from: str
+    gemm_tflops: float  # TFLOP/s of the zoo's best fp16 GEMM
+    gemm_from: str
+    gemv_gbs: dict  # {format: GB/s the gemv family's best step reads that format's weights at}, where measured
+    gemv_from: dict
+
+    def weights_gbs(self, fmt):
+        """GB/s a token's matrices are read at in ``fmt``: the gemv family's, else the copy's."""
+        return self.gemv_gbs.get(fmt, self.copy_gbs)
+
+
+def linear_shapes(c: Config):
+    """(rows, columns) of every weight matrix a token multiplies by: each layer's QKV, O, gate and up, down; then
+    the lm_head."""
+    layer = [(c.qkv_size, c.hidden), (c.hidden, c.q_size), (2 * c.intermediate, c.hidden), (c.hidden, c.intermediate)]
+    return layer * c.layers + [(c.vocab, c.hidden)]
+
+
+def parameters(c: Config) -> int:
+    """Every parameter: the weight matrices, the embedding table (not tied to the lm_head) and the norms."""
+    return sum(r * k for r, k in linear_shapes(c)) + c.vocab * c.hidden + c.hidden * (2 * c.layers + 1)
+
+
+def matrix_bytes(rows: int, columns: int, fmt: str) -> float:
+    """Bytes of one weight matrix: fp16, or int4 with a float16 scale per GROUP weights of a row."""
+    if fmt == "fp16":
+        return FP16 * rows * columns
+    return rows * columns / 2 + FP16 * rows * -(-columns // GROUP)
+
+
+def weight_bytes(c: Config, fmt: str) -> float:
+    """The weights in memory: the matrices in ``fmt``, the embedding table and the norms in fp16."""
+    return sum(matrix_bytes(r, k, fmt) for r, k in linear_shapes(c)) + FP16 * (c.vocab + 2 * c.layers + 1) * c.hidden
+
+
+def kv_bytes_per_position(c: Config) -> int:
+    """K and V of one position in every layer, fp16."""
+    return 2 * c.layers * c.kv_size * FP16
+
+
+def decode_step(c: Config, rates: Rates, batch: int, context: int, fmt: str) -> dict:
+    """Seconds of one decode step (a token for each of ``batch`` sequences at ``context`` positions each), split into
+    the weight matrices (each the longer of its bytes at the copy rate and its flops at the GEMM rate) and the
+    attention's cache read at the copy rate; with the batch where the matrices turn compute-bound (the ridge)."""
+    bandwidth, flop_rate = rates.copy_gbs * 1e9, rates.gemm_tflops * 1e12
+    reads = rates.weights_gbs(fmt) * 1e9
+    matrices = sum(max(matrix_bytes(r, k, fmt) / reads, 2 * batch * r * k / flop_rate) for r, k in linear_shapes(c))
+    attention = batch * context * kv_bytes_per_position(c) / bandwidth
+    bytes_per_weight = weight_bytes(c, fmt) / parameters(c)
+    return {
+        "seconds": matrices + attention,
+        "matrices_s": matrices,
+        "attention_s": attention,
+        "ridge_batch": flop_rate * bytes_per_weight / (2 * reads),
+    }
+
+
+def prefill_seconds(c: Config, rates: Rates, tokens: int) -> float:
+    """A prompt of ``tokens`` at the GEMM rate: 2 flops per weight per token, and causal attention's QK^T and PV,
+    2 x 2 x d flops per pair of positions, half the pairs (the mask), per head and layer."""
+    linear = 2 * tokens * sum(r * k for r, k in linear_shapes(c))
+    attention = c.layers * c.heads * 2 * 2 * c.head_size * tokens * tokens / 2
+    return (linear + attention) / (rates.gemm_tflops * 1e12)
+
+
+def memory(c: Config, batch: int, context: int, fmt: str) -> dict:
+    """Bytes of the weights and of the KV cache for ``batch`` sequences of ``context`` positions."""
+    return {"weights": weight_bytes(c, fmt), "kv_cache": batch * context * kv_bytes_per_position(c)}
+
+
+def training(c: Config, rates: Rates, tokens: int, gpu_bytes: float) -> dict:
+    """Adam in mixed precision: the bytes of the model's state, the largest model whose state fits ``gpu_bytes``,
+    and the seconds of ``tokens`` tokens at the GEMM rate (activations not counted)."""
+    n = parameters(c)
+    return {
+        "state_bytes": TRAIN_BYTES_PER_PARAM * n,
+        "largest_parameters": gpu_bytes / TRAIN_BYTES_PER_PARAM,
+        "seconds": TRAIN_FLOPS_PER_PARAM * n * tokens / (rates.gemm_tflops * 1e12),
+    }
+
+
+def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
+    """The copy rate and the best fp16 GEMM rate ``results/<slug>.json`` recorded; ValueError naming what is
+    missing."""
+    path = results_dir / f"{slug}.json"
+    if not path.exists():
+        known = sorted(p.stem for p in results_dir.glob("*.json"))
+        raise ValueError(f"no results for {slug!r} in {results_dir}: measured GPUs are {known}")
+    data = json.loads(path.read_text())
+    copies = [  # (bytes moved, GB/s, where): the largest copy, far past the L2 cache, is DRAM's rate
+        (row["gbps"] * row["ms"] * 1e6, row["gbps"], f"{family} copy_ceiling at {size}")
+        for family, sizes in data["families"].items()
+        for size, rows in sizes.items()
+        if (row := rows.get("copy_ceiling", {})).get("gbps") and row.get("ms") and row.get("correct") is not False
+    ]
+    if not copies:
+        raise ValueError(f"{path.name} has no copy_ceiling row: `zoo run vector_add --save` on that GPU records one")
+    gemms = [
+        (row["gflops"], f"hgemm {name} at {size}")
+        for size, rows in data["families"].get("hgemm", {}).items()
+        if "@" not in size  # fp16, the model's precision
+        for name, row in rows.items()
+        if name.startswith("v") and row.get("gflops") and row.get("correct")
+    ]
+    if not gemms:
+        raise ValueError(f"{path.name} has no correct hgemm step: `zoo run hgemm --save` on that GPU records them")
+    gemv_gbs, gemv_from = {}, {}
+    steps = {v.name for v in zoo.family("gemv")}
+    for fmt in ("fp16", "int4"):  # each measured shape's best step, then the median over the shapes
+        best = sorted(
+            max(
+                (row["gbps"], f"{name} at {size}") for name, row in rows.items() if name in steps and row.get("correct")
+            )
+            for size, rows in data["families"].get("gemv", {}).items()
+            if size.endswith(f"@{fmt}") and any(n in steps and r.get("correct") for n, r in rows.items())
+        )
+        if best:
+            gemv_gbs[fmt], gemv_from[fmt] = best[len(best) // 2][0], "gemv " + best[len(best) // 2][1]
+    copy, gemm = max(copies), max(gemms)
+    device = data.get("device", {}).get("name", slug)
+    return Rates(device, copy[1], copy[2], gemm[0] / 1e3, gemm[1], gemv_gbs, gemv_from)
+
+
+def _gb(n):
+    return f"{n / 1e9:,.2f} GB"
+
+
+def measured_decode(slug: str, c: Config, rates: Rates, context: int, results_dir: Path = RESULTS):
+    """[(lever, format, measured tokens/s, predicted tokens/s)] for the rows of ``zoo decode`` saved for this GPU
+    (results/sweeps/<slug>-decode.csv, batch 1); a row whose token reads nearer int4's bytes than fp16's is int4's."""
+    import csv
+
+    path = results_dir / "sweeps" / f"{slug}-decode.csv"
+    if not path.exists():
+        return []
+    rows = []
+    for r in csv.DictReader(path.open()):
+        try:
+            measured, gb = float(r["tokens_per_s"]), float(r["gb_per_token"])
+        except (KeyError, ValueError):
+            continue
+        fmt = "int4" if gb * 1e9 < (weight_bytes(c, "fp16") + weight_bytes(c, "int4")) / 2 else "fp16"
+        predicted = 1 / decode_step(c, rates, 1, context, fmt)["seconds"]
+        rows.append((r["lever"], fmt, measured, predicted))
+    return rows
+
+
+def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt: int, train_tokens: float) -> list:
+    """The lines ``zoo llm-budget`` prints: the rates and where they came from, memory, decode, prefill, training,
+    and the saved decode ladder against its prediction."""
+    if min(batch, context, prompt) < 1 or train_tokens <= 0:
+        raise ValueError(f"batch, context, prompt and training tokens must be positive: {batch}, {context}, {prompt}")
+    gpu_bytes = {"nvidia-h100-80gb-hbm3": 80e9, "nvidia-h200": 141e9}.get(slug)
+    lines = [
+        f"{rates.device}, from results/{slug}.json:",
+        f"  copy {rates.copy_gbs:,.0f} GB/s ({rates.copy_from}); best fp16 GEMM {rates.gemm_tflops:,.1f} TFLOP/s "
+        f"({rates.gemm_from})",
+    ]
+    for fmt in ("fp16", "int4"):
+        where = rates.gemv_from.get(fmt, "not measured: the copy's rate instead")
+        lines.append(f"  {fmt} weights read at {rates.weights_gbs(fmt):,.0f} GB/s ({where})")
+    lines.append(f"model: {parameters(c) / 1e9:,.2f} B parameters, {c.layers} layers, hidden {c.hidden}")
+    for fmt in ("fp16", "int4"):
+        m = memory(c, batch, context, fmt)
+        total = m["weights"] + m["kv_cache"]
+        fits = "" if gpu_bytes is None else f" ({'fits' if total < gpu_bytes else 'does NOT fit'} in {_gb(gpu_bytes)})"
+        step = decode_step(c, rates, batch, context, fmt)
+        lines += [
+            f"{fmt}: weights {_gb(m['weights'])} + KV cache {_gb(m['kv_cache'])} (batch {batch} x {context} positions)"
+            f" = {_gb(total)}{fits}, activations not counted (a few MB at decode)",
+            f"  decode at batch {batch}: {1e3 * step['seconds']:,.2f} ms a step, {batch / step['seconds']:,.0f} "
+            f"tokens/s (matrices {1e3 * step['matrices_s']:,.2f} ms, attention's cache {1e3 * step['attention_s']:,.2f}"
+            f" ms); the matrices turn compute-bound from batch {step['ridge_batch']:,.0f}",
+        ]
+    seconds = prefill_seconds(c, rates, prompt)
+    lines.append(
+        f"prefill of {prompt} tokens at the GEMM rate: {1e3 * seconds:,.1f} ms, {prompt / seconds:,.0f} tokens/s"
+    )
+    t = training(c, rates, train_tokens, gpu_bytes or 80e9)
+    lines += [
+        f"training (Adam, mixed precision, {TRAIN_BYTES_PER_PARAM} bytes a parameter, activations not counted): "
+        f"state {_gb(t['state_bytes'])}; the largest model whose state fits {_gb(gpu_bytes or 80e9)}: "
+        f"{t['largest_parameters'] / 1e9:,.1f} B parameters",
+        f"  {train_tokens:,.0f} tokens at the GEMM rate ({TRAIN_FLOPS_PER_PARAM} flops a parameter a token): "
+        f"{t['seconds'] / 3600:,.2f} hours on one GPU",
+    ]
+    ladder = measured_decode(slug, c, rates, context)
+    if ladder:
+        lines.append(f"the saved decode ladder (results/sweeps/{slug}-decode.csv, batch 1) against this prediction:")
+        lines += [
+            f"  {lever:22s} {fmt}: {m:8,.1f} tokens/s measured, {p:8,.1f} predicted ({100 * m / p:.0f}%)"
+            for lever, fmt, m, p in ladder
+        ]
+    return lines
