@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import zoo
+from zoo.bench import strongest
 from zoo.llm.config import GROUP, Config
 
 FP16 = 2  # bytes
@@ -37,7 +38,7 @@ class Rates:
     """A GPU's measured rates, with where each came from."""
 
     device: str
-    copy_gbs: float  # GB/s, bytes read + written, of the fastest copy row
+    copy_gbs: float  # GB/s, bytes read + written, of the copy row that moved the most bytes
     copy_from: str
     gemm_tflops: float  # TFLOP/s of the zoo's best fp16 GEMM
     gemm_from: str
@@ -80,7 +81,7 @@ def kv_bytes_per_position(c: Config) -> int:
 
 def decode_step(c: Config, rates: Rates, batch: int, context: int, fmt: str) -> dict:
     """Seconds of one decode step (a token for each of ``batch`` sequences at ``context`` positions each), split into
-    the weight matrices (each the longer of its bytes at the copy rate and its flops at the GEMM rate) and the
+    the weight matrices (each the longer of its bytes at gemv's rate and its flops at the GEMM rate) and the
     attention's cache read at the copy rate; with the batch where the matrices turn compute-bound (the ridge)."""
     bandwidth, flop_rate = rates.copy_gbs * 1e9, rates.gemm_tflops * 1e12
     reads = rates.weights_gbs(fmt) * 1e9
@@ -120,8 +121,8 @@ def training(c: Config, rates: Rates, tokens: int, gpu_bytes: float) -> dict:
 
 
 def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
-    """The copy rate and the best fp16 GEMM rate ``results/<slug>.json`` recorded; ValueError naming what is
-    missing."""
+    """The copy rate, gemv's fp16 and int4 rates and the best fp16 GEMM rate ``results/<slug>.json`` recorded, each
+    step's the fastest correct one of its size (``strongest.best_step``); ValueError naming what is missing."""
     path = results_dir / f"{slug}.json"
     if not path.exists():
         known = sorted(p.stem for p in results_dir.glob("*.json"))
@@ -135,24 +136,20 @@ def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
     ]
     if not copies:
         raise ValueError(f"{path.name} has no copy_ceiling row: `zoo run vector_add --save` on that GPU records one")
-    gemms = [
-        (row["gflops"], f"hgemm {name} at {size}")
+    hgemm, gemv = zoo.family("hgemm"), zoo.family("gemv")
+    gemms = [  # the fastest correct step of each fp16 size (the model's precision: not bfloat16's)
+        (best[1]["gflops"], f"hgemm {best[0]} at {size}")
         for size, rows in data["families"].get("hgemm", {}).items()
-        if "@" not in size  # fp16, the model's precision
-        for name, row in rows.items()
-        if name.startswith("v") and row.get("gflops") and row.get("correct")
+        if "@" not in size and (best := strongest.best_step(hgemm, rows)) and best[1].get("gflops")
     ]
     if not gemms:
         raise ValueError(f"{path.name} has no correct hgemm step: `zoo run hgemm --save` on that GPU records them")
     gemv_gbs, gemv_from = {}, {}
-    steps = {v.name for v in zoo.family("gemv")}
     for fmt in ("fp16", "int4"):  # each measured shape's best step, then the median over the shapes
         best = sorted(
-            max(
-                (row["gbps"], f"{name} at {size}") for name, row in rows.items() if name in steps and row.get("correct")
-            )
+            (found[1]["gbps"], f"{found[0]} at {size}")
             for size, rows in data["families"].get("gemv", {}).items()
-            if size.endswith(f"@{fmt}") and any(n in steps and r.get("correct") for n, r in rows.items())
+            if size.endswith(f"@{fmt}") and (found := strongest.best_step(gemv, rows)) and found[1].get("gbps")
         )
         if best:
             gemv_gbs[fmt], gemv_from[fmt] = best[len(best) // 2][0], "gemv " + best[len(best) // 2][1]
