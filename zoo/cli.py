@@ -376,7 +376,8 @@ def cmd_report(args):
 
 def cmd_llm_budget(args):
     from zoo.device import slug
-    from zoo.llm import budget, config
+    from zoo.llm import config
+    from zoo.tools import llm_budget as budget
 
     gpu = args.gpu or ("nvidia-h100-80gb-hbm3" if zoo.SIMULATOR else slug())
     model = {"llama3-8b": config.LLAMA3_8B, "tiny": config.TINY}[args.model]

@@ -18,6 +18,7 @@ whole token as one CUDA graph, int4 weights, the decode_attention family's last 
 for the attention. ``reference`` is the same model in float64
 NumPy, token by token, which the tiny model must match. ``torch_model`` is the same
 model in PyTorch (eager, or ``torch.compile``) on the same weights, for the timings of
-``python -m zoo decode``. ``budget`` predicts the model's memory and its decode, prefill and
-training times on a measured GPU from that GPU's results (``python -m zoo llm-budget``).
+``python -m zoo decode``. ``zoo.tools.llm_budget`` (a tool over the bench's results, so not here)
+predicts the model's memory and its decode, prefill and training times on a measured GPU
+(``python -m zoo llm-budget``).
 """

@@ -6,7 +6,8 @@ import json
 import pytest
 
 import zoo
-from zoo.llm import budget, config
+from zoo.llm import config
+from zoo.tools import llm_budget as budget
 
 C = config.LLAMA3_8B
 FIRST_GEMV, LAST_GEMV = zoo.family("gemv")[1].name, list(zoo.family("gemv"))[-1].name
@@ -44,7 +45,9 @@ def test_training_state_is_16_bytes_a_parameter():
 
 
 def _results(tmp_path, families):
-    (tmp_path / "gpu.json").write_text(json.dumps({"device": {"name": "A GPU"}, "families": families}))
+    (tmp_path / "gpu.json").write_text(
+        json.dumps({"device": {"name": "A GPU", "memory_bytes": 10e9}, "families": families})
+    )
     return tmp_path
 
 
@@ -69,6 +72,10 @@ def test_rates_come_from_the_results_the_largest_copy_and_the_best_correct_steps
     assert rates.gemm_tflops == 650.0  # a step's, in fp16: not the library's, not bfloat16's
     assert rates.weights_gbs("fp16") == 2700.0 and "14336x4096" in rates.gemv_from["fp16"]  # the median shape
     assert rates.weights_gbs("int4") == 2900.0  # not measured: the copy's
+    assert rates.memory_bytes == 10e9  # the device's memory as the results file records it
+    lines = "\n".join(budget.report(C, rates, "gpu", 1, 1024, 1024, 1e9))
+    assert "fp16: weights 16.06 GB" in lines and "does NOT fit in 10.00 GB" in lines  # 8 B parameters in 2 bytes
+    assert "int4: weights" in lines and "(fits in 10.00 GB)" in lines
 
 
 def test_missing_results_are_a_clear_error(tmp_path):

@@ -1,4 +1,5 @@
 """What a model needs on a GPU, and how long its work takes there, from the zoo's own measurements (``zoo llm-budget``).
+A tool over the bench's results (it ranks their steps as the pages do), so it sits above the bench and the model.
 
 Everything here is arithmetic on two kinds of input, each said where it is used:
 
@@ -44,6 +45,7 @@ class Rates:
     gemm_from: str
     gemv_gbs: dict  # {format: GB/s the gemv family's best step reads that format's weights at}, where measured
     gemv_from: dict
+    memory_bytes: float | None = None  # the GPU's memory, as its results file records it (None where it does not)
 
     def weights_gbs(self, fmt):
         """GB/s a token's matrices are read at in ``fmt``: the gemv family's, else the copy's."""
@@ -154,8 +156,17 @@ def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
         if best:
             gemv_gbs[fmt], gemv_from[fmt] = best[len(best) // 2][0], "gemv " + best[len(best) // 2][1]
     copy, gemm = max(copies), max(gemms)
-    device = data.get("device", {}).get("name", slug)
-    return Rates(device, copy[1], copy[2], gemm[0] / 1e3, gemm[1], gemv_gbs, gemv_from)
+    device = data.get("device", {})
+    return Rates(
+        device.get("name", slug),
+        copy[1],
+        copy[2],
+        gemm[0] / 1e3,
+        gemm[1],
+        gemv_gbs,
+        gemv_from,
+        device.get("memory_bytes"),
+    )
 
 
 def _gb(n):
@@ -187,7 +198,7 @@ def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt:
     and the saved decode ladder against its prediction."""
     if min(batch, context, prompt) < 1 or train_tokens <= 0:
         raise ValueError(f"batch, context, prompt and training tokens must be positive: {batch}, {context}, {prompt}")
-    gpu_bytes = {"nvidia-h100-80gb-hbm3": 80e9, "nvidia-h200": 141e9}.get(slug)
+    gpu_bytes = rates.memory_bytes
     lines = [
         f"{rates.device}, from results/{slug}.json:",
         f"  copy {rates.copy_gbs:,.0f} GB/s ({rates.copy_from}); best fp16 GEMM {rates.gemm_tflops:,.1f} TFLOP/s "
@@ -213,7 +224,7 @@ def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt:
     lines.append(
         f"prefill of {prompt} tokens at the GEMM rate: {1e3 * seconds:,.1f} ms, {prompt / seconds:,.0f} tokens/s"
     )
-    t = training(c, rates, train_tokens, gpu_bytes or 80e9)
+    t = training(c, rates, train_tokens, gpu_bytes or 80e9)  # a file without the device's memory: an 80 GB card's
     lines += [
         f"training (Adam, mixed precision, {TRAIN_BYTES_PER_PARAM} bytes a parameter, activations not counted): "
         f"state {_gb(t['state_bytes'])}; the largest model whose state fits {_gb(gpu_bytes or 80e9)}: "
