@@ -2,15 +2,18 @@
 
 Each step of embedding, rmsnorm, rope, silu_mul and argmax at its family's TEST_SIZES (harness.check against the
 float64 reference), then two tokens of the tiny model at the naive lever and one at the last steps (the model's own
-kernels: weights' fill and quantization, cache append, split decode attention and its merge, the token's record).
-Exits 1 on any wrong result.
+kernels: weights' fill and quantization, cache append, split decode attention and its merge, the token's record),
+and a prompt of 7 tokens through the prefill with the first and the last steps (the weights' transpose, the moves
+to and from heads-major, hgemm's and attention's kernels on the model's shapes). Exits 1 on any wrong result.
 """
 
 import sys
 
+import numpy as np
+
 import zoo
 from zoo.bench import checking
-from zoo.llm import config, decode, reference
+from zoo.llm import config, decode, prefill, reference
 from zoo.llm.weights import Weights
 
 FAMILIES = ("embedding", "rmsnorm", "rope", "silu_mul", "argmax")
@@ -34,6 +37,17 @@ for lever, count in ((decode.lever("naive"), 2), (decode.lever("fast steps"), 1)
     theirs, _ = reference.Reference(weights).generate(3, count)
     if ours.tolist() != theirs:
         print(f"FAILED tiny model, {lever.name}: {ours.tolist()} != {theirs}")
+        failed += 1
+prompt = np.random.default_rng(7).integers(0, config.TINY.vocab, 7)
+ref = reference.Reference(weights)
+logits = [ref.step(int(token), position) for position, token in enumerate(prompt)][-1]
+for which in ("first", "last"):
+    decoder = decode.Decoder(weights)
+    prefill.Prefill(decoder, which).run(prompt)
+    ours = decoder.logits.copy_to_host()[0]
+    error = np.linalg.norm(ours - logits) / np.linalg.norm(logits)
+    if error > 5e-3 or decoder.sequence()[0][-1] != np.argmax(logits):
+        print(f"FAILED tiny model's prefill, {which} steps: logits' error {error:.2e}")
         failed += 1
 print(f"capstone small: {'all correct' if not failed else f'{failed} FAILED'}")
 sys.exit(1 if failed else 0)

@@ -4,6 +4,8 @@
 #      float64 NumPy at every lever (CUDA graph and int4 included)
 #   2. the ladder at Llama-3-8B's shapes: `zoo decode` (32 tokens after a context of 1024, every lever, PyTorch fp16
 #      eager on the same weights and cache), saved as results/sweeps/<gpu>-decode.csv and docs/plots/<gpu>-decode.png
+#   2b. the prefill at Llama-3-8B's shapes: `zoo prefill` (prompts of 1024, 4096 and 8191 tokens, PyTorch fp16 eager
+#      beside it), saved as results/sweeps/<gpu>-prefill.csv and docs/plots/<gpu>-prefill.png
 #   3. compute-sanitizer memcheck and racecheck on every kernel once at small sizes (.ci/gpu-capstone-small.py)
 #   4. with the time left (CAPSTONE_BUDGET_S, default 200 s): torch.compile(mode="reduce-overhead") beside the CUDA
 #      graph lever (at most CAPSTONE_COMPILE_S, default 120 s, into $OUT/compile/; CAPSTONE_COMPILE=0 skips it), then
@@ -36,6 +38,10 @@ step "2. the ladder at Llama-3-8B's shapes"
 SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())" 2>/dev/null)
 python3 -m zoo decode --tokens 32 --context 1024 >>"$LOG" 2>&1 || fail "zoo decode"
 cp "results/sweeps/$SLUG-decode.csv" "docs/plots/$SLUG-decode.png" "$OUT/" 2>/dev/null
+
+step "2b. the prefill at Llama-3-8B's shapes"
+python3 -m zoo prefill >>"$LOG" 2>&1 || fail "zoo prefill"
+cp "results/sweeps/$SLUG-prefill.csv" "docs/plots/$SLUG-prefill.png" "$OUT/" 2>/dev/null
 
 step "3. compute-sanitizer"
 for tool in memcheck racecheck; do

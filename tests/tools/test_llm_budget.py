@@ -94,3 +94,19 @@ def test_the_command_reads_a_measured_gpu_without_one(zoo_cli):
     assert "the matrices turn compute-bound from batch" in r.stdout
     bad = zoo_cli("llm-budget", "--gpu", "nvidia-h100-80gb-hbm3", "--batch", "0")
     assert bad.returncode == 2 and "must be positive" in bad.stderr
+
+
+def test_the_saved_prefills_are_set_beside_the_prediction(tmp_path):
+    c = config.LLAMA3_8B
+    *layers, (vocab, hidden) = budget.linear_shapes(c)
+    flops = (
+        2 * 1024 * sum(r * k for r, k in layers) + 2 * vocab * hidden + c.layers * c.heads * 2 * 2 * 128 * 1024**2 / 2
+    )
+    assert budget.prefill_seconds(c, RATES, 1024) == pytest.approx(flops / 600e12)  # the lm_head on one row
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "gpu-prefill.csv").write_text(
+        "row,prompt,tokens_per_s\nzoo prefill (hgemm v15),1024,25000\ntorch eager prefill,1024,30000\n"
+    )
+    [(prompt, measured, predicted)] = budget.measured_prefill("gpu", c, RATES, tmp_path)  # the zoo's row alone
+    assert (prompt, measured) == (1024, 25000.0) and predicted == pytest.approx(1024 / (flops / 600e12))
+    assert budget.measured_prefill("other", c, RATES, tmp_path) == []

@@ -15,10 +15,13 @@ KV cache append, a plain decode attention over grouped KV heads, the token's rec
 and the ``Decoder``, which runs a token with the steps a ``Lever`` names: the
 families' first steps launched one by one, fused projections, their last steps, the
 whole token as one CUDA graph, int4 weights, the decode_attention family's last step
-for the attention. ``reference`` is the same model in float64
+for the attention. ``prefill`` runs a prompt's tokens through the layers at once (the
+linear layers as hgemm GEMMs on weights transposed once, the attention family's causal
+forward pass), filling the cache and choosing the token after the prompt, where the
+``Decoder`` goes on. ``reference`` is the same model in float64
 NumPy, token by token, which the tiny model must match. ``torch_model`` is the same
 model in PyTorch (eager, or ``torch.compile``) on the same weights, for the timings of
-``python -m zoo decode``. ``zoo.tools.llm_budget`` (a tool over the bench's results, so not here)
-predicts the model's memory and its decode, prefill and training times on a measured GPU
-(``python -m zoo llm-budget``).
+``python -m zoo decode`` and ``python -m zoo prefill``. ``zoo.tools.llm_budget`` (a tool
+over the bench's results, so not here) predicts the model's memory and its decode, prefill
+and training times on a measured GPU (``python -m zoo llm-budget``).
 """

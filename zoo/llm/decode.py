@@ -146,6 +146,28 @@ def advance(token, position, filled, tokens):
             tokens[p] = token[0]
 
 
+def time_by_kind(run, hold=None):
+    """{kind: device ms} of ``run(mark)``, timed between events recorded where it calls ``mark(kind)`` (after each
+    kind of kernel's launches); ``hold(us)``, where given, queues a kernel that keeps the GPU busy while the host
+    queues the launches, so that no gap of the host's is counted."""
+    events = []
+
+    def mark(kind):
+        event = cuda.event()
+        event.record()
+        events.append((kind, event))
+
+    if hold is not None:
+        hold(50_000)  # 50 ms: longer than the host takes to queue a naive token's 600 launches
+    mark("start")
+    run(mark)
+    cuda.synchronize()
+    spent = {}
+    for (_, before), (kind, after) in zip(events, events[1:], strict=False):
+        spent[kind] = spent.get(kind, 0.0) + before.elapsed_time(after)
+    return spent
+
+
 @dataclass(frozen=True)
 class Lever:
     """What a token runs (see the module docstring)."""
@@ -333,26 +355,10 @@ class Decoder:
             self._family_attention_checked = True
 
     def time_by_kind(self, lever, hold=None):
-        """{kind: device ms} of one eager token under ``lever`` (its graph's kernels are the same), timed between
-        events recorded after each kind; ``hold(us)``, where given, queues a kernel that keeps the GPU busy while the
-        host queues the token, so that no gap of the host's is counted."""
+        """{kind: device ms} of one eager token under ``lever`` (its graph's kernels are the same): see
+        ``time_by_kind``, the function."""
         steps = _steps(lever.step)
-        events = []
-
-        def mark(kind):
-            event = cuda.event()
-            event.record()
-            events.append((kind, event))
-
-        if hold is not None:
-            hold(50_000)  # 50 ms: longer than the host takes to queue a naive token's 600 launches
-        mark("start")
-        self.token_step(lever, steps, mark)
-        cuda.synchronize()
-        spent = {}
-        for (_, before), (kind, after) in zip(events, events[1:], strict=False):
-            spent[kind] = spent.get(kind, 0.0) + before.elapsed_time(after)
-        return spent
+        return time_by_kind(lambda mark: self.token_step(lever, steps, mark), hold)
 
     # -- a sequence --------------------------------------------------------------------------------------------
     def start(self, first_token, position=0):

@@ -37,6 +37,11 @@ class TorchModel(torch.nn.Module):
         for name, tensor in buffers.items():
             self.register_buffer(name, tensor, persistent=False)
 
+    def _layer(self, i):
+        """Layer i's weights: the attention's norm, QKV and O, the MLP's norm, gate_up and down."""
+        names = ("attn_norm", "qkv", "o", "mlp_norm", "gate_up", "down")
+        return tuple(getattr(self, f"{name}{i}") for name in names)
+
     def _rope(self, x, position):
         half = self.config.head_size // 2
         a = position.float() * self.frequencies
@@ -51,12 +56,7 @@ class TorchModel(torch.nn.Module):
         h = self.embedding[token].float()  # 1 x hidden
         mask = (self.slots <= position)[None, None, None, :]  # the cache up to the token
         for i in range(c.layers):
-            attn_norm, qkv_w, o_w = getattr(self, f"attn_norm{i}"), getattr(self, f"qkv{i}"), getattr(self, f"o{i}")
-            mlp_norm, gate_up_w, down_w = (
-                getattr(self, f"mlp_norm{i}"),
-                getattr(self, f"gate_up{i}"),
-                getattr(self, f"down{i}"),
-            )
+            attn_norm, qkv_w, o_w, mlp_norm, gate_up_w, down_w = self._layer(i)
             x = F.rms_norm(h, (c.hidden,), attn_norm, c.eps).half()
             qkv = F.linear(x, qkv_w)[0]
             q = self._rope(qkv[: c.q_size].view(c.heads, c.head_size), position)
@@ -72,6 +72,33 @@ class TorchModel(torch.nn.Module):
             gate_up = F.linear(x, gate_up_w)
             h = h + F.linear(F.silu(gate_up[:, : c.intermediate]) * gate_up[:, c.intermediate :], down_w).float()
         logits = F.linear(F.rms_norm(h, (c.hidden,), self.final_norm, c.eps).half(), self.lm_head).float()
+        return logits.argmax(dim=-1), logits
+
+    def prefill(self, ids):
+        """(the next token's id, the last position's logits) after the prompt ``ids`` (a tensor of P token ids, from
+        position 0): every position at once, the linear layers as GEMMs, causal attention over the prompt; writes K
+        and V at positions 0 .. P - 1."""
+        c = self.config
+        F = torch.nn.functional
+        n = ids.shape[0]
+        positions = self.slots[:n, None, None]  # a token's position, against its heads and pairs
+        h = self.embedding[ids].float()  # P x hidden
+        for i in range(c.layers):
+            attn_norm, qkv_w, o_w, mlp_norm, gate_up_w, down_w = self._layer(i)
+            x = F.rms_norm(h, (c.hidden,), attn_norm, c.eps).half()
+            qkv = F.linear(x, qkv_w)  # P x qkv_size
+            q = self._rope(qkv[:, : c.q_size].view(n, c.heads, c.head_size), positions).transpose(0, 1)
+            k = self._rope(qkv[:, c.q_size : c.q_size + c.kv_size].view(n, c.kv_heads, c.head_size), positions)
+            v = qkv[:, c.q_size + c.kv_size :].view(n, c.kv_heads, c.head_size)
+            k, v = k.transpose(0, 1), v.transpose(0, 1)  # heads x P x d
+            self.k_cache[i][:, :n] = k
+            self.v_cache[i][:, :n] = v
+            attention = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True, enable_gqa=True)
+            h = h + F.linear(attention[0].transpose(0, 1).reshape(n, c.q_size), o_w).float()
+            x = F.rms_norm(h, (c.hidden,), mlp_norm, c.eps).half()
+            gate_up = F.linear(x, gate_up_w)
+            h = h + F.linear(F.silu(gate_up[:, : c.intermediate]) * gate_up[:, c.intermediate :], down_w).float()
+        logits = F.linear(F.rms_norm(h[-1:], (c.hidden,), self.final_norm, c.eps).half(), self.lm_head).float()
         return logits.argmax(dim=-1), logits
 
     def compiled(self):

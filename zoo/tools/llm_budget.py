@@ -15,8 +15,9 @@ A decode token at batch B reads every weight once and each sequence's KV cache, 
 weight matrix: each matrix takes the longer of its bytes over gemv's rate and its 2 B flops per weight over the
 GEMM rate (the roofline; the batch where the two meet is the ridge, where GEMV turns into GEMM). A prompt's prefill
 is compute: 2 flops per weight per token, and causal attention's 2 x 2 x n^2 / 2 x d flops per head and layer, at
-the GEMM rate. Training with Adam in mixed precision keeps 16 bytes a parameter (fp16 weights and gradients, float32
-master weights and two moments) and does 6 flops per parameter per token. Activations are left out where the
+the GEMM rate (the lm_head on the last position only); the prefills ``zoo prefill`` saved are set beside it.
+Training with Adam in mixed precision keeps 16 bytes a parameter (fp16 weights and gradients, float32 master
+weights and two moments) and does 6 flops per parameter per token. Activations are left out where the
 sentence says so: at decode they are a few MB, in training they depend on checkpointing.
 """
 
@@ -99,9 +100,11 @@ def decode_step(c: Config, rates: Rates, batch: int, context: int, fmt: str) -> 
 
 
 def prefill_seconds(c: Config, rates: Rates, tokens: int) -> float:
-    """A prompt of ``tokens`` at the GEMM rate: 2 flops per weight per token, and causal attention's QK^T and PV,
-    2 x 2 x d flops per pair of positions, half the pairs (the mask), per head and layer."""
-    linear = 2 * tokens * sum(r * k for r, k in linear_shapes(c))
+    """A prompt of ``tokens`` at the GEMM rate: 2 flops per weight of every layer per token, causal attention's QK^T
+    and PV, 2 x 2 x d flops per pair of positions, half the pairs (the mask), per head and layer, and the lm_head on
+    the last position alone (the next token's logits; ``zoo prefill`` computes no more)."""
+    *layers, (vocab, hidden) = linear_shapes(c)
+    linear = 2 * tokens * sum(r * k for r, k in layers) + 2 * vocab * hidden
     attention = c.layers * c.heads * 2 * 2 * c.head_size * tokens * tokens / 2
     return (linear + attention) / (rates.gemm_tflops * 1e12)
 
@@ -173,16 +176,19 @@ def _gb(n):
     return f"{n / 1e9:,.2f} GB"
 
 
-def measured_decode(slug: str, c: Config, rates: Rates, context: int, results_dir: Path = RESULTS):
-    """[(lever, format, measured tokens/s, predicted tokens/s)] for the rows of ``zoo decode`` saved for this GPU
-    (results/sweeps/<slug>-decode.csv, batch 1); a row whose token reads nearer int4's bytes than fp16's is int4's."""
+def _saved_rows(slug, command, results_dir):
+    """The rows of ``zoo <command>`` saved for this GPU (results/sweeps/<slug>-<command>.csv), or [] where none were."""
     import csv
 
-    path = results_dir / "sweeps" / f"{slug}-decode.csv"
-    if not path.exists():
-        return []
+    path = results_dir / "sweeps" / f"{slug}-{command}.csv"
+    return list(csv.DictReader(path.read_text().splitlines())) if path.exists() else []
+
+
+def measured_decode(slug: str, c: Config, rates: Rates, context: int, results_dir: Path = RESULTS):
+    """[(lever, format, measured tokens/s, predicted tokens/s)] for the rows of ``zoo decode`` saved for this GPU
+    (batch 1); a row whose token reads nearer int4's bytes than fp16's is int4's."""
     rows = []
-    for r in csv.DictReader(path.open()):
+    for r in _saved_rows(slug, "decode", results_dir):
         try:
             measured, gb = float(r["tokens_per_s"]), float(r["gb_per_token"])
         except (KeyError, ValueError):
@@ -190,6 +196,19 @@ def measured_decode(slug: str, c: Config, rates: Rates, context: int, results_di
         fmt = "int4" if gb * 1e9 < (weight_bytes(c, "fp16") + weight_bytes(c, "int4")) / 2 else "fp16"
         predicted = 1 / decode_step(c, rates, 1, context, fmt)["seconds"]
         rows.append((r["lever"], fmt, measured, predicted))
+    return rows
+
+
+def measured_prefill(slug: str, c: Config, rates: Rates, results_dir: Path = RESULTS):
+    """[(prompt, measured tokens/s, predicted tokens/s)] for the zoo's rows of ``zoo prefill`` saved for this GPU."""
+    rows = []
+    for r in _saved_rows(slug, "prefill", results_dir):
+        try:
+            prompt, measured = int(r["prompt"]), float(r["tokens_per_s"])
+        except (KeyError, ValueError):
+            continue
+        if r.get("row", "").startswith("zoo"):
+            rows.append((prompt, measured, prompt / prefill_seconds(c, rates, prompt)))
     return rows
 
 
@@ -232,6 +251,13 @@ def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt:
         f"  {train_tokens:,.0f} tokens at the GEMM rate ({TRAIN_FLOPS_PER_PARAM} flops a parameter a token): "
         f"{t['seconds'] / 3600:,.2f} hours on one GPU",
     ]
+    prefills = measured_prefill(slug, c, rates)
+    if prefills:
+        lines.append(f"the saved prefills (results/sweeps/{slug}-prefill.csv) against this prediction:")
+        lines += [
+            f"  prompt {n:6,d}: {m:10,.0f} tokens/s measured, {p:10,.0f} predicted ({100 * m / p:.0f}%)"
+            for n, m, p in prefills
+        ]
     ladder = measured_decode(slug, c, rates, context)
     if ladder:
         lines.append(f"the saved decode ladder (results/sweeps/{slug}-decode.csv, batch 1) against this prediction:")
