@@ -5,7 +5,8 @@
 #   2. the ladder at Llama-3-8B's shapes: `zoo decode` (32 tokens after a context of 1024, every lever, PyTorch fp16
 #      eager on the same weights and cache), saved as results/sweeps/<gpu>-decode.csv and docs/plots/<gpu>-decode.png
 #   2b. the prefill at Llama-3-8B's shapes: `zoo prefill` (prompts of 1024, 4096 and 8191 tokens, PyTorch fp16 eager
-#      beside it), saved as results/sweeps/<gpu>-prefill.csv and docs/plots/<gpu>-prefill.png
+#      beside it), saved as results/sweeps/<gpu>-prefill.csv and docs/plots/<gpu>-prefill.png; then `zoo batch`
+#      (decode at batch 1 to 256), saved as results/sweeps/<gpu>-batch.csv and its PNG
 #   3. compute-sanitizer memcheck and racecheck on every kernel once at small sizes (.ci/gpu-capstone-small.py)
 #   4. with the time left (CAPSTONE_BUDGET_S, default 200 s): torch.compile(mode="reduce-overhead") beside the CUDA
 #      graph lever (at most CAPSTONE_COMPILE_S, default 120 s, into $OUT/compile/; CAPSTONE_COMPILE=0 skips it), then
@@ -42,6 +43,8 @@ cp "results/sweeps/$SLUG-decode.csv" "docs/plots/$SLUG-decode.png" "$OUT/" 2>/de
 step "2b. the prefill at Llama-3-8B's shapes"
 python3 -m zoo prefill >>"$LOG" 2>&1 || fail "zoo prefill"
 cp "results/sweeps/$SLUG-prefill.csv" "docs/plots/$SLUG-prefill.png" "$OUT/" 2>/dev/null
+python3 -m zoo batch >>"$LOG" 2>&1 || fail "zoo batch"
+cp "results/sweeps/$SLUG-batch.csv" "docs/plots/$SLUG-batch.png" "$OUT/" 2>/dev/null
 
 step "3. compute-sanitizer"
 for tool in memcheck racecheck; do

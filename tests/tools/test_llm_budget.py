@@ -110,3 +110,17 @@ def test_the_saved_prefills_are_set_beside_the_prediction(tmp_path):
     [(prompt, measured, predicted)] = budget.measured_prefill("gpu", c, RATES, tmp_path)  # the zoo's row alone
     assert (prompt, measured) == (1024, 25000.0) and predicted == pytest.approx(1024 / (flops / 600e12))
     assert budget.measured_prefill("other", c, RATES, tmp_path) == []
+
+
+def test_the_saved_batches_are_set_beside_the_prediction(tmp_path):
+    c = config.LLAMA3_8B
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "gpu-batch.csv").write_text(
+        "matrices,batch,context,tokens_per_s\n"
+        "gemv (v10),1,1024,150\nhgemm (v15),1,1024,60\ngemv (v10),2,1024,75\nhgemm (v15),64,1024,5000\n"
+    )
+    found = budget.measured_batches("gpu", c, RATES, tmp_path)
+    assert [(kind, b, m) for kind, b, m, _ in found] == [("gemv", 1, 150.0), ("hgemm", 1, 60.0), ("hgemm", 64, 5000.0)]
+    predicted = {b: p for _, b, _, p in found}
+    assert predicted[64] == pytest.approx(64 / budget.decode_step(c, RATES, 64, 1024, "fp16")["seconds"])
+    assert predicted[64] > 30 * predicted[1]  # below the ridge a batch is nearly free

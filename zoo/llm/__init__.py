@@ -18,7 +18,9 @@ whole token as one CUDA graph, int4 weights, the decode_attention family's last 
 for the attention. ``prefill`` runs a prompt's tokens through the layers at once (the
 linear layers as hgemm GEMMs on weights transposed once, the attention family's causal
 forward pass), filling the cache and choosing the token after the prompt, where the
-``Decoder`` goes on. ``reference`` is the same model in float64
+``Decoder`` goes on. ``batch`` decodes B sequences together (one GEMM a projection, or a
+GEMV a sequence; the decode_attention family with the batch folded into its heads).
+``reference`` is the same model in float64
 NumPy, token by token, which the tiny model must match. ``torch_model`` is the same
 model in PyTorch (eager, or ``torch.compile``) on the same weights, for the timings of
 ``python -m zoo decode`` and ``python -m zoo prefill``. ``zoo.tools.llm_budget`` (a tool

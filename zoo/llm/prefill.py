@@ -8,8 +8,8 @@ prompt, causal, with grouped KV heads. The other families take P rows as they ta
 rows, rmsnorm normalizes P rows, rope turns P tokens (a position each), silu_mul multiplies P rows.
 
 Layouts. hgemm multiplies A (M x K) by B (K x N), both row-major: the activations are A (P x in), so the weights
-must be B (in x out), the transpose of the gemv family's W (out x in). ``transposed`` makes that copy once, on the
-GPU (16 GB more at Llama-3-8B), as a server keeps its weights in the layout its GEMM reads. Q and K are one GEMM
+must be B (in x out), the transpose of the gemv family's W (out x in). ``Weights.transposed`` makes that copy once,
+on the GPU (16 GB more at Llama-3-8B), as a server keeps its weights in the layout its GEMM reads. Q and K are one GEMM
 and V another, so that QK's output rows are (heads + kv_heads) x d, what rope reads; ``to_heads`` then moves Q, K
 and V heads-major (heads x P x d, what attention reads) and writes K and V into the cache at positions 0 .. P - 1,
 ``to_tokens`` moves attention's output back to P x (heads x d) for the O projection.
@@ -19,47 +19,15 @@ the first generated token, is left where a decode token reads it, with the posit
 """
 
 import numpy as np
-from numba import cuda, float32, int32, uint32
+from numba import cuda, int32, uint32
 from numba.core.types import float16
 
 import zoo
 from zoo.device.jit import jit
 from zoo.llm.decode import advance, time_by_kind
 
-TILE = 32  # transpose_tiles: a block moves a 32 x 32 tile
-TILE_ROWS = 8  # ... with 32 x 8 threads, four rows each
-PADDED = TILE + 1  # the shared tile's row: the +1 column puts a tile's column in 32 different banks (a constant:
-# numba sizes a shared array from literals only)
 THREADS = 256  # to_heads and to_tokens: a thread an element
 FAMILIES = ("embedding", "rmsnorm", "hgemm", "rope", "attention", "silu_mul", "gemv", "argmax")
-
-
-@jit
-def transpose_tiles(W, out):
-    """out = W^T for a float16 W (rows x cols): a block reads a 32 x 32 tile along W's rows and writes it along
-    out's rows, through shared memory."""
-    tile = cuda.shared.array((TILE, PADDED), float32)  # float32 (exact for float16), padded: the reads down a column
-    # below do not conflict
-    rows, cols = W.shape
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    col0, row0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE
-    for k in range(0, TILE, TILE_ROWS):  # consecutive threads, consecutive columns of W: coalesced reads
-        r, c = row0 + ty + k, col0 + tx
-        if r < rows and c < cols:
-            tile[ty + k, tx] = float32(W[r, c])
-    cuda.syncthreads()  # the whole tile is in shared memory before any thread reads another's element
-    for k in range(0, TILE, TILE_ROWS):  # consecutive threads, consecutive columns of out (W's rows): coalesced
-        c, r = col0 + ty + k, row0 + tx
-        if c < cols and r < rows:
-            out[c, r] = float16(tile[tx, ty + k])
-
-
-def transposed(W):
-    """A new float16 (cols x rows) device array holding W^T."""
-    rows, cols = W.shape
-    out = cuda.device_array((cols, rows), np.float16)
-    transpose_tiles[((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE), (TILE, TILE_ROWS)](W, out)
-    return out
 
 
 @jit
@@ -126,22 +94,8 @@ class Prefill:
             raise ValueError(f"which is 'first' or 'last', not {which!r}")
         self.decoder, self.which = decoder, which
         self.steps = steps(which)
-        self.transposed = None  # the weights as hgemm's B, made on the first run
+        self.transposed = None  # the weights as hgemm's B (Weights.transposed), fetched on the first run
         self._buffers = {}  # by prompt length
-
-    def _transpose_weights(self):
-        c = self.decoder.config
-        qk = c.q_size + c.kv_size  # the rows of Q and K in the fused QKV matrix
-        self.transposed = [
-            {
-                "qk": transposed(layer.qkv.W[:qk]),
-                "v": transposed(layer.qkv.W[qk:]),
-                "o": transposed(layer.o.W),
-                "gate_up": transposed(layer.gate_up.W),
-                "down": transposed(layer.down.W),
-            }
-            for layer in self.decoder.weights.layers
-        ]
 
     def buffers(self, n):
         """The buffers of a prompt of n tokens, made on its first run."""
@@ -202,7 +156,7 @@ class Prefill:
         ids = self.check(prompt)
         n = ids.size
         if self.transposed is None:
-            self._transpose_weights()
+            self.transposed = self.decoder.weights.transposed()
         b = self.buffers(n)
         self._validate(b)
         b["ids"].copy_to_device(ids)

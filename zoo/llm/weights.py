@@ -27,6 +27,10 @@ from zoo.device.jit import jit
 from zoo.llm.config import GROUP
 
 THREADS = 256
+TILE = 32  # transpose_tiles: a block moves a 32 x 32 tile
+TILE_ROWS = 8  # ... with 32 x 8 threads, four rows each
+PADDED = TILE + 1  # the shared tile's row: the +1 column puts a tile's column in 32 different banks (a constant:
+# numba sizes a shared array from literals only)
 MASK = 0xFFFFFFFF  # products of two 32-bit numbers stay below 2^64: each mixing step is exact in uint64
 
 
@@ -66,6 +70,34 @@ def quantize_groups(W, codes, scales, n, groups):
             if c + 1 < last:  # an odd row ends in a 0 nibble
                 high = min(max(math.floor(float32(W[row * n + c + 1]) * inverse + float32(0.5)), -8), 7)
             codes[row * row_bytes + c // uint32(2)] = (int(low) & 0xF) | ((int(high) & 0xF) << 4)
+
+
+@jit
+def transpose_tiles(W, out):
+    """out = W^T for a float16 W (rows x cols): a block reads a 32 x 32 tile along W's rows and writes it along
+    out's rows, through shared memory."""
+    tile = cuda.shared.array((TILE, PADDED), float32)  # float32 (exact for float16), padded: the reads down a column
+    # below do not conflict
+    rows, cols = W.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col0, row0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE
+    for k in range(0, TILE, TILE_ROWS):  # consecutive threads, consecutive columns of W: coalesced reads
+        r, c = row0 + ty + k, col0 + tx
+        if r < rows and c < cols:
+            tile[ty + k, tx] = float32(W[r, c])
+    cuda.syncthreads()  # the whole tile is in shared memory before any thread reads another's element
+    for k in range(0, TILE, TILE_ROWS):  # consecutive threads, consecutive columns of out (W's rows): coalesced
+        c, r = col0 + ty + k, row0 + tx
+        if c < cols and r < rows:
+            out[c, r] = float16(tile[tx, ty + k])
+
+
+def transposed(W):
+    """A new float16 (cols x rows) device array holding W^T."""
+    rows, cols = W.shape
+    out = cuda.device_array((cols, rows), np.float16)
+    transpose_tiles[((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE), (TILE, TILE_ROWS)](W, out)
+    return out
 
 
 def uniform_on_host(count, seed, center, half_width):
@@ -174,6 +206,32 @@ class Weights:
         self.final_norm = random_matrix((config.hidden,), seed * 1000 + 7, 1.0, 0.1)
         self.lm_head = Linear(config.vocab, config.hidden, seed * 1000 + 8)
         self.quantized = False
+        self._transposed = self._lm_head_transposed = None
+
+    def transposed(self):
+        """Every layer's weights as the hgemm family's B (in x out), made once on the GPU (as many bytes again as the
+        fp16 weights) and kept: a dict a layer, with Q and K's rows apart from V's ("qk", "v": a GEMM's output rows
+        are then what rope reads), "o", "gate_up", "down"."""
+        if self._transposed is None:
+            qk = self.config.q_size + self.config.kv_size  # the rows of Q and K in the fused QKV matrix
+            layers = [
+                {
+                    "qk": transposed(layer.qkv.W[:qk]),
+                    "v": transposed(layer.qkv.W[qk:]),
+                    "o": transposed(layer.o.W),
+                    "gate_up": transposed(layer.gate_up.W),
+                    "down": transposed(layer.down.W),
+                }
+                for layer in self.layers
+            ]
+            self._transposed = layers
+        return self._transposed
+
+    def lm_head_transposed(self):
+        """The lm_head's weights as hgemm's B (hidden x vocabulary), made once: for logits of many rows."""
+        if self._lm_head_transposed is None:
+            self._lm_head_transposed = transposed(self.lm_head.W)
+        return self._lm_head_transposed
 
     @property
     def linears(self):

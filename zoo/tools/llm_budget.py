@@ -15,7 +15,8 @@ A decode token at batch B reads every weight once and each sequence's KV cache, 
 weight matrix: each matrix takes the longer of its bytes over gemv's rate and its 2 B flops per weight over the
 GEMM rate (the roofline; the batch where the two meet is the ridge, where GEMV turns into GEMM). A prompt's prefill
 is compute: 2 flops per weight per token, and causal attention's 2 x 2 x n^2 / 2 x d flops per head and layer, at
-the GEMM rate (the lm_head on the last position only); the prefills ``zoo prefill`` saved are set beside it.
+the GEMM rate (the lm_head on the last position only). The saved ``zoo decode``, ``zoo batch`` and ``zoo prefill``
+rows are set beside the predictions.
 Training with Adam in mixed precision keeps 16 bytes a parameter (fp16 weights and gradients, float32 master
 weights and two moments) and does 6 flops per parameter per token. Activations are left out where the
 sentence says so: at decode they are a few MB, in training they depend on checkpointing.
@@ -212,6 +213,22 @@ def measured_prefill(slug: str, c: Config, rates: Rates, results_dir: Path = RES
     return rows
 
 
+def measured_batches(slug: str, c: Config, rates: Rates, results_dir: Path = RESULTS):
+    """[(matrices, batch, measured tokens/s, predicted tokens/s)] for the rows of ``zoo batch`` saved for this GPU
+    whose weights are read once a step: one GEMM a projection at every batch, a GEMV at batch 1 (a GEMV a sequence
+    reads them B times, which the prediction does not)."""
+    rows = []
+    for r in _saved_rows(slug, "batch", results_dir):
+        try:
+            batch, context, measured = int(r["batch"]), int(r["context"]), float(r["tokens_per_s"])
+        except (KeyError, ValueError):
+            continue
+        matrices = r.get("matrices", "").split(" ")[0]
+        if matrices == "hgemm" or batch == 1:
+            rows.append((matrices, batch, measured, batch / decode_step(c, rates, batch, context, "fp16")["seconds"]))
+    return rows
+
+
 def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt: int, train_tokens: float) -> list:
     """The lines ``zoo llm-budget`` prints: the rates and where they came from, memory, decode, prefill, training,
     and the saved decode ladder against its prediction."""
@@ -257,6 +274,13 @@ def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt:
         lines += [
             f"  prompt {n:6,d}: {m:10,.0f} tokens/s measured, {p:10,.0f} predicted ({100 * m / p:.0f}%)"
             for n, m, p in prefills
+        ]
+    batches = measured_batches(slug, c, rates)
+    if batches:
+        lines.append(f"the saved batch sweep (results/sweeps/{slug}-batch.csv, fp16) against this prediction:")
+        lines += [
+            f"  batch {b:4d}, {kind:5s}: {m:10,.0f} tokens/s measured, {p:10,.0f} predicted ({100 * m / p:.0f}%)"
+            for kind, b, m, p in batches
         ]
     ladder = measured_decode(slug, c, rates, context)
     if ladder:

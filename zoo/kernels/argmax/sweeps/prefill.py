@@ -65,10 +65,13 @@ def _tiny_check(args):
     logits = [ref.step(int(token), position) for position, token in enumerate(prompt)]
     ours = decoder.logits.copy_to_host()[0]
     error = float(np.linalg.norm(ours - logits[-1]) / np.linalg.norm(logits[-1]))
-    same = decoder.sequence()[0][-1] == np.argmax(logits[-1])
-    verdict = "same as" if same else "DIFFERENT from"
+    verdict = "within" if error < 5e-3 else "NOT within"  # the decoder's bound: float16 activations, float32 sums
     return [
-        {"row": f"tiny model, first steps: next token {verdict} float64 NumPy's", "prompt": 5, "logits_error": error}
+        {
+            "row": f"tiny model, first steps: logits {verdict} 5e-3 of float64 NumPy's",
+            "prompt": 5,
+            "logits_error": error,
+        }
     ]
 
 
