@@ -109,8 +109,13 @@ def test_decode_sweep_findings_and_plot_read_its_rows():
     found = sweep.findings(rows)
     assert found[0].startswith("CUDA graph: 150.0 tokens/s, 80% of its bandwidth limit")
     assert "4.20x PyTorch fp16 eager" in found[1] and "1.07x" in found[2]
+    assert sweep.kinds_ms("gemv 5.51 ms 75%, rope and cache 0.273 ms 4%") == {"gemv": 5.51, "rope and cache": 0.273}
+    assert sweep.kinds_ms("") == {} and sweep.kinds_ms(None) == {}
+    rows[0]["time_by_kind"] = "gemv 5.51 ms 75%, attention 0.9 ms 12%"
+    rows[1]["time_by_kind"] = "gemv 2.28 ms 56%, attention 0.88 ms 22%, rmsnorm 0.48 ms 12%"
     pytest.importorskip("matplotlib")
-    assert len(sweep.plot(rows, "GPU").axes[0].patches) == 3
+    tokens, split = sweep.plot(rows, "GPU").axes
+    assert len(tokens.patches) == 3 and len(split.patches) == 2 * 3  # two levers split, three kinds each
 
 
 @pytest.mark.skipif(zoo.SIMULATOR, reason="a GPU's test: about 10 s of CPU in the simulator (run there once, by hand)")

@@ -22,8 +22,11 @@ up to the token) over the measured device-to-device copy bandwidth, and the devi
 one token split by kind of kernel (gemv, attention, rmsnorm, ...: events between the kinds,
 the token queued behind a kernel that holds the GPU, so the host's gaps are not in it). The tokens each row
 generated are compared with the fp16 PyTorch model's, and the first token's logits with its
-logits (relative norm error). In the simulator the tiny model runs two tokens of the
-naive lever and checks them against the float64 NumPy reference: correctness only.
+logits (relative norm error). The picture sets each lever's tokens a second beside its
+bandwidth limit, and its token's device time by kind of kernel beside the bandwidth floor:
+what is left above the floor, and in which kernels. In the simulator the tiny model runs
+two tokens of the naive lever and checks them against the float64 NumPy reference:
+correctness only.
 """
 
 import time
@@ -222,11 +225,30 @@ def findings(rows):
     return out
 
 
+def kinds_ms(text):
+    """{kind: ms} from a row's time_by_kind ('gemv 5.51 ms 75%, rope and cache 0.27 ms 4%, ...'), {} where empty."""
+    found = {}
+    for part in (text or "").split(", "):
+        words = part.split()
+        if len(words) >= 4 and words[-2] == "ms" and is_number(_float(words[-3])):
+            found[" ".join(words[:-3])] = float(words[-3])
+    return found
+
+
+def _float(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def plot(rows, device_name):
+    """Two panels: tokens a second of each lever against its bandwidth limit; and a token's device time split by
+    kind of kernel, against the bandwidth floor (the bytes a token reads over the copy's rate)."""
     import matplotlib.pyplot as plt
 
     shown = [r for r in rows if is_number(r.get("tokens_per_s"))]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(shown) + 1.5))
+    fig, (ax, split) = plt.subplots(1, 2, figsize=(14, 0.45 * len(shown) + 1.8))
     names = [r["lever"] for r in shown]
     ax.barh(names, [r["tokens_per_s"] for r in shown], color="tab:blue")
     for i, r in enumerate(shown):
@@ -235,5 +257,32 @@ def plot(rows, device_name):
     ax.invert_yaxis()
     ax.set_xlabel("tokens per second (black: the bandwidth limit of the row's bytes)")
     ax.set_title(f"Llama-3-8B decode at batch 1, {device_name}")
+
+    split_rows = [(r, kinds_ms(r.get("time_by_kind"))) for r in shown]
+    split_rows = [(r, k) for r, k in split_rows if k]
+    kinds = sorted(
+        {kind for _, k in split_rows for kind in k}, key=lambda kind: -sum(k.get(kind, 0) for _, k in split_rows)
+    )
+    floors = [1e3 / r["limit_tokens_per_s"] for r, _ in split_rows if is_number(r.get("limit_tokens_per_s"))]
+    right = 2.5 * max(floors) if floors else None  # the slow levers (one launch at a time) run off this scale
+    colors = plt.get_cmap("tab10")
+    for i, (r, k) in enumerate(split_rows):
+        left = 0.0
+        for j, kind in enumerate(kinds):
+            ms = k.get(kind, 0.0)
+            split.barh(i, ms, left=left, color=colors(j % 10), label=kind if i == 0 else None)
+            left += ms
+        if is_number(r.get("limit_tokens_per_s")):
+            split.plot([1e3 / r["limit_tokens_per_s"]] * 2, [i - 0.4, i + 0.4], color="black", lw=2)
+        if right is not None and left > right:
+            split.text(right, i, f" {left:,.0f} ms ", ha="right", va="center", color="white", fontsize=8)
+    split.set_yticks(range(len(split_rows)), [r["lever"] for r, _ in split_rows])
+    split.invert_yaxis()
+    if right is not None:
+        split.set_xlim(0, right)
+    split.set_xlabel("device ms a token, by kind of kernel (black: the bandwidth floor)")
+    split.set_title("where a token's time goes")
+    if split_rows:
+        split.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
