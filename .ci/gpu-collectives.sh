@@ -2,8 +2,9 @@
 # The collectives family on whatever GPUs the machine has, 1 or more (see docs/DEVELOPING.md, "Python on the lent GPU"): the
 # family's tests on the GPU, `zoo check` and `zoo run`, the two sweeps (bus bandwidth against NCCL from 1 MB
 # to 1 GB a rank; the toy training step's overlap), and on a one-GPU machine the same sweeps again with two
-# ranks sharing the GPU (the multi-rank paths run for real, copies on the GPU's own memory). Logs under $OUT;
-# a short table last. About 2.5 minutes on one H100.
+# ranks sharing the GPU (the multi-rank paths run for real, copies on the GPU's own memory); then the capstone's
+# decode split over the ranks (`zoo tensor-parallel`: 1, 2, 4, 8 ranks up to the GPUs, ring and NCCL; on one GPU
+# two ranks share it). Logs under $OUT; a short table last. About 2.5 minutes on one H100, without the split.
 #   usage: .ci/gpu-collectives.sh   env: RUN_ARGS (e.g. --save); SWEEP_OUT=results writes the one-rank-a-GPU
 #                                   sweeps' CSV and PNG to results/sweeps and docs/plots (default: $OUT/sweeps)
 # Exits 1 when a test, a check or a sweep failed; the summary marks each failure with FAILED.
@@ -56,10 +57,15 @@ for ranks in "" $([ "${gpus:-0}" -eq 1 ] && echo 2); do
   record "zoo dataparallel ${ranks:+--ranks $ranks}: exit $status [$((SECONDS - t0)) s]" $status
 done
 
+t0=$SECONDS
+python3 -m zoo tensor-parallel $(sweep_args "") > "$OUT/tensor-parallel.txt" 2>&1
+status=$?
+record "zoo tensor-parallel: exit $status [$((SECONDS - t0)) s]" $status
+
 echo
 echo "== zoo run collectives (host arrays in and out, wall clock; logs: $OUT/run.txt) =="
 grep -E "│|┃|size" "$OUT/run.txt" | cut -c1-160
-for f in "$OUT"/allreduce*.txt "$OUT"/dataparallel*.txt; do
+for f in "$OUT"/allreduce*.txt "$OUT"/dataparallel*.txt "$OUT"/tensor-parallel.txt; do
   echo
   echo "== $(basename "$f" .txt) =="
   grep -E "rank\(s\) on|│|┃|^- |Error|error" "$f" | cut -c1-160

@@ -20,6 +20,8 @@ linear layers as hgemm GEMMs on weights transposed once, the attention family's 
 forward pass), filling the cache and choosing the token after the prompt, where the
 ``Decoder`` goes on. ``batch`` decodes B sequences together (one GEMM a projection, or a
 GEMV a sequence; the decode_attention family with the batch folded into its heads).
+``tensor_parallel`` splits a token over R GPUs (each rank its heads and MLP rows, a
+``Decoder`` on its shard, the partial sums added by the collectives family's ring or NCCL).
 ``reference`` is the same model in float64
 NumPy, token by token, which the tiny model must match. ``torch_model`` is the same
 model in PyTorch (eager, or ``torch.compile``) on the same weights, for the timings of

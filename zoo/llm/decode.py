@@ -292,6 +292,13 @@ class Decoder:
     def token_step(self, lever, steps=None, mark=None):
         """Launch one token's kernels: the token at ``position`` in, the next token's id in ``token``. ``mark(kind)``,
         where given, is called after each kind of kernel's launches (KINDS): a timer records an event there."""
+        for _ in self.token_phases(lever, steps, mark):
+            pass  # one GPU: each sublayer's output is already the whole sum
+
+    def token_phases(self, lever, steps=None, mark=None):
+        """``token_step``'s launches, stopping after each sublayer's output projection (O, then down) to yield that
+        output, a float32 vector of ``hidden``, before the residual add reads it: a tensor-parallel rank holds a
+        partial sum there, which the ranks add up before going on (``tensor_parallel``)."""
         c, w = self.config, self.weights
         steps = steps or _steps(lever.step)
         mark = mark or (lambda kind: None)
@@ -329,6 +336,7 @@ class Decoder:
             mark("attention")
             self._linear(layer.o, self.attention, self.o, lever, steps)
             mark("gemv")
+            yield self.flat[id(self.o)]
             self._norm(self.o, layer.mlp_norm, lever, steps)
             mark("rmsnorm")
             self._linear(layer.gate_up, self.normed_flat, self.gate_up, lever, steps)
@@ -337,6 +345,7 @@ class Decoder:
             mark("silu_mul")
             self._linear(layer.down, self.act_flat, self.down, lever, steps)
             mark("gemv")
+            yield self.flat[id(self.down)]
             delta = self.down
         self._norm(delta, w.final_norm, lever, steps)
         mark("rmsnorm")

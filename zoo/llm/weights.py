@@ -138,6 +138,14 @@ class Linear:
         self.parts = parts or (out,)
         self.codes = self.scales = self.packed = None
 
+    @classmethod
+    def of(cls, W, parts=None):
+        """A linear layer on a given float16 device matrix W (out x in): a shard of another's (``tensor_parallel``)."""
+        linear = cls.__new__(cls)
+        linear.shape, linear.W, linear.parts = W.shape, W, parts or (W.shape[0],)
+        linear.codes = linear.scales = linear.packed = None
+        return linear
+
     def slices(self):
         """[(first row, last row)] of each part."""
         edges = np.cumsum((0, *self.parts))
