@@ -4,7 +4,7 @@
 #      float64 NumPy at every lever (CUDA graph and int4 included)
 #   2. the ladder at Llama-3-8B's shapes: `zoo decode` (32 tokens after a context of 1024, every lever, PyTorch fp16
 #      eager on the same weights and cache), saved as results/sweeps/<gpu>-decode.csv and docs/plots/<gpu>-decode.png
-#   2b. the prefill at Llama-3-8B's shapes: `zoo prefill` (prompts of 1024, 4096 and 8191 tokens, PyTorch fp16 eager
+#   2b. the prefill at Llama-3-8B's shapes: `zoo prefill` (prompts of 1024, 4096 and 8064 tokens, PyTorch fp16 eager
 #      beside it), saved as results/sweeps/<gpu>-prefill.csv and docs/plots/<gpu>-prefill.png; then `zoo batch`
 #      (decode at batch 1 to 256), saved as results/sweeps/<gpu>-batch.csv and its PNG
 #   3. compute-sanitizer memcheck and racecheck on every kernel once at small sizes (.ci/gpu-capstone-small.py)

@@ -399,3 +399,21 @@ def test_the_bfloat16_kind_is_bfloat16_throughout():
     assert harness.compare(fn(A, B), ref, HGEMM.tolerance(IRREGULAR))[0]
     with pytest.raises(OutOfRange, match="no bfloat16"):
         HGEMM.CEILINGS["cupy.matmul fp16 out"](A, B, None)
+
+
+def test_a_padded_shape_s_buffers_are_made_once_and_zeroed_again():
+    """run_tiled keeps its padded copies (zoo.runtime.buffers.scratch): the second call at a shape allocates
+    nothing, and a second product at the same shape is right though the buffers hold the first's numbers."""
+    from zoo.runtime import buffers
+
+    fam = zoo.family("hgemm")
+    step = fam["v01"]
+    first, second = fam.inputs((17, 33, 65), seed=1), fam.inputs((17, 33, 65), seed=2)
+    step(*first)
+    kept = {k for k in buffers._BUFFERS if k[0].startswith("hgemm padded")}
+    names = {k[0] for k in kept}  # v01's tile is 16 x 32 x 16: M 17 -> 32, N 33 -> 64, K 65 -> 80
+    assert {"hgemm padded A 32x80", "hgemm padded B 80x64", "hgemm padded result 32x64"} <= names
+    out = step(*second)
+    assert {k for k in buffers._BUFFERS if k[0].startswith("hgemm padded")} == kept
+    want = fam.reference(*second)
+    assert np.linalg.norm(out - want) / np.linalg.norm(want) < fam.tolerance((17, 33, 65))

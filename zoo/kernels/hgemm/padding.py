@@ -7,13 +7,16 @@ into a zero-padded float16 buffer (zeros add nothing to a dot product), the
 kernel computes the padded product into a float32 buffer and the valid M x N
 corner is copied out. The copies are O(M K + K N + M N) against the kernel's
 O(M N K) and run inside the step's launch, so its timings include them; at the
-benchmark sizes (multiples of 128) nothing is copied.
+benchmark sizes (multiples of 128) nothing is copied. The padded buffers are made
+once a shape and kept (``scratch``): a loop of calls at one shape, such as a
+model's layers at a small batch, allocates nothing after its first call.
 """
 
 from zoo.device import cuda, float16
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view
 from zoo.errors import OutOfRange
+from zoo.runtime.buffers import scratch
 
 LIMIT = 2**32  # elements per matrix that uint32 indices reach
 
@@ -45,11 +48,12 @@ def round_up(value, multiple):
     return (value + multiple - 1) // multiple * multiple
 
 
-def padded(x, rows, cols):
+def padded(x, rows, cols, role):
+    """x copied into the top-left of a zero-padded rows x cols buffer (kept for ``role`` and this shape), or x."""
     if tuple(x.shape) == (rows, cols):
         return x
-    out = cuda.device_array((rows, cols), dtype=x.dtype)
-    pad_kernel[_grid(out.shape), COPY_BLOCK](x, out)
+    out = scratch(f"hgemm padded {role} {rows}x{cols}", rows * cols, x.dtype).reshape(rows, cols)
+    pad_kernel[_grid(out.shape), COPY_BLOCK](x, out)  # every element written: the padding zeroed again each call
     return out
 
 
@@ -63,11 +67,11 @@ def run_tiled(launch_tiles, A, B, out, tile_m, tile_n, tile_k):
     m, k = A.shape
     n = B.shape[1]
     mp, np_, kp = round_up(m, tile_m), round_up(n, tile_n), round_up(k, tile_k)
-    a, b = padded(A, mp, kp), padded(B, kp, np_)
+    a, b = padded(A, mp, kp, "A"), padded(B, kp, np_, "B")
     if (mp, np_) == (m, n):
         launch_tiles(flat_view(a), flat_view(b), flat_view(out), mp, np_, kp)
         return
-    result = cuda.device_array((mp, np_), dtype=out.dtype)
+    result = scratch(f"hgemm padded result {mp}x{np_}", mp * np_, out.dtype).reshape(mp, np_)
     launch_tiles(flat_view(a), flat_view(b), flat_view(result), mp, np_, kp)
     crop_kernel[_grid(out.shape), COPY_BLOCK](result, out)
 
