@@ -124,3 +124,10 @@ def test_the_saved_batches_are_set_beside_the_prediction(tmp_path):
     predicted = {b: p for _, b, _, p in found}
     assert predicted[64] == pytest.approx(64 / budget.decode_step(c, RATES, 64, 1024, "fp16")["seconds"])
     assert predicted[64] > 30 * predicted[1]  # below the ridge a batch is nearly free
+
+
+def test_a_16b_model_s_pretraining_takes_years_on_one_gpu():
+    years = budget.pretraining_years(16e9, RATES)  # 6 x 16e9 x 320e9 flops at 600 TFLOP/s
+    assert years == pytest.approx(6 * 16e9 * 320e9 / 600e12 / (365.25 * 86400))
+    assert 1.5 < years < 1.7
+    assert "a 16 B model on 20 tokens a parameter" in "\n".join(budget.report(C, RATES, "gpu", 1, 1024, 1024, 1e9))

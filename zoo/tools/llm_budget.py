@@ -33,6 +33,8 @@ from zoo.llm.config import GROUP, Config
 FP16 = 2  # bytes
 TRAIN_BYTES_PER_PARAM = 16  # fp16 weights 2 + fp16 gradients 2 + float32 master weights 4 + Adam's two moments 8
 TRAIN_FLOPS_PER_PARAM = 6  # per token: 2 forward, 4 backward
+CHINCHILLA_TOKENS_PER_PARAM = 20  # the compute-optimal data for a model of P parameters (Hoffmann et al., 2022)
+YEAR_S = 365.25 * 24 * 3600
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
@@ -124,6 +126,14 @@ def training(c: Config, rates: Rates, tokens: int, gpu_bytes: float) -> dict:
         "largest_parameters": gpu_bytes / TRAIN_BYTES_PER_PARAM,
         "seconds": TRAIN_FLOPS_PER_PARAM * n * tokens / (rates.gemm_tflops * 1e12),
     }
+
+
+def pretraining_years(parameters_count: float, rates: Rates) -> float:
+    """Years one GPU takes to train a model of ``parameters_count`` on 20 tokens a parameter (Chinchilla's
+    compute-optimal data), 6 flops a parameter a token at the GEMM rate: the compute alone, every other cost left
+    out, so a floor."""
+    flops = TRAIN_FLOPS_PER_PARAM * parameters_count * CHINCHILLA_TOKENS_PER_PARAM * parameters_count
+    return flops / (rates.gemm_tflops * 1e12) / YEAR_S
 
 
 def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
@@ -267,6 +277,8 @@ def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt:
         f"{t['largest_parameters'] / 1e9:,.1f} B parameters",
         f"  {train_tokens:,.0f} tokens at the GEMM rate ({TRAIN_FLOPS_PER_PARAM} flops a parameter a token): "
         f"{t['seconds'] / 3600:,.2f} hours on one GPU",
+        f"  a 16 B model on {CHINCHILLA_TOKENS_PER_PARAM} tokens a parameter (Chinchilla's compute-optimal data, "
+        f"320 B tokens): {pretraining_years(16e9, rates):,.1f} years on one GPU at the GEMM rate, compute alone",
     ]
     prefills = measured_prefill(slug, c, rates)
     if prefills:
