@@ -407,6 +407,22 @@ def test_the_pipelines_rotate_their_stages(step, size):
     assert result.ok, result.detail
 
 
+def test_split_k_adds_its_splits_into_a_zeroed_out():
+    """v16 with two splits forced (the simulator's one SM would plan one): each split's part added by atomics into
+    an out that the launch zeroes, right on a second call over the first's sums and over a poisoned out."""
+    module, fam = HGEMM["v16"].module, HGEMM
+    size = (256, 256, 192)  # 2 whole tiles of 3 k steps, each in splits of 2 and 1: 4 items, the stages run on
+    assert module.plan(*size, splits=2) == (2, 2)  # across them, and the parts go straight into out
+    A, B = fam.inputs(size, seed=13)
+    want = fam.reference(A, B)
+    a, b = cuda.to_device(A), cuda.to_device(B)
+    out = cuda.to_device(np.full(want.shape, np.nan, np.float32))  # poisoned: the zeroing must clear it
+    for _ in range(2):  # the second call adds into the first's sums unless out is zeroed again
+        module.run(a, b, out, splits=2)
+        got = out.copy_to_host()
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < fam.tolerance(size)
+
+
 @pytest.mark.skipif(GPU, reason="calls a device function from the host: the simulator's")
 def test_grouped_order_walks_each_group_of_block_rows_column_by_column():
     """v15's tile_origin with groups of 3 block rows on a grid of 7 x 4 tiles: two full groups and a last group of

@@ -135,8 +135,11 @@ step is prepared (v10: ``wait_group 1``), the epilogue's pairs stored as one
 64-bit store (v11), a producer warpgroup handing stages to two consumer
 warpgroups through full and empty mbarriers (v12), TMA copies of whole boxes,
 their bytes counted on the mbarrier (v13), persistent blocks that walk the
-tiles with the pipeline running on from one tile to the next (v14), and those
-tiles walked in groups of block rows, v07's order, for the L2 (v15).
+tiles with the pipeline running on from one tile to the next (v14), those
+tiles walked in groups of block rows, v07's order, for the L2 (v15), and a
+tile's K loop split over several blocks where the tiles are fewer than the SMs,
+their parts added by atomics (v16: split-K, for a model's layers at a small
+batch).
 
 From v12 on a kernel has static shared memory (the mbarriers) beside the dynamic
 stages, and the driver starts dynamic shared memory right after the static
@@ -176,8 +179,17 @@ TEST_SIZES = ((1, 1, 1), (70, 129, 31))
 KIND_TEST_SIZES = {"float16": ((70, 129, 31),), "bfloat16": ((1, 1, 1),)}
 # bfloat16 through wgmma in the simulator: v08 (cp.async) and v13 (TMA); the others issue the same .bf16 form on the
 # same bytes and pipelines already checked in float16 (15-30 s each in the simulator); the GPU checks every step
-KIND_TEST_SKIPS = {"bfloat16": ("v09", "v10", "v11", "v12", "v14", "v15")}
-GPU_TEST_SIZES = ((1, 1, 1), (17, 33, 65), (70, 129, 31), (1000, 777, 333), (4095, 4097, 1000), (4096, 4096, 4096))
+KIND_TEST_SKIPS = {"bfloat16": ("v09", "v10", "v11", "v12", "v14", "v15", "v16")}
+# 100 x 4096 x 4096: a model's layer at a batch of 100, 16 tiles: v16 splits its K loop eight ways on an H100
+GPU_TEST_SIZES = (
+    (1, 1, 1),
+    (17, 33, 65),
+    (70, 129, 31),
+    (1000, 777, 333),
+    (100, 4096, 4096),
+    (4095, 4097, 1000),
+    (4096, 4096, 4096),
+)
 BENCH_SIZES = (1024, 2048, 4096, 8192)
 HEADLINE_SIZE = 4096
 BASELINE = "cuBLAS GemmEx"
