@@ -2,7 +2,7 @@
 # Issue 66 on a GPU: the capstone's families (embedding, rmsnorm, rope, silu_mul, argmax) and the model they compose.
 #   1. correctness: every step of the five families at GPU_TEST_SIZES, their own tests, and the tiny model against
 #      float64 NumPy at every lever (CUDA graph and int4 included)
-#   2. the ladder at Llama-3-8B's shapes: `zoo decode` (32 tokens after a context of 1024, every lever, PyTorch fp16
+#   2. the ladder at Llama-3-8B's shapes: `zoo decode` (32 tokens after a 1024-token prompt through the prefill, every lever, PyTorch fp16
 #      eager on the same weights and cache), saved as results/sweeps/<gpu>-decode.csv and docs/plots/<gpu>-decode.png
 #   2b. the prefill at Llama-3-8B's shapes: `zoo prefill` (prompts of 1024, 4096 and 8064 tokens, PyTorch fp16 eager
 #      beside it), saved as results/sweeps/<gpu>-prefill.csv and docs/plots/<gpu>-prefill.png; then `zoo batch`

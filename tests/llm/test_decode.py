@@ -105,10 +105,12 @@ def test_decode_sweep_findings_and_plot_read_its_rows():
         {"lever": "torch.compile (60 s to compile)", "tokens_per_s": 140.0, "pct_of_limit": 75.0,
          "limit_tokens_per_s": 187.5, "gb_per_token": 16.1, "vs_torch_eager": 1.3},
         {"lever": "naive, tiny model: tokens same as float64 NumPy's", "tokens_per_s": None},
+        {"lever": "prefill of the 1024-token prompt (hgemm v16)", "tokens_per_s": 40000.0, "ms_per_token": 0.025},
     ]  # fmt: skip
     found = sweep.findings(rows)
-    assert found[0].startswith("CUDA graph: 150.0 tokens/s, 80% of its bandwidth limit")
-    assert "4.20x PyTorch fp16 eager" in found[1] and "1.07x" in found[2]
+    assert found[0] == "prefill of the 1024-token prompt (hgemm v16): 40,000 tokens/s"
+    assert found[1].startswith("CUDA graph: 150.0 tokens/s, 80% of its bandwidth limit")
+    assert "4.20x PyTorch fp16 eager" in found[2] and "1.07x" in found[3]
     assert sweep.kinds_ms("gemv 5.51 ms 75%, rope and cache 0.273 ms 4%") == {"gemv": 5.51, "rope and cache": 0.273}
     assert sweep.kinds_ms("") == {} and sweep.kinds_ms(None) == {}
     rows[0]["time_by_kind"] = "gemv 5.51 ms 75%, attention 0.9 ms 12%"
@@ -133,6 +135,7 @@ def test_decode_sweep_ladder_rows_on_the_tiny_model():
         return [row("torch eager", 0.5, False, [first_token, 7])], [first_token, 7], logits
 
     rows = sweep.ladder(config.TINY, args, 1.0, stand_in)
-    assert [r["lever"] for r in rows] == ["naive", "torch eager"]
+    assert [r["lever"] for r in rows][:2] == ["naive", "torch eager"]
+    assert rows[2]["lever"].startswith("prefill of the 1-token prompt") and rows[2]["tokens_per_s"] > 0
     assert rows[0]["tokens"].split()[0] == str(config.TINY.vocab - 1) and rows[0]["same_tokens_as_torch"].endswith("/2")
     assert rows[1]["vs_torch_eager"] == 1.0 and rows[0]["gb_per_token"] == rows[1]["gb_per_token"]

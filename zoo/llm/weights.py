@@ -235,6 +235,10 @@ class Weights:
             self._transposed = layers
         return self._transposed
 
+    def drop_transposed(self):
+        """Let the transposed weights go (made again if asked for again)."""
+        self._transposed = self._lm_head_transposed = None
+
     def lm_head_transposed(self):
         """The lm_head's weights as hgemm's B (hidden x vocabulary), made once: for logits of many rows."""
         if self._lm_head_transposed is None:

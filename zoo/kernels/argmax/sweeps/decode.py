@@ -3,9 +3,9 @@
 ``zoo.llm`` composes the families (embedding, rmsnorm, gemv, rope, silu_mul, argmax;
 decode_attention in the last lever) and a decode attention of its own into Llama-3-8B's
 decoder, with random weights made on the GPU from a seed. This command generates
-``--tokens`` tokens greedily at batch 1 after a context of ``--context`` positions
-(random keys and values stand in for a prompt's: what a decode step reads does not
-depend on their values), once per lever:
+``--tokens`` tokens greedily at batch 1 after a prompt of ``--context`` random token ids,
+which the prefill (``zoo.llm.prefill``: hgemm's and attention's last steps this GPU runs)
+puts in the KV cache first, its tokens a second a row of their own; then, once per lever:
 
     naive        each family's first step, Q K V and gate up as separate GEMVs, one launch at a time
     fused        Q K V in one GEMV, gate and up in one, the residual add inside the norm
@@ -113,7 +113,7 @@ def ladder(c, args, copy_gbs, torch_rows):
     weights = Weights(c, seed=args.seed)
     weights.quantize()
     decoder = decode.Decoder(weights, max_context=args.context + args.tokens + 4)
-    decoder.fill_context(args.context, seed=args.seed)
+    prompt_rows = _prefill(decoder, args) if args.context else []
     kv_bytes = 2 * c.layers * c.kv_size * 2 * (args.context + args.tokens / 2)  # K and V, float16, the mean context
 
     def row(name, seconds, int4, tokens):
@@ -166,7 +166,29 @@ def ladder(c, args, copy_gbs, torch_rows):
         same = sum(a == b for a, b in zip(r["_tokens"][:n], reference_tokens[:n], strict=True))
         r["same_tokens_as_torch"] = f"{same}/{n}"
         del r["_tokens"]
-    return rows
+    return rows + prompt_rows
+
+
+def _prefill(decoder, args):
+    """The context is a prompt's: ``args.context`` random token ids through the prefill (each family's last step this
+    GPU runs), its keys and values left in the cache for every lever's tokens. Its row: tokens a second of the
+    prefill alone, timed over three runs after the first (which compiles and transposes the weights)."""
+    from zoo.llm import prefill
+
+    prompt = np.random.default_rng(args.seed).integers(0, decoder.config.vocab, args.context)
+    run = prefill.Prefill(decoder, "last")
+    run.run(prompt)
+    buffers = run.buffers(args.context)
+    seconds = _timed(lambda n: [run.launch(buffers) for _ in range(n)], 3)
+    decoder.weights.drop_transposed()  # 16 GB at Llama-3-8B that no lever reads
+    names = ", ".join(f"{name} {step.name}" for name, step in run.steps.items() if name in ("hgemm", "attention"))
+    return [
+        {
+            "lever": f"prefill of the {args.context}-token prompt ({names})",
+            "tokens_per_s": args.context / seconds,
+            "ms_per_token": 1e3 * seconds / args.context,
+        }
+    ]
 
 
 def _shares(spent):
@@ -209,7 +231,7 @@ def _torch_rows(decoder, first_token, args, row):
 
 def findings(rows):
     by = {r["lever"]: r for r in rows if is_number(r.get("tokens_per_s"))}
-    out = []
+    out = [f"{name}: {r['tokens_per_s']:,.0f} tokens/s" for name, r in by.items() if name.startswith("prefill")]
     for name in ("CUDA graph", "int4", "decode attention"):
         r = by.get(name)
         if r:
@@ -247,7 +269,7 @@ def plot(rows, device_name):
     kind of kernel, against the bandwidth floor (the bytes a token reads over the copy's rate)."""
     import matplotlib.pyplot as plt
 
-    shown = [r for r in rows if is_number(r.get("tokens_per_s"))]
+    shown = [r for r in rows if is_number(r.get("tokens_per_s")) and not str(r["lever"]).startswith("prefill")]
     fig, (ax, split) = plt.subplots(1, 2, figsize=(14, 0.45 * len(shown) + 1.8))
     names = [r["lever"] for r in shown]
     ax.barh(names, [r["tokens_per_s"] for r in shown], color="tab:blue")
