@@ -85,7 +85,7 @@ def test_the_shards_are_the_model_split_by_heads_and_mlp_rows(tiny):
 
 
 def test_the_sweep_reads_its_rows():
-    from zoo.kernels.collectives.sweeps import tensor_parallel as sweep
+    from zoo.kernels.argmax.sweeps import tensor_parallel as sweep
 
     rows = [
         {"ranks": 1, "gpus": 1, "reduce": "ring", "tokens_per_s": 150.0, "ms_per_token": 6.67,
@@ -107,7 +107,7 @@ def test_the_sweep_reads_its_rows():
 def test_the_sweep_rows_on_the_tiny_model():
     """tensor_parallel_rows' path (the one-GPU logits, each rank count's model, timing, the exchanges alone) on the
     tiny model: the GPU run is not the first to execute it."""
-    from zoo.kernels.collectives.sweeps import tensor_parallel as sweep
+    from zoo.kernels.argmax.sweeps import tensor_parallel as sweep
 
     rows = sweep.tensor_parallel_rows(config.TINY, [1, 2], 4, 2, 1, 1000.0)
     assert [r["ranks"] for r in rows][:2] == [1, 2] and all(r["logits_error"] < LOGITS_TOLERANCE for r in rows)
