@@ -49,7 +49,10 @@ def tensor_map_2d(matrix, box_rows, box_cols, shape=None):
 
 
 _MAPS = {}  # (address, rows, cols, box) -> the map on the device: encoded and copied once, kept
-MAX_MAPS = 64
+# Maps kept before the cache starts over. A model's step reads each layer's weights through maps of their own
+# (zoo.llm: five GEMMs a layer, 32 layers, the lm_head: 161 weight maps), so a smaller cache would be cleared within
+# every step and encode again, each encode a synchronous copy to the device that waits for the GPU; 128 bytes a map
+MAX_MAPS = 1024
 
 
 def _encode(matrix, rows, cols, box_rows, box_cols, size, data_type):
