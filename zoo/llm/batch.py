@@ -21,7 +21,7 @@ from numba.core.types import float16
 
 import zoo
 from zoo.device.jit import jit
-from zoo.llm.decode import MAX_CONTEXT, time_by_kind
+from zoo.llm.decode import MAX_CONTEXT, runnable_steps, time_by_kind
 
 THREADS = 256
 FAMILIES = ("embedding", "rmsnorm", "hgemm", "gemv", "rope", "silu_mul", "argmax")
@@ -64,14 +64,10 @@ def advance_batch(chosen, positions, filled, tokens):
 
 
 def steps(which):
-    """{family: the step a batch token launches}: each family's first step, or its last one this GPU runs; the
-    decode_attention family's last step always (its length read on the GPU, its batch folded into the heads)."""
-    chosen = {}
-    for name in FAMILIES:
-        runs = [v for v in zoo.family(name) if not v.demonstration and v.unsupported() is None]
-        if not runs:
-            raise ValueError(f"no step of {name} runs here")
-        chosen[name] = runs[0] if which == "first" else runs[-1]
+    """{family: the step a batch token launches}: each family's first step, or its last one this GPU runs
+    (``decode.runnable_steps``); the decode_attention family's last step always (its length read on the GPU, its
+    batch folded into the heads)."""
+    chosen = runnable_steps(FAMILIES, which)
     attention = zoo.family("decode_attention")
     chosen["decode_attention"] = attention[len(attention)]
     return chosen
@@ -86,15 +82,13 @@ class BatchDecoder:
             raise ValueError(f"a batch is a positive number of sequences, got {batch!r}")
         if matrices not in ("hgemm", "gemv"):
             raise ValueError(f"matrices are 'hgemm' (one GEMM) or 'gemv' (a GEMV a sequence), not {matrices!r}")
-        if which not in ("first", "last"):
-            raise ValueError(f"which is 'first' or 'last', not {which!r}")
+        self.steps = steps(which)  # ValueError for a which that is neither first nor last
         self.max_context = max_context or c.max_context
         if not 1 <= self.max_context <= min(MAX_CONTEXT, c.max_context):
             raise ValueError(
                 f"the cache holds up to {min(MAX_CONTEXT, c.max_context)} positions, asked {self.max_context}"
             )
         self.weights, self.config, self.batch, self.matrices = weights, c, int(batch), matrices
-        self.steps = steps(which)
         B, d = self.batch, c.head_size
         zeros = lambda *shape, dtype=np.float32: cuda.to_device(np.zeros(shape, dtype))  # noqa: E731
         self.token = zeros(B, dtype=np.int32)  # each sequence's token: the step's input, then its argmax

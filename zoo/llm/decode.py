@@ -213,6 +213,22 @@ def _last_attention_step():
     return family[len(family)]
 
 
+def runnable_steps(names, which):
+    """{family: step} for the families ``names``: each one's first step, or its last one that this GPU runs (on a
+    GPU older than Hopper, hgemm and attention stop before their wgmma steps); ValueError for another ``which``, or
+    a family no step of which runs here."""
+    if which not in ("first", "last"):
+        raise ValueError(f"which is 'first' or 'last', not {which!r}")
+    chosen = {}
+    for name in names:
+        fam = zoo.family(name)
+        runs = [v for v in fam if not v.demonstration and v.unsupported() is None]
+        if not runs:
+            raise ValueError(f"no step of {name} runs here: {fam[len(fam)].unsupported()}")
+        chosen[name] = runs[0] if which == "first" else runs[-1]
+    return chosen
+
+
 def _steps(which):
     """{family: the step module a token launches}: each family's first or last step."""
     steps = {}

@@ -22,9 +22,8 @@ import numpy as np
 from numba import cuda, int32, uint32
 from numba.core.types import float16
 
-import zoo
 from zoo.device.jit import jit
-from zoo.llm.decode import advance, time_by_kind
+from zoo.llm.decode import advance, runnable_steps, time_by_kind
 
 THREADS = 256  # to_heads and to_tokens: a thread an element
 FAMILIES = ("embedding", "rmsnorm", "hgemm", "rope", "attention", "silu_mul", "gemv", "argmax")
@@ -72,28 +71,13 @@ def set_position(position, at):
         position[0] = int32(at)
 
 
-def steps(which):
-    """{family: the step a prefill launches}: each family's first step, or its last one that this GPU runs (on a
-    GPU older than Hopper, hgemm and attention stop before their wgmma steps)."""
-    chosen = {}
-    for name in FAMILIES:
-        fam = zoo.family(name)
-        runs = [v for v in fam if not v.demonstration and v.unsupported() is None]
-        if not runs:
-            raise ValueError(f"no step of {name} runs here: {fam[len(fam)].unsupported()}")
-        chosen[name] = runs[0] if which == "first" else runs[-1]
-    return chosen
-
-
 class Prefill:
     """A prompt through the model at once, filling ``decoder``'s cache and leaving it at the prompt's end with the
-    next token chosen. ``which`` picks each family's step: "first" or "last" (see ``steps``)."""
+    next token chosen. ``which`` picks each family's step: "first" or "last" (``decode.runnable_steps``)."""
 
     def __init__(self, decoder, which="last"):
-        if which not in ("first", "last"):
-            raise ValueError(f"which is 'first' or 'last', not {which!r}")
+        self.steps = runnable_steps(FAMILIES, which)
         self.decoder, self.which = decoder, which
-        self.steps = steps(which)
         self.transposed = None  # the weights as hgemm's B (Weights.transposed), fetched on the first run
         self._buffers = {}  # by prompt length
 

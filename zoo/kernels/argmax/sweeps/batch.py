@@ -16,10 +16,10 @@ the float64 NumPy model, sequence by sequence: correctness only.
 """
 
 import gc
-import time
 
 import numpy as np
 
+from zoo.bench.checking import relative_error
 from zoo.bench.sweeps import is_number
 
 COMMAND = "batch"
@@ -65,7 +65,7 @@ def _tiny_check(args):
         ours = decoder.logits.copy_to_host()
         for b, ref in enumerate(references):
             want = ref.step(int(tokens[b]), position)
-            worst = max(worst, float(np.linalg.norm(ours[b] - want) / np.linalg.norm(want)))
+            worst = max(worst, relative_error(ours[b], want))
         tokens = decoder.sequences()[0][:, -1]
     verdict = "within" if worst < 5e-3 else "NOT within"
     return [{"matrices": f"hgemm, tiny model: logits {verdict} 5e-3 of float64 NumPy's ({worst:.1e})"}]
@@ -104,9 +104,8 @@ def batch_rows(c, batches, context, tokens, seed, copy_gbs):
 
 def _batch_row(weights, B, matrices, context, tokens, seed, copy_gbs, hold):
     """One batch's row: ``tokens`` steps timed, one split by kind."""
-    from numba import cuda
 
-    from zoo.kernels.argmax.sweeps.decode import _shares
+    from zoo.kernels.argmax.sweeps.decode import _shares, _timed
     from zoo.llm import batch
 
     c = weights.config
@@ -116,11 +115,7 @@ def _batch_row(weights, B, matrices, context, tokens, seed, copy_gbs, hold):
     decoder.start(first, context)
     decoder.generate(2)  # compiles, transposes the weights (once for all batches), allocates
     decoder.start(first, context)
-    cuda.synchronize()
-    began = time.perf_counter()
-    decoder.generate(tokens)
-    cuda.synchronize()
-    seconds = (time.perf_counter() - began) / tokens
+    seconds = _timed(decoder.generate, tokens)  # a step's seconds, the host's clock around every step
     decoder.start(first, context)
     spent = decoder.time_by_kind(hold)
     matrices_s = spent.get("matrices", 0.0) / 1e3

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from zoo.bench.checking import relative_error
 from zoo.bench.sweeps import is_number
 
 COMMAND = "decode"
@@ -148,7 +149,7 @@ def ladder(c, args, copy_gbs, torch_rows):
         ours = decoder.logits.copy_to_host()[0]
         error = None
         if reference_logits is not None:
-            error = float(np.linalg.norm(ours - reference_logits) / np.linalg.norm(reference_logits))
+            error = relative_error(ours, reference_logits)
         decoder.start(first_token, args.context)
         seconds = _timed(lambda n, lever=lever: decoder.generate(n, lever), count)
         tokens, _ = decoder.sequence()

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from zoo.bench.checking import relative_error
 from zoo.bench.sweeps import is_number
 
 COMMAND = "prefill"
@@ -64,7 +65,7 @@ def _tiny_check(args):
     ref = reference.Reference(weights)
     logits = [ref.step(int(token), position) for position, token in enumerate(prompt)]
     ours = decoder.logits.copy_to_host()[0]
-    error = float(np.linalg.norm(ours - logits[-1]) / np.linalg.norm(logits[-1]))
+    error = relative_error(ours, logits[-1])
     verdict = "within" if error < 5e-3 else "NOT within"  # the decoder's bound: float16 activations, float32 sums
     return [
         {
@@ -132,7 +133,7 @@ def prefill_rows(c, prompts, repeats, seed, torch_model):
         )
         if model is not None:
             theirs, their_token, their_seconds = _torch_prefill(model, prompt, repeats)
-            rows[-1]["logits_error"] = float(np.linalg.norm(ours - theirs) / np.linalg.norm(theirs))
+            rows[-1]["logits_error"] = relative_error(ours, theirs)
             rows[-1]["same_next_token"] = next_token == their_token
             rows[-1]["vs_torch"] = their_seconds / seconds
             rows.append(

@@ -17,8 +17,7 @@ only.
 
 import time
 
-import numpy as np
-
+from zoo.bench.checking import relative_error
 from zoo.bench.sweeps import is_number
 
 COMMAND = "tensor-parallel"
@@ -58,10 +57,6 @@ def _synchronize(devices):
             cuda.synchronize()
 
 
-def _relative(got, want):
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
-
-
 def measure(args):
     from zoo.kernels.collectives import world
     from zoo.llm import config, decode, tensor_parallel
@@ -73,7 +68,9 @@ def measure(args):
         one = decode.Decoder(weights)
         want = _first_logits(one, 3, 0, lever)
         got = _first_logits(tensor_parallel.TensorParallel(weights, 2), 3, 0, lever)
-        return [{"ranks": 2, "gpus": 1, "reduce": "ring (tiny model, simulator)", "logits_error": _relative(got, want)}]
+        return [
+            {"ranks": 2, "gpus": 1, "reduce": "ring (tiny model, simulator)", "logits_error": relative_error(got, want)}
+        ]
     from zoo.bench import ceilings
 
     c = config.LLAMA3_8B
@@ -133,7 +130,7 @@ def tensor_parallel_rows(c, counts, context, tokens, seed, copy_gbs):
                     "allreduce_ms_per_token": 1e3 * exchange if ranks > 1 else 0.0,
                     "vs_one_gpu": baseline / seconds if baseline else None,
                     "pct_of_limit": 100 * (split + replicated + cache) / (copy_gbs * 1e9) / seconds,
-                    "logits_error": _relative(got, want),
+                    "logits_error": relative_error(got, want),
                 }
             )
             del model
