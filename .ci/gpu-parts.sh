@@ -4,7 +4,8 @@
 #   part SECONDS NAME COMMAND...   COMMAND with its OUT under $OUT/NAME, cut at SECONDS or at the budget's end (not
 #                                  started when the budget's end would cut it below PART_MIN_S seconds, default 60, or
 #                                  below SECONDS when SECONDS is less); its exit and time go
-#                                  into summary, and a failure sets status to 1
+#                                  into summary, and a failure sets status to 1; a NAME listed in SKIP_PARTS
+#                                  (space-separated) is skipped, as when a second call goes on where the first stopped
 #   archive_parts                  every part's logs as one archive, $OUT/logs.tgz (the device tool brings back a few
 #                                  files only)
 # and GPU (its name), SLUG (its results file's), OUT, status and summary.
@@ -20,6 +21,7 @@ summary=()
 part() {
   local limit=$1 name=$2
   shift 2
+  case " ${SKIP_PARTS:-} " in *" $name "*) summary+=("$name: skipped (SKIP_PARTS)"); return;; esac
   local left=$((BUDGET - SECONDS)) least=${PART_MIN_S:-60}
   [ "$limit" -lt "$least" ] && least=$limit  # a short part needs only its own limit
   [ "$left" -lt "$limit" ] && limit=$left
