@@ -21,7 +21,7 @@ from numba.core.types import float16
 
 import zoo
 from zoo.device.jit import jit
-from zoo.llm.decode import MAX_CONTEXT, runnable_steps, time_by_kind
+from zoo.llm.decode import MAX_CONTEXT, device_zeros, runnable_steps, time_by_kind
 
 THREADS = 256
 FAMILIES = ("embedding", "rmsnorm", "hgemm", "gemv", "rope", "silu_mul", "argmax")
@@ -90,29 +90,30 @@ class BatchDecoder:
             )
         self.weights, self.config, self.batch, self.matrices = weights, c, int(batch), matrices
         B, d = self.batch, c.head_size
-        zeros = lambda *shape, dtype=np.float32: cuda.to_device(np.zeros(shape, dtype))  # noqa: E731
-        self.token = zeros(B, dtype=np.int32)  # each sequence's token: the step's input, then its argmax
-        self.positions = zeros(B, dtype=np.int32)
+        self.token = device_zeros(B, dtype=np.int32)  # each sequence's token: the step's input, then its argmax
+        self.positions = device_zeros(B, dtype=np.int32)
         self.filled = cuda.to_device(np.ones(1, np.int32))  # positions the attention reads: position + 1
-        self.tokens = zeros(B, self.max_context, dtype=np.int32)
-        self.residual = zeros(B, c.hidden)
-        self.nothing = zeros(B, c.hidden)  # layer 0's sublayer output: the stream is the embedding
-        self.normed = zeros(B, c.hidden, dtype=np.float16)
-        self.qk = zeros(B, c.heads + c.kv_heads, d)
+        self.tokens = device_zeros(B, self.max_context, dtype=np.int32)
+        self.residual = device_zeros(B, c.hidden)
+        self.nothing = device_zeros(B, c.hidden)  # layer 0's sublayer output: the stream is the embedding
+        self.normed = device_zeros(B, c.hidden, dtype=np.float16)
+        self.qk = device_zeros(B, c.heads + c.kv_heads, d)
         self.qk_flat = self.qk.reshape(B, (c.heads + c.kv_heads) * d)  # views made once: a reshape costs host time
-        self.v = zeros(B, c.kv_size)
-        self.qk16 = zeros(B, c.heads + c.kv_heads, d, dtype=np.float16)
+        self.v = device_zeros(B, c.kv_size)
+        self.qk16 = device_zeros(B, c.heads + c.kv_heads, d, dtype=np.float16)
         cache = (c.layers, B * c.kv_heads, self.max_context, d)
-        self.k_cache, self.v_cache = zeros(*cache, dtype=np.float16), zeros(*cache, dtype=np.float16)
+        self.k_cache, self.v_cache = device_zeros(*cache, dtype=np.float16), device_zeros(*cache, dtype=np.float16)
         self.layer_caches = [(self.k_cache[i], self.v_cache[i]) for i in range(c.layers)]
-        self.q_rows = zeros(B * c.heads, 1, d, dtype=np.float16)  # decode_attention's q: (B heads, 1 position, d)
-        self.attention_rows = zeros(B * c.heads, 1, d, dtype=np.float16)
+        self.q_rows = device_zeros(
+            B * c.heads, 1, d, dtype=np.float16
+        )  # decode_attention's q: (B heads, 1 position, d)
+        self.attention_rows = device_zeros(B * c.heads, 1, d, dtype=np.float16)
         self.attention = self.attention_rows.reshape(B, c.q_size)  # the same memory: the O projection's input
-        self.o = zeros(B, c.hidden)
-        self.gate_up = zeros(B, 2 * c.intermediate)
-        self.act = zeros(B, c.intermediate, dtype=np.float16)
-        self.down = zeros(B, c.hidden)
-        self.logits = zeros(B, c.vocab)
+        self.o = device_zeros(B, c.hidden)
+        self.gate_up = device_zeros(B, 2 * c.intermediate)
+        self.act = device_zeros(B, c.intermediate, dtype=np.float16)
+        self.down = device_zeros(B, c.hidden)
+        self.logits = device_zeros(B, c.vocab)
         self._rows = {}  # the gemv path's row views, made once a buffer
         self._matrices = None
         self._checked = False

@@ -134,6 +134,11 @@ def combine_chunks(maxima, sums, partial, out, chunks, head_size):
         out[head * head_size + t] = float16(acc / total)
 
 
+def device_zeros(*shape, dtype=np.float32):
+    """A device array of zeros: the model's buffers, made once (the decoder's, the prefill's, the batch's)."""
+    return cuda.to_device(np.zeros(shape, dtype))
+
+
 @jit
 def advance(token, position, filled, tokens):
     """The next position, the positions the next token's attention reads (p + 1), and the token chosen for it
@@ -254,28 +259,27 @@ class Decoder:
             raise ValueError(
                 f"the cache holds up to {min(MAX_CONTEXT, c.max_context)} positions, asked {self.max_context}"
             )
-        zeros = lambda shape, dtype: cuda.to_device(np.zeros(shape, dtype))  # noqa: E731
-        self.token = zeros(1, np.int32)
-        self.position = zeros(1, np.int32)
+        self.token = device_zeros(1, dtype=np.int32)
+        self.position = device_zeros(1, dtype=np.int32)
         self.filled = cuda.to_device(np.ones(1, np.int32))  # positions the token's attention reads: position + 1
-        self.tokens = zeros(self.max_context, np.int32)
-        self.residual = zeros((1, c.hidden), np.float32)
-        self.nothing = zeros((1, c.hidden), np.float32)  # layer 0's sublayer output: the stream is the embedding
-        self.normed = zeros((1, c.hidden), np.float16)
-        self.qkv = zeros(c.qkv_size, np.float32)
-        self.qk = zeros((1, c.heads + c.kv_heads, c.head_size), np.float16)
+        self.tokens = device_zeros(self.max_context, dtype=np.int32)
+        self.residual = device_zeros(1, c.hidden)
+        self.nothing = device_zeros(1, c.hidden)  # layer 0's sublayer output: the stream is the embedding
+        self.normed = device_zeros(1, c.hidden, dtype=np.float16)
+        self.qkv = device_zeros(c.qkv_size)
+        self.qk = device_zeros(1, c.heads + c.kv_heads, c.head_size, dtype=np.float16)
         cache = (c.layers, c.kv_heads, self.max_context, c.head_size)
-        self.k_cache, self.v_cache = zeros(cache, np.float16), zeros(cache, np.float16)
-        self.attention = zeros(c.q_size, np.float16)
+        self.k_cache, self.v_cache = device_zeros(*cache, dtype=np.float16), device_zeros(*cache, dtype=np.float16)
+        self.attention = device_zeros(c.q_size, dtype=np.float16)
         self.chunks = -(-self.max_context // CHUNK)  # every chunk of the cache: those past the token leave at once
-        self.maxima = zeros(c.heads * self.chunks, np.float32)
-        self.sums = zeros(c.heads * self.chunks, np.float32)
-        self.partial = zeros(c.heads * self.chunks * c.head_size, np.float32)
-        self.o = zeros((1, c.hidden), np.float32)
-        self.gate_up = zeros((1, 2 * c.intermediate), np.float32)
-        self.act = zeros((1, c.intermediate), np.float16)
-        self.down = zeros((1, c.hidden), np.float32)
-        self.logits = zeros((1, c.vocab), np.float32)
+        self.maxima = device_zeros(c.heads * self.chunks)
+        self.sums = device_zeros(c.heads * self.chunks)
+        self.partial = device_zeros(c.heads * self.chunks * c.head_size)
+        self.o = device_zeros(1, c.hidden)
+        self.gate_up = device_zeros(1, 2 * c.intermediate)
+        self.act = device_zeros(1, c.intermediate, dtype=np.float16)
+        self.down = device_zeros(1, c.hidden)
+        self.logits = device_zeros(1, c.vocab)
         # views made once: numba's reshape costs host time at every call
         self.normed_flat = self.normed.reshape(c.hidden)
         self.qk_in = self.qkv[: (c.heads + c.kv_heads) * c.head_size].reshape(1, c.heads + c.kv_heads, c.head_size)

@@ -23,7 +23,7 @@ from numba import cuda, int32, uint32
 from numba.core.types import float16
 
 from zoo.device.jit import jit
-from zoo.llm.decode import advance, runnable_steps, time_by_kind
+from zoo.llm.decode import advance, device_zeros, runnable_steps, time_by_kind
 
 THREADS = 256  # to_heads and to_tokens: a thread an element
 FAMILIES = ("embedding", "rmsnorm", "hgemm", "rope", "attention", "silu_mul", "gemv", "argmax")
@@ -85,26 +85,25 @@ class Prefill:
         """The buffers of a prompt of n tokens, made on its first run."""
         if n not in self._buffers:
             c = self.decoder.config
-            zeros = lambda *shape, dtype=np.float32: cuda.to_device(np.zeros(shape, dtype))  # noqa: E731
             d = c.head_size
             self._buffers[n] = {
-                "ids": zeros(n, dtype=np.int32),
+                "ids": device_zeros(n, dtype=np.int32),
                 "positions": cuda.to_device(np.arange(n, dtype=np.int32)),
-                "residual": zeros(n, c.hidden),
-                "nothing": zeros(n, c.hidden),  # layer 0's sublayer output: the stream is the embedding
-                "normed": zeros(n, c.hidden, dtype=np.float16),
-                "qk": zeros(n, c.heads + c.kv_heads, d),
-                "v": zeros(n, c.kv_size),
-                "qk16": zeros(n, c.heads + c.kv_heads, d, dtype=np.float16),
-                "q_heads": zeros(c.heads, n, d, dtype=np.float16),
-                "k_heads": zeros(c.kv_heads, n, d, dtype=np.float16),
-                "v_heads": zeros(c.kv_heads, n, d, dtype=np.float16),
-                "o_heads": zeros(c.heads, n, d, dtype=np.float16),
-                "attention": zeros(n, c.q_size, dtype=np.float16),
-                "o": zeros(n, c.hidden),
-                "gate_up": zeros(n, 2 * c.intermediate),
-                "act": zeros(n, c.intermediate, dtype=np.float16),
-                "down": zeros(n, c.hidden),
+                "residual": device_zeros(n, c.hidden),
+                "nothing": device_zeros(n, c.hidden),  # layer 0's sublayer output: the stream is the embedding
+                "normed": device_zeros(n, c.hidden, dtype=np.float16),
+                "qk": device_zeros(n, c.heads + c.kv_heads, d),
+                "v": device_zeros(n, c.kv_size),
+                "qk16": device_zeros(n, c.heads + c.kv_heads, d, dtype=np.float16),
+                "q_heads": device_zeros(c.heads, n, d, dtype=np.float16),
+                "k_heads": device_zeros(c.kv_heads, n, d, dtype=np.float16),
+                "v_heads": device_zeros(c.kv_heads, n, d, dtype=np.float16),
+                "o_heads": device_zeros(c.heads, n, d, dtype=np.float16),
+                "attention": device_zeros(n, c.q_size, dtype=np.float16),
+                "o": device_zeros(n, c.hidden),
+                "gate_up": device_zeros(n, 2 * c.intermediate),
+                "act": device_zeros(n, c.intermediate, dtype=np.float16),
+                "down": device_zeros(n, c.hidden),
             }
         return self._buffers[n]
 
