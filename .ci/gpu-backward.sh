@@ -9,7 +9,7 @@
 #             results/<gpu>.json
 #   table     each row's ms, TFLOP/s (FlashAttention-2's count: 2.5 forwards) and % of torch sdpa's backward
 # Logs, the results file and the table under $OUT.
-#   usage: .ci/gpu-backward.sh [tests] [sanitize] [time] [table]   (default: all four)
+#   usage: [STEPS="v05 v06"] .ci/gpu-backward.sh [tests] [sanitize] [time] [table]   (default: all four, every step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . .ci/gpu-python.sh  # the lent GPU's Python, from the wheels in .whl where they are
@@ -18,6 +18,9 @@ export OUT PYTHONUNBUFFERED=1 ZOO_TARGET=gpu NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/backward-gpu.txt"
 SLUG=$(python3 -c "import zoo; from zoo.device import slug; print(slug())" 2>/dev/null)
 SIZES="32x4096x64 32x4096x64@causal 32x4096x128 32x4096x128@causal"
+STEPS=${STEPS:-}  # some steps only: their tests, sanitizers and rows (with the library's rows)
+only_k="" step_args=()
+for s in $STEPS; do only_k="${only_k:+$only_k or }$s"; step_args+=(--step "$s"); done
 began=$(date +%s)
 lap() { echo "[$(($(date +%s) - began)) s] $*" | tee -a "$OUT/backward-gpu.txt"; }
 failed=()
@@ -26,7 +29,7 @@ for stage in ${*:-tests sanitize time table}; do
   case $stage in
     tests)
       python3 -m pytest -q -p no:cacheprovider -p no:randomly -n 8 tests/kernels/test_attention_backward.py \
-        tests/kernels/test_kernels.py -k attention_backward > "$OUT/backward-pytest.txt" 2>&1 || failed+=(tests)
+        tests/kernels/test_kernels.py -k "attention_backward${only_k:+ and ($only_k)}" > "$OUT/backward-pytest.txt" 2>&1 || failed+=(tests)
       lap "tests: $(tail -1 "$OUT/backward-pytest.txt")";;
     sanitize)
       for tool in memcheck racecheck; do
@@ -34,7 +37,10 @@ for stage in ${*:-tests sanitize time table}; do
 import zoo
 from zoo.bench import harness
 fam = zoo.family('attention_backward')
+only = '$STEPS'.split()
 for v in fam:
+    if only and v.name[:3] not in only:
+        continue
     for size, kind in (((2, 77, 64), 'causal'), ((2, 33, 128), 'gqa')):
         r = harness.check(v, size, seed=1, kind=kind)
         print(v.name, size, kind, 'ok' if r.ok else 'FAILED ' + r.detail)
@@ -46,7 +52,7 @@ for v in fam:
     time)
       sizes=()
       for s in $SIZES; do sizes+=(--size "$s"); done
-      python3 -m zoo run attention_backward "${sizes[@]}" --budget 0.3 --save > "$OUT/backward-run.txt" 2>&1 || failed+=(time)
+      python3 -m zoo run attention_backward "${sizes[@]}" "${step_args[@]}" --budget 0.3 --save > "$OUT/backward-run.txt" 2>&1 || failed+=(time)
       cp "results/$SLUG.json" "$OUT/" 2>/dev/null
       lap "zoo run: $(grep -c . "$OUT/backward-run.txt") lines of log in backward-run.txt";;
     table)

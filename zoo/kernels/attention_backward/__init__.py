@@ -29,9 +29,12 @@ of queries that can see its keys under a causal mask: half the causal work.
 v04 copies the next tile of Q and dO with ``cp.async`` while the current one
 is used (attention v06's double buffering). v05 adds dQ into the output four
 columns at a time (``red.global.add.v4.f32``, Hopper on), a quarter of the
-atomic requests to the L2. v01 takes any d up to 256, the
-tensor-core steps multiples of 16 up to 128 (dK and dV of 16 keys in
-registers), all with grouped KV heads.
+atomic requests to the L2. v06 moves the five products to Hopper's
+``wgmma.mma_async`` (attention v08's move): a warpgroup owns 64 keys, S^T and
+dP^T read K, V, Q and dO from swizzled shared tiles, P^T and dS^T go into dV's
+and dK's products from registers, and dQ's reads dS^T from shared memory
+transposed. v01 takes any d up to 256, the tensor-core steps multiples of 16
+up to 128 (dK and dV in registers), all with grouped KV heads.
 
 Inputs, kinds, output
 ---------------------
