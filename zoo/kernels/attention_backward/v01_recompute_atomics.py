@@ -1,7 +1,7 @@
 """FlashAttention-2's recomputation on the CUDA cores: P rebuilt tile by tile from Q, K and L, dQ added by atomics.
 
 Changes:
-    The first step. ``row_dot`` computes D_i = dO_i . O_i, one thread a query
+    The first step. ``row_dots`` (the family's row_dots.py) computes D_i = dO_i . O_i, a thread a query
     row, and clears that row of dQ. ``key_tile_gradients`` gives a block 16
     keys of a kv head (16 x 16 threads) and walks every tile of 16 queries of
     the q heads that read them. Per tile it stages Q and dO (K and V stay
@@ -28,26 +28,12 @@ import numpy as np
 from zoo.device import cuda, float16, float32, uint32
 from zoo.device.jit import jit
 from zoo.kernels.attention_backward import MAX_HEAD_DIM, check_head_dim, check_limits
-from zoo.runtime.buffers import scratch
+from zoo.kernels.attention_backward.row_dots import row_dots
 
 TILE = 16  # keys a block, queries a tile: 16 x 16 threads, one (key, query) pair each
 PADDED = MAX_HEAD_DIM + 2  # float16 per staged row: 129 words, so a tile's 16 rows fall in different banks
 PAIR_STRIDE = TILE + 1  # float32 per row of the P and dS tiles: a column read (key j, fixed query) hits 16 banks
 COLUMN_GROUPS = MAX_HEAD_DIM // TILE  # a thread's columns of a row: lane + 16 m, m < d / 16 (compile-time trip count)
-ROWS = 128  # row_dot's threads a block, a query row each
-
-
-@jit
-def row_dot(O, dO, D, out, n, d):
-    row = uint32(cuda.blockIdx.x) * uint32(ROWS) + uint32(cuda.threadIdx.x)  # a query row of all the q heads
-    if row >= uint32(O.shape[0]) * n:
-        return
-    head, query = row // n, row % n
-    acc = float32(0.0)
-    for c in range(d):
-        acc += float32(dO[head, query, c]) * float32(O[head, query, c])
-        out[head, query, c] = float32(0.0)  # dQ's row starts at zero: every block of keys adds into it
-    D[row] = acc
 
 
 @jit
@@ -131,8 +117,7 @@ def validate(Q, K, V, O, dO, L, causal=False):
 def launch(Q, K, V, O, dO, L, out, causal=False):
     bh, n, d = Q.shape
     kv = K.shape[0]
-    D = scratch("attention_backward_rowdot", bh * n, np.float32)  # D_i = dO_i . O_i of every query row
-    row_dot[(bh * n + ROWS - 1) // ROWS, ROWS](O, dO, D, out, np.uint32(n), np.uint32(d))
+    D = row_dots(O, dO, out)  # D_i = dO_i . O_i of every query row; dQ cleared
     scale = np.float32(1 / math.sqrt(d))
     grid = ((n + TILE - 1) // TILE, kv)  # a block a tile of keys of a kv head
     key_tile_gradients[grid, (TILE, TILE)](Q, K, V, dO, L, D, out, scale, bool(causal), np.uint32(bh // kv))

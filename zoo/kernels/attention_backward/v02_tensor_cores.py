@@ -46,26 +46,12 @@ from zoo.kernels.attention_backward import (
     check_head_dim,
     check_limits,
 )
-from zoo.runtime.buffers import scratch
+from zoo.kernels.attention_backward.row_dots import row_dots
 
 MIN_CC = (8, 0)  # mma.sync m16n8k16 with float16 inputs and ldmatrix (sm_75 has m16n8k8 only)
 LOG2E = math.log2(math.e)
 NEG_INF = np.float32(-np.inf)  # a masked score: exp2(-inf) is exactly 0, where exp2 of a large one is inf
 LARGEST_D = 128  # dK and dV of 16 keys are d / 2 float32 registers a lane each: past 128 they spill
-ROWS = 128  # row_dot's threads a block, a query row each
-
-
-@jit
-def row_dot(O, dO, D, out, n, d):
-    row = uint32(cuda.blockIdx.x) * uint32(ROWS) + uint32(cuda.threadIdx.x)  # a query row of all the q heads
-    if row >= uint32(O.shape[0]) * n:
-        return
-    head, query = row // n, row % n
-    acc = float32(0.0)
-    for c in range(d):
-        acc += float32(dO[head, query, c]) * float32(O[head, query, c])
-        out[head, query, c] = float32(0.0)  # dQ's row starts at zero: every block of keys adds into it
-    D[row] = acc
 
 
 @functools.cache
@@ -316,8 +302,7 @@ def validate(Q, K, V, O, dO, L, causal=False):
 def launch(Q, K, V, O, dO, L, out, causal=False):
     bh, n, d = Q.shape
     kv = K.shape[0]
-    D = scratch("attention_backward_rowdot", bh * n, np.float32)  # D_i = dO_i . O_i of every query row
-    row_dot[(bh * n + ROWS - 1) // ROWS, ROWS](O, dO, D, out, np.uint32(n), np.uint32(d))
+    D = row_dots(O, dO, out)  # D_i = dO_i . O_i of every query row; dQ cleared
     kernel, keys, threads, shared_bytes = build(d, KV_GROUP=bh // kv)  # KV_GROUP: q heads per kv head
     scale = np.float32(1 / math.sqrt(d))
     grid = ((n + keys - 1) // keys, kv)  # a block a tile of keys of a kv head

@@ -46,7 +46,7 @@ from zoo.device.wgmma import (
     wait_group,
 )
 from zoo.kernels.attention_backward import check_aligned, check_head_dim, check_limits
-from zoo.runtime.buffers import scratch
+from zoo.kernels.attention_backward.row_dots import row_dots
 
 MIN_CC = (9, 0)  # wgmma.mma_async needs sm_90a, Hopper's arch-specific target (H100, H200)
 MAX_CC = (9, 0)  # sm_90a code is arch-specific: it runs on 9.0 GPUs only, not on later ones
@@ -56,23 +56,9 @@ LARGEST_D = 128  # dK and dV of 64 keys take d float32 registers a thread: past 
 BKV = 64  # keys a block: one warpgroup, the M of S^T, dP^T, dV and dK
 BQ = 64  # queries a tile: the N of S^T and dP^T, the M of dQ
 THREADS = 128
-ROWS = 128  # row_dot's threads a block, a query row each
 ROW_BYTES = 128  # a swizzled row: 64 float16, the width of the 128-byte swizzle pattern
 GROUP_BYTES = 8 * ROW_BYTES  # 8 rows: one turn of the pattern, the descriptors' stride byte offset
 SLICE = 16 * ROW_BYTES // 16  # 16 rows further down a column block, in descriptor units (bytes >> 4)
-
-
-@jit
-def row_dot(O, dO, D, out, n, d):
-    row = uint32(cuda.blockIdx.x) * uint32(ROWS) + uint32(cuda.threadIdx.x)  # a query row of all the q heads
-    if row >= uint32(O.shape[0]) * n:
-        return
-    head, query = row // n, row % n
-    acc = float32(0.0)
-    for c in range(d):
-        acc += float32(dO[head, query, c]) * float32(O[head, query, c])
-        out[head, query, c] = float32(0.0)  # dQ's row starts at zero: every block of keys adds into it
-    D[row] = acc
 
 
 @functools.cache
@@ -337,8 +323,7 @@ def validate(Q, K, V, O, dO, L, causal=False):
 def launch(Q, K, V, O, dO, L, out, causal=False):
     bh, n, d = Q.shape
     kv = K.shape[0]
-    D = scratch("attention_backward_rowdot", bh * n, np.float32)  # D_i = dO_i . O_i of every query row
-    row_dot[(bh * n + ROWS - 1) // ROWS, ROWS](O, dO, D, out, np.uint32(n), np.uint32(d))
+    D = row_dots(O, dO, out)  # D_i = dO_i . O_i of every query row; dQ cleared
     kernel, shared_bytes = build(d, KV_GROUP=bh // kv)  # KV_GROUP: q heads per kv head
     scale = np.float32(1 / math.sqrt(d))
     grid = ((n + BKV - 1) // BKV, kv)  # a block a tile of keys of a kv head
