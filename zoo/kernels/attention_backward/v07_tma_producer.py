@@ -31,7 +31,7 @@ from zoo.device import cuda, float16, float32, uint32, uint64
 from zoo.device.approx import exp2_approx
 from zoo.device.jit import jit
 from zoo.device.memory import flat_view, red_add_float4
-from zoo.device.mma import cp_async4, pack_half2
+from zoo.device.mma import cp_async4, cp_async_wait_all, pack_half2
 from zoo.device.warp import FULL_MASK
 from zoo.device.wgmma import (
     SWIZZLE_128B,
@@ -183,6 +183,7 @@ def build(D, STAGES, KV_GROUP=1):
                 stage += uint32(1)
                 if stage == uint32(STAGES):
                     stage, phase = uint32(0), phase ^ uint32(1)
+            cp_async_wait_all()  # this lane's last copies have landed before it exits
             return
 
         setmaxnreg_inc(CONSUMER_REGISTERS)
