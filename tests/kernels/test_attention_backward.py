@@ -189,25 +189,27 @@ def test_the_causal_skip_skips_the_query_tiles_above_the_diagonal_and_stays_righ
     assert max(errors) <= BACKWARD.tolerance((1, 40, 32)), errors
 
 
-HOPPER_STEPS = [v for v in STEPS if v.number >= 6]  # wgmma from v06 on: 64 keys a warpgroup, 64 queries a tile
+# (step, size, kind, causal): the generic sizes fit in one tile of 64. In v06, 77 positions make two blocks of keys
+# and two tiles of queries, the second of each partial; 130 causal make three, each block's walk starting at its
+# diagonal tile; d = 128 with 4 q heads over 1 kv head walks the group's heads in turn and adds dQ in two 64-column
+# blocks; d = 80 pads the tiles to 128 columns, the second block of dQ two-thirds padding. v07 (the same products,
+# 128 keys a block, 384 simulator threads): 77 positions, the second consumer's keys partial, and 4 q heads over 1 kv
+# head causal, 8 tiles through a ring of 4 stages (every stage reused, the phases flipped).
+CROSSING = [
+    ("v06", (1, 77, 64), "full", False),
+    ("v06", (1, 130, 64), "causal", True),
+    ("v06", (4, 77, 128), "gqa", True),
+    ("v06", (1, 70, 80), "full", False),
+    ("v07", (1, 77, 64), "full", False),
+    ("v07", (4, 77, 64), "gqa", True),
+]
 
 
 @pytest.mark.parametrize(
-    "size,kind,causal",
-    [
-        ((1, 77, 64), "full", False),
-        ((1, 130, 64), "causal", True),
-        ((4, 77, 128), "gqa", True),
-        ((1, 70, 80), "full", False),
-    ],
-    ids=["77-full", "130-causal", "77x128-gqa-causal", "70x80-full"],
+    "step,size,kind,causal", CROSSING, ids=[f"{c[0]}-{'x'.join(map(str, c[1]))}-{c[2]}-{c[3]}" for c in CROSSING]
 )
-@pytest.mark.parametrize("variant", HOPPER_STEPS, ids=lambda v: v.name)
-def test_hopper_steps_cross_key_and_query_tiles(variant, size, kind, causal):
-    """The generic sizes fit in one tile of 64: 77 positions make two blocks of keys and two tiles of queries, the
-    second of each partial; 130 causal make three, each block's walk starting at its diagonal tile; d = 128 with 4 q
-    heads over 1 kv head walks the group's heads in turn and adds dQ in two 64-column blocks; d = 80 pads the tiles
-    to 128 columns, the second block of dQ two-thirds padding."""
+def test_hopper_steps_cross_key_and_query_tiles(step, size, kind, causal):
+    variant = BACKWARD[step]
     inputs = _inputs(size, 8, kind, causal=causal)
     out = variant(*inputs, causal=causal)
     errors = _errors(out, BACKWARD.reference(*inputs, causal=causal), size[0])
