@@ -33,9 +33,7 @@ atomic requests to the L2. v06 moves the five products to Hopper's
 ``wgmma.mma_async`` (attention v08's move): a warpgroup owns 64 keys, S^T and
 dP^T read K, V, Q and dO from swizzled shared tiles, P^T and dS^T go into dV's
 and dK's products from registers, and dQ's reads dS^T from shared memory
-transposed. v07 is attention v09's move: a producer warpgroup copies Q and dO
-by TMA (L and D by cp.async) into a ring of stages, and two consumer
-warpgroups of 64 keys each share every tile. v01 takes any d up to 256, the tensor-core steps multiples of 16
+transposed. v01 takes any d up to 256, the tensor-core steps multiples of 16
 up to 128 (dK and dV in registers), all with grouped KV heads.
 
 Inputs, kinds, output
