@@ -39,6 +39,22 @@ def test_two_ranks_match_the_model(tiny):
         assert relative(got[0], reference.Reference(tiny).step(7, 0)) > 0.1
 
 
+def test_a_filled_context_is_the_one_gpu_model_s(tiny):
+    """fill_context's stand-in keys and values: each rank's heads hold what the one-GPU model's same heads hold, so
+    the split model's first logits after a filled context are the one-GPU model's (the sweep's check)."""
+    plain = decode.Decoder(tiny, max_context=8)
+    plain.fill_context(3, seed=1)
+    plain.start(5, 3)
+    plain.generate(1, LEVER)
+    model = tensor_parallel.TensorParallel(tiny, 2, 8)
+    model.fill_context(3, seed=1)
+    model.start(5, 3)
+    model.generate(1, LEVER)
+    assert relative(model.logits.copy_to_host()[0], plain.logits.copy_to_host()[0]) < LOGITS_TOLERANCE
+    for r, decoder in enumerate(model.decoders):  # rank r's one KV head is the model's head r
+        assert np.array_equal(decoder.k_cache.copy_to_host()[:, 0, :3], plain.k_cache.copy_to_host()[:, r, :3])
+
+
 def test_one_rank_is_the_one_gpu_decoder(tiny):
     model = tensor_parallel.TensorParallel(tiny, 1)
     model.start(5)

@@ -404,9 +404,11 @@ class Decoder:
         tokens[position] = first_token
         self.tokens.copy_to_device(tokens)
 
-    def fill_context(self, length, seed=0):
+    def fill_context(self, length, seed=0, first_head=0):
         """Random keys and values at the cache's first ``length`` positions: a stand-in for a prompt's, whose
-        values do not change what a decode step reads or costs."""
+        values do not change what a decode step reads or costs. Each KV head's values follow from the seed and the
+        head's number in the whole model, ``first_head`` plus its own (a tensor-parallel rank's heads start there),
+        so a split model's caches hold what the one-GPU model's does."""
         from zoo.llm.weights import fill_uniform
 
         if not 0 <= length <= self.max_context:
@@ -418,7 +420,10 @@ class Decoder:
                 for head in range(self.config.kv_heads):
                     block = cache[layer, head, :length, :].reshape(length * self.config.head_size)
                     fill_uniform[(block.size + 255) // 256, 256](
-                        block, np.uint32(seed * 7919 + salt * 104729 + layer * 131 + head), np.float32(0), np.float32(1)
+                        block,
+                        np.uint32(seed * 7919 + salt * 104729 + layer * 131 + first_head + head),
+                        np.float32(0),
+                        np.float32(1),
                     )
 
     def generate(self, count, lever):

@@ -184,10 +184,10 @@ class TensorParallel:
                 decoder.start(first_token, position)
 
     def fill_context(self, length, seed=0):
-        """Each rank's cache (its own KV heads) filled as ``Decoder.fill_context`` fills one."""
+        """Each rank's cache (its own KV heads) filled as ``Decoder.fill_context`` fills the one-GPU model's heads."""
         for r, decoder in enumerate(self.decoders):
             with self.group.on(r):
-                decoder.fill_context(length, seed * 8 + r)
+                decoder.fill_context(length, seed, first_head=r * decoder.config.kv_heads)
 
     def generate(self, count, lever):
         if lever.graph or lever.int4:
