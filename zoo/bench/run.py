@@ -227,6 +227,7 @@ def gpu_job(
     quick = not (given or all_sizes)  # the default: each family's headline size, and a check first
     budget = budget if budget is not None else (QUICK_BUDGET_S if quick else harness.BUDGET_S)
     runs, any_failed, skipped = {}, False, set()
+    commit = results.git_commit() if save else None  # the commit each saved row names
     plan = []
     for fam in fams:
         if given:
@@ -355,8 +356,8 @@ def gpu_job(
                 any_failed |= any(m.correct is False for m in measured)
                 runs.setdefault(fam.name, {})[key] = measured
                 console.print(run_table(fam, key, measured))
-            if save and fam.name in runs:  # family by family: an interrupted run keeps what it measured
-                path = results.save({fam.name: runs[fam.name]}, properties(), versions(), commit=results.git_commit())
+                if save:  # size by size: a run cut short (a time limit, an error) keeps every size it finished
+                    path = results.save({fam.name: {key: measured}}, properties(), versions(), commit=commit)
             spent[fam.name] = time.perf_counter() - family_started
             console.print(
                 f"[dim]{fam.name}: {spent[fam.name]:.0f} s ("
