@@ -382,7 +382,7 @@ def cmd_llm_budget(args):
     gpu = args.gpu or ("nvidia-h100-80gb-hbm3" if zoo.SIMULATOR else slug())
     model = {"llama3-8b": config.LLAMA3_8B, "tiny": config.TINY}[args.model]
     try:
-        rates = budget.rates_from_results(gpu)
+        rates = budget.rates_from_results(gpu, head_size=model.head_size)
         lines = budget.report(model, rates, gpu, args.batch, args.context, args.prompt, args.train_tokens)
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -78,6 +78,37 @@ def test_rates_come_from_the_results_the_largest_copy_and_the_best_correct_steps
     assert "int4: weights" in lines and "(fits in 10.00 GB)" in lines
 
 
+def test_attention_s_rate_and_the_kernel_floor_come_from_their_families(tmp_path):
+    """The prefill's attention at the attention family's best causal step of the model's head size, and a decode
+    step's small kernels at the launch family's CUDA graph of 256 dependent kernels, where the results hold them."""
+
+    def row(**rate):
+        return {"correct": True, "ratio": next(iter(rate.values())), **rate}
+
+    families = {
+        "vector_add": {"268435456": {"copy_ceiling": row(gbps=3000.0, ms=1.0)}},
+        "hgemm": {"4096": {"v15_grouped_tiles": row(gflops=600_000.0)}},
+        "attention": {
+            "32x4096x128@causal": {"v09_tma_producer": row(gflops=400_000.0), "v08_wgmma": row(gflops=300_000.0)},
+            "32x4096x64@causal": {"v09_tma_producer": row(gflops=500_000.0)},  # another head size: not the model's
+        },
+        "launch": {"4096": {"v04_graph_replay": row(ms=0.256), "v03_lean_launch": row(ms=2.0)}},
+    }
+    rates = budget.rates_from_results("gpu", _results(tmp_path, families), head_size=128)
+    assert rates.attention_tflops == 400.0 and "32x4096x128@causal" in rates.attention_from
+    assert rates.kernel_floor_s == pytest.approx(1e-6)  # 0.256 ms for 256 kernels
+    one = budget.decode_step(C, rates, 1, 1024, "fp16")
+    assert one["others_s"] == pytest.approx(budget.small_kernels(C) * 1e-6) and budget.small_kernels(C) == 196
+    assert one["seconds"] == pytest.approx(one["matrices_s"] + one["attention_s"] + one["others_s"])
+    *layers, (vocab, hidden) = budget.linear_shapes(C)
+    attention = C.layers * C.heads * 2 * 2 * C.head_size * 4096**2 / 2
+    linear = 2 * 4096 * sum(r * k for r, k in layers) + 2 * vocab * hidden
+    want = linear / 600e12 + attention / 400e12 + budget.prefill_traffic(C, 4096) / 3000e9
+    assert budget.prefill_seconds(C, rates, 4096) == pytest.approx(want)
+    bare = budget.rates_from_results("gpu", _results(tmp_path, {k: families[k] for k in ("vector_add", "hgemm")}))
+    assert (bare.attention_tflops, bare.kernel_floor_s) == (None, 0.0)  # not measured: the GEMM rate, no floor
+
+
 def test_missing_results_are_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="measured GPUs are"):
         budget.rates_from_results("nope", tmp_path)
@@ -102,13 +133,16 @@ def test_the_saved_prefills_are_set_beside_the_prediction(tmp_path):
     flops = (
         2 * 1024 * sum(r * k for r, k in layers) + 2 * vocab * hidden + c.layers * c.heads * 2 * 2 * 128 * 1024**2 / 2
     )
-    assert budget.prefill_seconds(c, RATES, 1024) == pytest.approx(flops / 600e12)  # the lm_head on one row
+    traffic = budget.prefill_traffic(c, 1024)
+    assert traffic == 32 * 1024 * (28 * 4096 + 6 * 6144 + 4 * 1024 + 4 * 4096 + 10 * 14336)  # 10.3 GB at 1024 tokens
+    seconds = flops / 600e12 + traffic / 3000e9  # the lm_head on one row; attention at the GEMM rate, none measured
+    assert budget.prefill_seconds(c, RATES, 1024) == pytest.approx(seconds)
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "gpu-prefill.csv").write_text(
         "row,prompt,tokens_per_s\nzoo prefill (hgemm v15),1024,25000\ntorch eager prefill,1024,30000\n"
     )
     [(prompt, measured, predicted)] = budget.measured_prefill("gpu", c, RATES, tmp_path)  # the zoo's row alone
-    assert (prompt, measured) == (1024, 25000.0) and predicted == pytest.approx(1024 / (flops / 600e12))
+    assert (prompt, measured) == (1024, 25000.0) and predicted == pytest.approx(1024 / seconds)
     assert budget.measured_prefill("other", c, RATES, tmp_path) == []
 
 

@@ -11,12 +11,19 @@ Everything here is arithmetic on two kinds of input, each said where it is used:
   was measured at: what a token's matrix reads reach), and the zoo's best fp16 GEMM (hgemm's best step: what
   compute-bound work can reach).
 
+Two more, where the results file holds them: the attention family's best causal step at the model's head size (the
+prefill's attention), and the launch family's CUDA graph of small dependent kernels (v04_graph_replay: the time a
+kernel takes on the GPU when nothing else does, a decode step's floor for each of its small kernels).
+
 A decode token at batch B reads every weight once and each sequence's KV cache, and multiplies B vectors by every
 weight matrix: each matrix takes the longer of its bytes over gemv's rate and its 2 B flops per weight over the
-GEMM rate (the roofline; the batch where the two meet is the ridge, where GEMV turns into GEMM). A prompt's prefill
-is compute: 2 flops per weight per token, and causal attention's 2 x 2 x n^2 / 2 x d flops per head and layer, at
-the GEMM rate (the lm_head on the last position only). The saved ``zoo decode``, ``zoo batch`` and ``zoo prefill``
-rows are set beside the predictions.
+GEMM rate (the roofline; the batch where the two meet is the ridge, where GEMV turns into GEMM). Its other kernels
+(two norms, rope, the cache's append, attention and silu_mul a layer; the embedding, the last norm, argmax and the
+position's advance) move a few vectors each, so each costs the kernel floor. A prompt's prefill is compute: 2 flops
+per weight per token at the GEMM rate (the lm_head on the last position only), causal attention's 2 x 2 x n^2 / 2 x
+d flops per head and layer at attention's rate; and the bytes its elementwise kernels read and write (the norms,
+rope and the layouts, silu_mul: ``prefill_traffic``) at the copy rate. The saved ``zoo decode``, ``zoo batch`` and
+``zoo prefill`` rows are set beside the predictions.
 Training with Adam in mixed precision keeps 16 bytes a parameter (fp16 weights and gradients, float32 master
 weights and two moments) and does 6 flops per parameter per token. Activations are left out where the
 sentence says so: at decode they are a few MB, in training they depend on checkpointing.
@@ -36,6 +43,8 @@ TRAIN_FLOPS_PER_PARAM = 6  # per token: 2 forward, 4 backward
 CHINCHILLA_TOKENS_PER_PARAM = 20  # the compute-optimal data for a model of P parameters (Hoffmann et al., 2022)
 YEAR_S = 365.25 * 24 * 3600
 RESULTS = Path(__file__).resolve().parents[2] / "results"
+LAUNCH_SIZE, GRAPH_STEP = 4096, "v04_graph_replay"  # the launch family's loop of small kernels, as a CUDA graph
+LAUNCH_STEPS = 256  # kernels in a call of that loop on a GPU (its spec's STEPS; the simulator's 8 are never saved)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,10 @@ class Rates:
     gemv_gbs: dict  # {format: GB/s the gemv family's best step reads that format's weights at}, where measured
     gemv_from: dict
     memory_bytes: float | None = None  # the GPU's memory, as its results file records it (None where it does not)
+    attention_tflops: float | None = None  # the attention family's best causal step at the model's head size
+    attention_from: str = "not measured: the GEMM rate instead"
+    kernel_floor_s: float = 0.0  # seconds a small dependent kernel takes in a CUDA graph (launch v04)
+    kernel_floor_from: str = "not measured: no floor"
 
     def weights_gbs(self, fmt):
         """GB/s a token's matrices are read at in ``fmt``: the gemv family's, else the copy's."""
@@ -80,6 +93,23 @@ def weight_bytes(c: Config, fmt: str) -> float:
     return sum(matrix_bytes(r, k, fmt) for r, k in linear_shapes(c)) + FP16 * (c.vocab + 2 * c.layers + 1) * c.hidden
 
 
+def small_kernels(c: Config) -> int:
+    """The kernels of a decode step besides its matrices: two norms, rope, the cache's append, attention and
+    silu_mul a layer (decode attention's one launch: the ladder's last lever), then the embedding, the last norm,
+    argmax and the position's advance."""
+    return 6 * c.layers + 4
+
+
+def prefill_traffic(c: Config, tokens: int) -> int:
+    """Bytes the prefill's elementwise kernels read and write (the matrices' own are the GEMMs'): a layer's two
+    norms (the float32 residual and sublayer output read, the residual and the float16 normed rows written: 14 bytes a
+    hidden element), rope and the layouts (the float32 QKV read, float16 Q, K and V heads and the cache written;
+    attention's output moved back: 6 bytes a QKV element, 4 a KV and 4 a Q element), silu_mul (float32 gate and up
+    read, float16 written: 10 bytes an intermediate element), for every token and layer."""
+    per_token = 2 * 14 * c.hidden + 6 * c.qkv_size + 4 * c.kv_size + 4 * c.q_size + 10 * c.intermediate
+    return c.layers * tokens * per_token
+
+
 def kv_bytes_per_position(c: Config) -> int:
     """K and V of one position in every layer, fp16."""
     return 2 * c.layers * c.kv_size * FP16
@@ -91,25 +121,36 @@ def decode_step(c: Config, rates: Rates, batch: int, context: int, fmt: str) -> 
     attention's cache read at the copy rate; with the batch where the matrices turn compute-bound (the ridge)."""
     bandwidth, flop_rate = rates.copy_gbs * 1e9, rates.gemm_tflops * 1e12
     reads = rates.weights_gbs(fmt) * 1e9
-    matrices = sum(max(matrix_bytes(r, k, fmt) / reads, 2 * batch * r * k / flop_rate) for r, k in linear_shapes(c))
+    floor = rates.kernel_floor_s
+    matrices = sum(
+        max(matrix_bytes(r, k, fmt) / reads, 2 * batch * r * k / flop_rate, floor) for r, k in linear_shapes(c)
+    )
     attention = batch * context * kv_bytes_per_position(c) / bandwidth
+    others = small_kernels(c) * floor  # a few vectors each: the floor, whatever the batch's few KB
     bytes_per_weight = weight_bytes(c, fmt) / parameters(c)
     return {
-        "seconds": matrices + attention,
+        "seconds": matrices + attention + others,
         "matrices_s": matrices,
         "attention_s": attention,
+        "others_s": others,
         "ridge_batch": flop_rate * bytes_per_weight / (2 * reads),
     }
 
 
 def prefill_seconds(c: Config, rates: Rates, tokens: int) -> float:
-    """A prompt of ``tokens`` at the GEMM rate: 2 flops per weight of every layer per token, causal attention's QK^T
-    and PV, 2 x 2 x d flops per pair of positions, half the pairs (the mask), per head and layer, and the lm_head on
-    the last position alone (the next token's logits; ``zoo prefill`` computes no more)."""
+    """A prompt of ``tokens``: 2 flops per weight of every layer per token and the lm_head on the last position
+    alone (the next token's logits; ``zoo prefill`` computes no more) at the GEMM rate; causal attention's QK^T and
+    PV, 2 x 2 x d flops per pair of positions, half the pairs (the mask), per head and layer, at attention's rate
+    (the GEMM's where none was measured); the elementwise kernels' bytes (``prefill_traffic``) at the copy rate."""
     *layers, (vocab, hidden) = linear_shapes(c)
     linear = 2 * tokens * sum(r * k for r, k in layers) + 2 * vocab * hidden
     attention = c.layers * c.heads * 2 * 2 * c.head_size * tokens * tokens / 2
-    return (linear + attention) / (rates.gemm_tflops * 1e12)
+    attention_rate = rates.attention_tflops or rates.gemm_tflops
+    return (
+        linear / (rates.gemm_tflops * 1e12)
+        + attention / (attention_rate * 1e12)
+        + prefill_traffic(c, tokens) / (rates.copy_gbs * 1e9)
+    )
 
 
 def memory(c: Config, batch: int, context: int, fmt: str) -> dict:
@@ -136,7 +177,7 @@ def pretraining_years(parameters_count: float, rates: Rates) -> float:
     return flops / (rates.gemm_tflops * 1e12) / YEAR_S
 
 
-def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
+def rates_from_results(slug: str, results_dir: Path = RESULTS, head_size: int = 128) -> Rates:
     """The copy rate, gemv's fp16 and int4 rates and the best fp16 GEMM rate ``results/<slug>.json`` recorded, each
     step's the fastest correct one of its size (``strongest.best_step``); ValueError naming what is missing."""
     path = results_dir / f"{slug}.json"
@@ -171,6 +212,21 @@ def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
             gemv_gbs[fmt], gemv_from[fmt] = best[len(best) // 2][0], "gemv " + best[len(best) // 2][1]
     copy, gemm = max(copies), max(gemms)
     device = data.get("device", {})
+    extra = {}
+    attention = zoo.family("attention")
+    causal = [  # the fastest correct causal step at the model's head size (d = 128), its TFLOP/s
+        (best[1]["gflops"] / 1e3, f"attention {best[0]} at {size}")
+        for size, rows in data["families"].get("attention", {}).items()
+        if size.endswith(f"x{head_size}@causal")
+        and (best := strongest.best_step(attention, rows))
+        and best[1].get("gflops")
+    ]
+    if causal:
+        extra["attention_tflops"], extra["attention_from"] = max(causal)
+    graph = data["families"].get("launch", {}).get(str(LAUNCH_SIZE), {}).get(GRAPH_STEP, {})
+    if graph.get("ms") and graph.get("correct") is not False:  # a call is STEPS dependent kernels in one graph
+        extra["kernel_floor_s"] = graph["ms"] / 1e3 / LAUNCH_STEPS
+        extra["kernel_floor_from"] = f"launch {GRAPH_STEP} at {LAUNCH_SIZE}, {LAUNCH_STEPS} kernels a call"
     return Rates(
         device.get("name", slug),
         copy[1],
@@ -180,6 +236,7 @@ def rates_from_results(slug: str, results_dir: Path = RESULTS) -> Rates:
         gemv_gbs,
         gemv_from,
         device.get("memory_bytes"),
+        **extra,
     )
 
 
@@ -253,6 +310,11 @@ def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt:
     for fmt in ("fp16", "int4"):
         where = rates.gemv_from.get(fmt, "not measured: the copy's rate instead")
         lines.append(f"  {fmt} weights read at {rates.weights_gbs(fmt):,.0f} GB/s ({where})")
+    attention = f"{rates.attention_tflops:,.1f} TFLOP/s" if rates.attention_tflops else "-"
+    lines.append(
+        f"  causal attention {attention} ({rates.attention_from}); a small kernel in a CUDA graph "
+        f"{1e6 * rates.kernel_floor_s:,.2f} us ({rates.kernel_floor_from})"
+    )
     lines.append(f"model: {parameters(c) / 1e9:,.2f} B parameters, {c.layers} layers, hidden {c.hidden}")
     for fmt in ("fp16", "int4"):
         m = memory(c, batch, context, fmt)
@@ -264,11 +326,14 @@ def report(c: Config, rates: Rates, slug: str, batch: int, context: int, prompt:
             f" = {_gb(total)}{fits}, activations not counted (a few MB at decode)",
             f"  decode at batch {batch}: {1e3 * step['seconds']:,.2f} ms a step, {batch / step['seconds']:,.0f} "
             f"tokens/s (matrices {1e3 * step['matrices_s']:,.2f} ms, attention's cache {1e3 * step['attention_s']:,.2f}"
-            f" ms); the matrices turn compute-bound from batch {step['ridge_batch']:,.0f}",
+            f" ms, {small_kernels(c)} small kernels {1e3 * step['others_s']:,.2f} ms); the matrices turn compute-bound "
+            f"from batch {step['ridge_batch']:,.0f}",
         ]
     seconds = prefill_seconds(c, rates, prompt)
     lines.append(
-        f"prefill of {prompt} tokens at the GEMM rate: {1e3 * seconds:,.1f} ms, {prompt / seconds:,.0f} tokens/s"
+        f"prefill of {prompt} tokens (matrices at the GEMM rate, attention at its own, "
+        f"{_gb(prefill_traffic(c, prompt))} of elementwise traffic at the copy's): {1e3 * seconds:,.1f} ms, "
+        f"{prompt / seconds:,.0f} tokens/s"
     )
     t = training(c, rates, train_tokens, gpu_bytes or 80e9)  # a file without the device's memory: an 80 GB card's
     lines += [
