@@ -19,6 +19,8 @@ a kernel that calls it is compiled with ``jit(arch_specific=True)``.
 ``descriptor(address, leading, stride, swizzle)``             a matrix descriptor (uint64), fields below
 ``swizzle_128b(offset)``                                      a byte offset in a 1024-byte-aligned tile,
                                                               swizzled as SWIZZLE_128B stores it
+``swizzled_chunk(row, chunk, rows)``                          the float16 index of a row's 16-byte chunk
+                                                              in such a tile of 64-column blocks
 ``fence(acc, count)``                                         ``wgmma.fence.sync.aligned``
 ``mma_async(acc, first, N, desc_a, desc_b, accumulate,``      ``wgmma.mma_async.sync.aligned.m64nNkK``
 ``          trans_a, trans_b, kind)``                         ``.f32.kind.kind``: acc[first .. first + N/2)
@@ -191,6 +193,14 @@ def swizzle_128b(offset):
     return offset ^ ((offset >> uint32(3)) & uint32(0x70))
 
 
+def swizzled_chunk(row, chunk, rows):
+    """The float16 element index, from a tile's start, of 16-byte chunk ``chunk`` of row ``row`` in a tile stored
+    as 64-column blocks of ``rows`` 128-byte rows each (the layout wgmma's SWIZZLE_128B descriptors read): column
+    block chunk // 8, then the row's 128 bytes with the chunk moved by ``swizzle_128b``."""
+    in_block = swizzle_128b(row * uint32(128) + chunk % uint32(8) * uint32(16))
+    return (chunk // uint32(8) * (uint32(rows) * uint32(128)) + in_block) // uint32(2)
+
+
 def first_tile(tiles):
     """(element index, shared address) of the first 1024-byte boundary in the shared array ``tiles``.
 
@@ -205,6 +215,7 @@ def first_tile(tiles):
 if not SIMULATOR:  # device functions on the GPU; in the simulator plain Python (a device-function call costs more)
     descriptor = jit(device=True, forceinline=True)(descriptor)
     swizzle_128b = jit(device=True, forceinline=True)(swizzle_128b)
+    swizzled_chunk = jit(device=True, forceinline=True)(swizzled_chunk)
     first_tile = jit(device=True, forceinline=True)(first_tile)
 
 

@@ -47,7 +47,7 @@ from zoo.device.wgmma import (
     first_tile,
     mma_async,
     mma_async_a_regs,
-    swizzle_128b,
+    swizzled_chunk,
     wait_group,
 )
 from zoo.kernels.attention import check_aligned, check_head_dim, check_limits
@@ -85,13 +85,6 @@ def build(D, BK, KV_GROUP=1):
     P_WORDS = BK // 16 * 4  # P as wgmma's A fragments, four words per 16 keys
 
     @jit(device=True, forceinline=True)
-    def tile_at(row, chunk, rows):
-        """The element index, from a tile's start, of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows:
-        column block chunk // 8, then the row's 128 bytes with the chunk moved by the swizzle."""
-        in_block = swizzle_128b(row * uint32(ROW_BYTES) + chunk % uint32(8) * uint32(16))
-        return (chunk // uint32(8) * uint32(rows * ROW_BYTES) + in_block) // uint32(2)
-
-    @jit(device=True, forceinline=True)
     def copy_keys(tiles, K, V, at, k0, kv_base, last, tid):
         """This thread's cp.async of the K and V rows k0 .. k0 + BK into the stage at `at` (a row past the end copies
         the last: its keys are masked and its P is 0, so any finite values do)."""
@@ -99,7 +92,7 @@ def build(D, BK, KV_GROUP=1):
             c = tid + uint32(p * THREADS)
             row, chunk = c // uint32(CHUNKS), c % uint32(CHUNKS)
             src = kv_base + min(k0 + row, last) * uint32(D) + chunk * uint32(8)
-            dst = at + tile_at(row, chunk, BK)
+            dst = at + swizzled_chunk(row, chunk, BK)
             cp_async16(tiles, dst, K, src)
             cp_async16(tiles, dst + uint32(KV_TILE), V, src)
 
@@ -145,7 +138,7 @@ def build(D, BK, KV_GROUP=1):
             c = tid + uint32(p * THREADS)
             row, chunk = c // uint32(CHUNKS), c % uint32(CHUNKS)
             src = base_q + min(q0 + row, last) * uint32(D) + chunk * uint32(8)
-            cp_async16(tiles, tile0 + tile_at(row, chunk, BQ), Q, src)
+            cp_async16(tiles, tile0 + swizzled_chunk(row, chunk, BQ), Q, src)
         copy_keys(tiles, K, V, tile0 + uint32(Q_TILE), uint32(0), kv_base, last, tid)  # block 0 into stage 0
         cp_async_commit()
         for i in range(O_REGS):

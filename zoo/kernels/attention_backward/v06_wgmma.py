@@ -42,7 +42,7 @@ from zoo.device.wgmma import (
     first_tile,
     mma_async,
     mma_async_a_regs,
-    swizzle_128b,
+    swizzled_chunk,
     wait_group,
 )
 from zoo.kernels.attention_backward import check_aligned, check_head_dim, check_limits
@@ -85,13 +85,6 @@ def build(D, KV_GROUP=1):
     L_STAGES = 2 * BQ  # two stages of L and D, a query each (a shared array's size must be one name)
 
     @jit(device=True, forceinline=True)
-    def tile_at(row, chunk, rows):
-        """The element index, from a tile's start, of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows:
-        column block chunk // 8, then the row's 128 bytes with the chunk moved by the swizzle."""
-        in_block = swizzle_128b(row * uint32(ROW_BYTES) + chunk % uint32(8) * uint32(16))
-        return (chunk // uint32(8) * uint32(rows * ROW_BYTES) + in_block) // uint32(2)
-
-    @jit(device=True, forceinline=True)
     def copy_tile(tiles, l_tile, d_tile, at, Q, dO, L, Dsum, head, q0, stage, n, tid):
         """This thread's cp.async of q head ``head``'s queries q0 .. q0 + BQ - 1 (Q, dO, L and D) into ``stage``. A
         row past the end copies the last instead: its P and dS are 0 and its dQ row is never added."""
@@ -101,7 +94,7 @@ def build(D, KV_GROUP=1):
             c = tid + uint32(p * THREADS)
             row, chunk = c // uint32(CHUNKS), c % uint32(CHUNKS)
             src = base + min(q0 + row, last) * uint32(D) + chunk * uint32(8)
-            dst = at + stage * uint32(STAGE) + tile_at(row, chunk, BQ)
+            dst = at + stage * uint32(STAGE) + swizzled_chunk(row, chunk, BQ)
             cp_async16(tiles, dst + uint32(Q_AT), Q, src)
             cp_async16(tiles, dst + uint32(DO_AT), dO, src)
         if tid < uint32(BQ):
@@ -135,7 +128,7 @@ def build(D, KV_GROUP=1):
             c = tid + uint32(p * THREADS)
             row, chunk = c // uint32(CHUNKS), c % uint32(CHUNKS)
             src = kv_base + min(k0 + row, last) * uint32(D) + chunk * uint32(8)
-            dst = tile0 + tile_at(row, chunk, BKV)
+            dst = tile0 + swizzled_chunk(row, chunk, BKV)
             cp_async16(tiles, dst, K, src)
             cp_async16(tiles, dst + uint32(V_AT), V, src)
         for i in range(GRAD_REGS):
@@ -221,7 +214,7 @@ def build(D, KV_GROUP=1):
             for j in range(NQ):
                 for r in range(2):
                     key = warp * uint32(16) + g + uint32(8 * r)
-                    at_ds = tile0 + uint32(DS_AT) + tile_at(key, uint32(j), BKV) + t * uint32(2)
+                    at_ds = tile0 + uint32(DS_AT) + swizzled_chunk(key, uint32(j), BKV) + t * uint32(2)
                     tiles[at_ds] = float16(sp[S_REGS + 4 * j + 2 * r])
                     tiles[at_ds + uint32(1)] = float16(sp[S_REGS + 4 * j + 2 * r + 1])
             # P^T and dS^T as A fragments: queries 16kp .. 16kp + 15 of a thread's two keys, rounded and paired
