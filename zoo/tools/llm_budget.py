@@ -44,7 +44,6 @@ CHINCHILLA_TOKENS_PER_PARAM = 20  # the compute-optimal data for a model of P pa
 YEAR_S = 365.25 * 24 * 3600
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 LAUNCH_SIZE, GRAPH_STEP = 4096, "v04_graph_replay"  # the launch family's loop of small kernels, as a CUDA graph
-LAUNCH_STEPS = 256  # kernels in a call of that loop on a GPU (its spec's STEPS; the simulator's 8 are never saved)
 
 
 @dataclass(frozen=True)
@@ -214,7 +213,7 @@ def rates_from_results(slug: str, results_dir: Path = RESULTS, head_size: int = 
     device = data.get("device", {})
     extra = {}
     attention = zoo.family("attention")
-    causal = [  # the fastest correct causal step at the model's head size (d = 128), its TFLOP/s
+    causal = [  # the fastest correct causal step at the model's head size, its TFLOP/s
         (best[1]["gflops"] / 1e3, f"attention {best[0]} at {size}")
         for size, rows in data["families"].get("attention", {}).items()
         if size.endswith(f"x{head_size}@causal")
@@ -224,9 +223,10 @@ def rates_from_results(slug: str, results_dir: Path = RESULTS, head_size: int = 
     if causal:
         extra["attention_tflops"], extra["attention_from"] = max(causal)
     graph = data["families"].get("launch", {}).get(str(LAUNCH_SIZE), {}).get(GRAPH_STEP, {})
-    if graph.get("ms") and graph.get("correct") is not False:  # a call is STEPS dependent kernels in one graph
-        extra["kernel_floor_s"] = graph["ms"] / 1e3 / LAUNCH_STEPS
-        extra["kernel_floor_from"] = f"launch {GRAPH_STEP} at {LAUNCH_SIZE}, {LAUNCH_STEPS} kernels a call"
+    steps = zoo.family("launch").module.GPU_STEPS  # kernels a saved call runs (the simulator's are never saved)
+    if graph.get("ms") and graph.get("correct") is not False:  # a call is that many dependent kernels in one graph
+        extra["kernel_floor_s"] = graph["ms"] / 1e3 / steps
+        extra["kernel_floor_from"] = f"launch {GRAPH_STEP} at {LAUNCH_SIZE}, {steps} kernels a call"
     return Rates(
         device.get("name", slug),
         copy[1],

@@ -23,7 +23,8 @@ ORDER = 102  # after pipeline (100): the host around the GPU, transfers and stre
 INPUTS = ("x",)
 DTYPE = np.float32
 NDIM = 1
-STEPS = 8 if SIMULATOR else 256  # launches a call: a decode step's worth; the simulator runs each one as Python threads
+GPU_STEPS = 256  # launches a call on a GPU: a decode step's worth (zoo llm-budget divides the saved rows by it)
+STEPS = 8 if SIMULATOR else GPU_STEPS  # the simulator runs each launch as Python threads
 WALL_TIME = True  # `zoo run` times each call from the host's side: the host's cost is what is taught
 
 # y <- A y + B, A = 1 - 2^-10: contracting slowly, so x still matters after STEPS updates (A^256 = 0.78) and
